@@ -1,0 +1,19 @@
+"""Celery Beat entries for crawler_tasks, loaded into ``app.conf.beat_schedule``.
+
+Run exactly one Beat for the cluster: ``celery -A crawler_tasks beat``.
+Incremental recrawl entries (``crawl.submit`` with ``dont_filter``) arrive in a
+later release; an entry looks like::
+
+    "recrawl-home": {
+        "task": "crawl.submit",
+        "schedule": crontab(minute=0),
+        "kwargs": {"urls": ["https://example.com/"], "dont_filter": True},
+        "options": {"expires": 3000},
+    }
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+beat_schedule: dict[str, dict[str, Any]] = {}

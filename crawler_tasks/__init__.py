@@ -1,0 +1,36 @@
+"""crawler_tasks: a distributed web crawler built on Celery.
+
+``celery -A crawler_tasks worker`` finds :data:`app`; other apps call
+:func:`submit` (or ``send_task("crawl.submit", ...)``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+__all__ = ["app", "submit", "CrawlRequest", "PageRecord", "errors"]
+__version__ = "0.1.0"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so the CLI can choose the broker (env) before the app is built.
+    if name == "app":
+        from .celery_app import app
+
+        return app
+    if name == "submit":
+        from .seed import submit
+
+        return submit
+    if name in ("CrawlRequest", "PageRecord"):
+        from . import models
+
+        return getattr(models, name)
+    if name == "errors":
+        from . import errors
+
+        return errors
+    raise AttributeError(f"module 'crawler_tasks' has no attribute {name!r}")

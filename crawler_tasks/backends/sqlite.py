@@ -1,0 +1,98 @@
+"""Embedded default store: one SQLite file, WAL mode, upsert by fingerprint.
+
+Safe with several worker processes on one node: WAL lets readers run beside
+the single writer, and a busy timeout makes writers wait instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from ..errors import StoreUnavailable, UnknownStore
+from ..models import PageRecord
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pages (
+    fingerprint TEXT PRIMARY KEY,
+    url         TEXT NOT NULL,
+    crawl_id    TEXT NOT NULL,
+    status      INTEGER,
+    fetched_at  TEXT NOT NULL,
+    description TEXT,
+    record      TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS pages_crawl ON pages (crawl_id);
+"""
+
+_UPSERT = """
+INSERT INTO pages (fingerprint, url, crawl_id, status, fetched_at, description, record)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (fingerprint) DO UPDATE SET
+    url = excluded.url, crawl_id = excluded.crawl_id, status = excluded.status,
+    fetched_at = excluded.fetched_at, description = excluded.description,
+    record = excluded.record
+"""
+
+
+class SQLiteStore:
+    """Page records in a SQLite file; one connection per process."""
+
+    def __init__(self, path: str) -> None:
+        if not path:
+            raise UnknownStore("sqlite store: empty path")
+        self.path = Path(path)
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None or self._pid != os.getpid():
+            self._conn = self._connect()
+            self._pid = os.getpid()
+        return self._conn
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreUnavailable(f"sqlite store {self.path}: {exc}") from None
+        return conn
+
+    def upsert(self, records: Sequence[PageRecord]) -> None:
+        rows = [(r.fingerprint, r.url, r.crawl_id, r.status, r.fetched_at, r.description,
+                 json.dumps(r.to_dict(), ensure_ascii=False)) for r in records]
+        try:
+            with self.conn:
+                self.conn.executemany(_UPSERT, rows)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"sqlite store {self.path}: {exc}") from None
+
+    def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
+        if not self.path.exists():
+            return
+        sql, args = "SELECT record FROM pages ORDER BY rowid", ()
+        if crawl_id is not None:
+            sql, args = "SELECT record FROM pages WHERE crawl_id = ? ORDER BY rowid", (crawl_id,)
+        for (raw,) in self.conn.execute(sql, args):
+            yield PageRecord.from_dict(json.loads(raw))
+
+    def count(self, crawl_id: str | None = None) -> int:
+        if not self.path.exists():
+            return 0
+        if crawl_id is None:
+            return self.conn.execute("SELECT count(*) FROM pages").fetchone()[0]
+        return self.conn.execute("SELECT count(*) FROM pages WHERE crawl_id = ?",
+                                 (crawl_id,)).fetchone()[0]
+
+    def close(self) -> None:
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None

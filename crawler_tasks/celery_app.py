@@ -1,0 +1,76 @@
+"""The Celery app, built from :class:`~crawler_tasks.settings.Settings`.
+
+Every process that talks to the queues (workers, Beat, Flower, other apps that
+``apply_async``) must load this configuration: the Redis transport computes list
+names from ``sep`` and ``priority_steps`` on both sides, and a message sent
+without a priority must land in the normal band (celery-notes §1.1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+
+from . import routing
+from .settings import Settings
+
+
+def _transport_options(settings: Settings) -> dict[str, Any]:
+    if not settings.broker_is_redis:
+        return {}
+    vt = settings.visibility_timeout
+    return {
+        "visibility_timeout": vt,
+        "priority_steps": list(range(routing.MAX_BAND + 1)),
+        "sep": routing.REDIS_SEP,
+        "queue_order_strategy": "priority",
+        # Sweep for messages of dead workers often enough that a small
+        # visibility timeout really recovers within about a minute.
+        "unacked_restore_interval": max(1, min(10, vt // 4)),
+        "unacked_restore_throttle": 1,
+        "max_connections": 200,
+    }
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The Celery configuration for ``settings`` (JSON only, late acks, strict priority)."""
+    from beat_schedule import beat_schedule
+
+    redis = settings.broker_is_redis
+    return {
+        "broker_url": settings.broker_url,
+        "broker_transport_options": _transport_options(settings),
+        "broker_connection_retry_on_startup": True,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "task_ignore_result": True,
+        "task_queues": routing.queues(),
+        "task_default_queue": routing.FETCH_QUEUE,
+        "task_routes": routing.ROUTES,
+        "task_default_priority": routing.broker_priority(0, redis=redis),
+        "task_queue_max_priority": routing.MAX_BAND,
+        "task_inherit_parent_priority": False,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": False,
+        "task_retry_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "worker_hijack_root_logger": True,
+        "beat_schedule": beat_schedule,
+        "timezone": "UTC",
+    }
+
+
+def create_app(settings: Settings) -> Celery:
+    """A configured Celery app with the crawl tasks registered."""
+    app = Celery("crawler_tasks", include=["crawler_tasks.tasks"])
+    app.config_from_object(celery_config(settings))
+    app.crawler_settings = settings  # type: ignore[attr-defined]
+    return app
+
+
+app = create_app(Settings.from_env())

@@ -1,0 +1,49 @@
+"""Claim checks: page bodies wait in Redis, broker messages carry only a task id.
+
+A fetched body is written once (zlib) under ``page:<fetch task id>`` with a TTL;
+parse reads it and adds the parsed record; store reads the record and deletes
+the key. Broker messages stay a few hundred bytes whatever the page size.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import redis
+
+from .errors import ClaimMissing
+from .keys import Keys
+from .models import PageRecord
+
+
+class Claims:
+    """Stores and loads page claim checks."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, ttl: int) -> None:
+        self.client = client
+        self.keys = keys
+        self.ttl = ttl
+
+    def put(self, pipe: redis.client.Pipeline, claim_id: str, record: PageRecord,
+            body: bytes | None = None) -> None:
+        """Queue writing ``record`` (and ``body``) under ``claim_id`` on ``pipe``."""
+        key = self.keys.page(claim_id)
+        mapping = {"record": json.dumps(record.to_dict())}
+        if body is not None:
+            mapping["body"] = zlib.compress(body, 3)
+        pipe.hset(key, mapping=mapping)
+        pipe.expire(key, self.ttl)
+
+    def load(self, claim_id: str, *, with_body: bool) -> tuple[PageRecord, bytes | None]:
+        """The record and body of ``claim_id``; :class:`ClaimMissing` if it expired."""
+        fields = ["record", "body"] if with_body else ["record"]
+        values = self.client.hmget(self.keys.page(claim_id), fields)
+        if values[0] is None:
+            raise ClaimMissing(f"claim {claim_id} expired or was evicted")
+        record = PageRecord.from_dict(json.loads(values[0]))
+        body = zlib.decompress(values[1]) if with_body and values[1] is not None else None
+        return record, body
+
+    def delete(self, claim_id: str) -> None:
+        self.client.delete(self.keys.page(claim_id))

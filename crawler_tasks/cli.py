@@ -1,0 +1,318 @@
+"""``crawler-tasks``: crawl, demo, submit, export, stats.
+
+Every error a user can cause ends as one line on stderr and a non-zero exit:
+2 bad input, 3 broker or Redis unreachable, 1 any other crawler error,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any, NoReturn
+
+from .errors import BadInput, BrokerUnavailable, CrawlerError
+from .settings import Settings
+
+EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_ERROR, EXIT_INTERRUPTED = 2, 3, 1, 130
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="crawler-tasks", description="A distributed web crawler on Celery.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    c = sub.add_parser("crawl", help="crawl from seed URLs on this machine and wait until done")
+    c.add_argument("urls", nargs="+", metavar="URL")
+    _crawl_options(c)
+
+    d = sub.add_parser("demo", help="serve a generated local site and crawl it")
+    d.add_argument("--pages", type=int, default=200, help="pages in the demo site (default 200)")
+    _crawl_options(d)
+
+    s = sub.add_parser("submit", help="enqueue seed URLs for the running workers")
+    s.add_argument("urls", nargs="*", metavar="URL")
+    s.add_argument("--file", "-f", help="file of seeds: one URL or JSON seed object per line ('-' = stdin)")
+    s.add_argument("--priority", type=int, default=0, help="higher is sooner (default 0)")
+    s.add_argument("--crawl-id", default=None)
+    s.add_argument("--dont-filter", action="store_true", help="bypass the gate (recrawl)")
+
+    e = sub.add_parser("export", help="write stored records as JSON lines to stdout")
+    e.add_argument("--store", default=None, help="store URI (default: CRAWLER_STORE)")
+    e.add_argument("--crawl-id", default=None)
+
+    t = sub.add_parser("stats", help="show counters and queue depth per band")
+    t.add_argument("--json", action="store_true")
+    t.add_argument("--crawl-id", default=None)
+    return p
+
+
+def _crawl_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-pages", type=int, default=0, help="stop admitting URLs after N (0 = no limit)")
+    p.add_argument("--max-depth", type=int, default=None, help="link hops from the seeds (0 = unlimited)")
+    p.add_argument("--store", default=None, help="store URI (default: CRAWLER_STORE)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="worker processes")
+    p.add_argument("--crawl-id", default=None, help="resume or name a crawl (default: new id)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except BadInput as exc:
+        return _fail(exc, EXIT_BAD_INPUT)
+    except BrokerUnavailable as exc:
+        return _fail(exc, EXIT_UNAVAILABLE)
+    except CrawlerError as exc:
+        return _fail(exc, EXIT_ERROR)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:  # e.g. `crawler-tasks export | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+
+
+def _fail(message: object, code: int) -> int:
+    print(f"crawler-tasks: error: {message}", file=sys.stderr)
+    return code
+
+
+def _absolute_store(uri: str) -> str:
+    """A plain path made absolute, so workers started elsewhere write the same file."""
+    return uri if "://" in uri else os.path.abspath(uri)
+
+
+def _new_crawl_id() -> str:
+    return datetime.now(timezone.utc).strftime("crawl-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+def cmd_crawl(args: argparse.Namespace) -> int:
+    from .seed import build_requests
+
+    crawl_id = args.crawl_id or _new_crawl_id()
+    requests = build_requests(args.urls, crawl_id=crawl_id)
+    summary = run_crawl(requests, args)
+    _print_summary(summary)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo_site import DemoSite
+    from .seed import build_requests
+
+    if args.pages < 1:
+        raise BadInput("--pages: must be at least 1")
+    with DemoSite(args.pages) as site:
+        print(f"demo site with {args.pages} pages at {site.url}", file=sys.stderr)
+        requests = build_requests([site.url], crawl_id=args.crawl_id or _new_crawl_id())
+        summary = run_crawl(requests, args)
+    _print_summary(summary)
+    return 0
+
+
+def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Settings:
+    from .backends import open_store
+
+    if args.workers < 1:
+        raise BadInput("--workers: must be at least 1")
+    if args.max_pages < 0 or (args.max_depth is not None and args.max_depth < 0):
+        raise BadInput("--max-pages and --max-depth: must be 0 or more")
+    store = _absolute_store(args.store or settings.store)
+    open_store(store).close()
+    changes: dict[str, Any] = {"store": store}
+    if args.max_depth is not None:
+        changes["max_depth"] = args.max_depth
+    return settings.replace(**changes)
+
+
+def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
+    """Run workers on this machine, submit ``requests`` and wait until their crawl drains."""
+    from .local import EmbeddedRedis, Workers, reachable, wait_drained
+
+    settings = _validate_crawl_options(args, Settings.from_env())
+    crawl_id = requests[0].crawl_id
+    embedded = None
+    if not reachable(settings):
+        print("broker not reachable: starting an embedded Redis", file=sys.stderr)
+        embedded = EmbeddedRedis().start()
+        settings = settings.replace(broker_url=embedded.url, redis_url=embedded.url)
+    os.environ.update(settings.to_env())
+    workers = Workers(settings, concurrency=args.workers, name=f"{crawl_id}@%h")
+    try:
+        from .celery_app import app
+        from .runtime import current
+        from .seed import submit_requests
+
+        rt = current(app)
+        workers.start()
+        started = time.monotonic()
+        accepted = submit_requests(rt, requests, max_depth=args.max_depth,
+                                   max_pages=args.max_pages, store=settings.store)
+        progress = _Progress(rt, crawl_id, started, quiet=args.quiet)
+        wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, tick=progress,
+                     workers=workers)
+        progress.done()
+        elapsed = time.monotonic() - started
+        stats = rt.stats.read(crawl_id)
+    finally:
+        workers.stop()
+        if embedded is not None:
+            embedded.stop()
+    return {"crawl_id": crawl_id, "seeds_accepted": accepted, "elapsed": elapsed,
+            "store": settings.store, "stats": stats, "embedded": embedded is not None}
+
+
+class _Progress:
+    """A progress line on a terminal (refreshed), or a line every 5 s otherwise."""
+
+    def __init__(self, rt: Any, crawl_id: str, started: float, *, quiet: bool) -> None:
+        self.rt, self.crawl_id, self.started = rt, crawl_id, started
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if self.quiet or now - self.last < (0.5 if self.tty else 5.0):
+            return
+        self.last = now
+        s = self.rt.stats.read(self.crawl_id)
+        line = (f"stored {s.get('stored', 0)} · in flight {self.rt.crawls.outstanding(self.crawl_id)}"
+                f" · failed {s.get('failures', 0)} · duplicates {s.get('duplicates', 0)}"
+                f" · {s.get('stored', 0) / max(now - self.started, 1e-6):.1f} pages/s")
+        print(f"\r{line}\033[K" if self.tty else line, end="" if self.tty else "\n",
+              file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        if self.tty and not self.quiet and self.last:
+            print(file=sys.stderr)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    s = summary["stats"]
+    elapsed = summary["elapsed"]
+    rows = [
+        ("crawl", summary["crawl_id"]),
+        ("pages stored", s.get("stored", 0)),
+        ("failed", s.get("failures", 0)),
+        ("duplicates skipped", s.get("duplicates", 0)),
+        ("retries", s.get("retries", 0)),
+        ("redirects", s.get("redirects", 0)),
+        ("elapsed", f"{elapsed:.1f}s"),
+        ("pages/s", f"{s.get('stored', 0) / max(elapsed, 1e-6):.1f}"),
+        ("store", summary["store"]),
+    ]
+    for name, value in rows:
+        print(f"{name:<20}{value}")
+
+
+def _read_seeds(args: argparse.Namespace) -> list[Any]:
+    seeds: list[Any] = list(args.urls)
+    if args.file:
+        try:
+            handle = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
+        except OSError as exc:
+            raise BadInput(f"--file: {exc.strerror}: {args.file}") from None
+        with handle:
+            for n, line in enumerate(handle, 1):
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                if line.startswith("{"):
+                    try:
+                        seeds.append(json.loads(line))
+                    except ValueError:
+                        raise BadInput(f"{args.file}:{n}: not a JSON seed object") from None
+                else:
+                    seeds.append(line)
+    if not seeds:
+        raise BadInput("no URL given (pass URLs or --file)")
+    return seeds
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from .connection import check_broker
+    from .seed import build_requests
+
+    requests = build_requests(_read_seeds(args), priority=args.priority,
+                              crawl_id=args.crawl_id, dont_filter=args.dont_filter)
+    settings = Settings.from_env()
+    check_broker(settings.broker_url)
+    from .celery_app import app
+    from .runtime import current
+    from .seed import submit_requests
+
+    accepted = submit_requests(current(app), requests)
+    print(f"enqueued {accepted} of {len(requests)} URL(s) "
+          f"({len(requests) - accepted} already seen)")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .backends import open_store
+
+    uri = args.store or Settings.from_env().store
+    if "://" not in uri and not os.path.exists(uri):
+        raise BadInput(f"no store at {uri}")
+    store = open_store(uri)
+    try:
+        for record in store.records(args.crawl_id):
+            sys.stdout.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
+    finally:
+        store.close()
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from .connection import check_broker
+    from .queues import queue_depths
+
+    settings = Settings.from_env()
+    check_broker(settings.broker_url)
+    from .celery_app import app
+    from .runtime import current
+
+    rt = current(app)
+    ids = [args.crawl_id] if args.crawl_id else rt.crawls.all_ids()
+    report = {
+        "overall": rt.stats.read(),
+        "queues": queue_depths(app, settings),
+        "crawls": {cid: {**rt.stats.read(cid), "in_flight": rt.crawls.outstanding(cid)} for cid in ids},
+    }
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+    else:
+        _print_stats(report)
+    return 0
+
+
+def _print_stats(report: dict[str, Any]) -> None:
+    print("queues (messages waiting, by band; band 9 = served first):")
+    for queue, bands in report["queues"].items():
+        detail = ", ".join(f"{band}: {n}" for band, n in bands.items() if band != "total" and n)
+        print(f"  {queue:<14}{bands['total']:>8}  {detail}")
+    print("overall:")
+    for name, value in report["overall"].items():
+        print(f"  {name:<24}{value}")
+    for cid, counters in report["crawls"].items():
+        print(f"crawl {cid}:")
+        for name, value in counters.items():
+            print(f"  {name:<24}{value}")
+
+
+COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,
+            "export": cmd_export, "stats": cmd_stats}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

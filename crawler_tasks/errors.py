@@ -1,0 +1,70 @@
+"""The crawler's error tree.
+
+::
+
+    CrawlerError
+    ├── BadInput                  the caller's mistake: never retried, one line on the CLI
+    │   ├── InvalidURL            not a URL we can fetch
+    │   │   └── UnsupportedScheme scheme other than http/https
+    │   ├── SettingsError         an environment variable with a bad value
+    │   └── UnknownStore          a store URI no backend understands
+    ├── BrokerUnavailable         the broker or the state Redis does not answer
+    ├── FetchError                a download failed; ``retryable`` says if trying again may help
+    ├── StoreUnavailable          a backend could not take a write: safe to retry
+    └── ClaimMissing              a page's claim check expired before parse/store read it
+"""
+
+from __future__ import annotations
+
+
+class CrawlerError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class BadInput(CrawlerError):
+    """The input is wrong; retrying the same input cannot help."""
+
+
+class InvalidURL(BadInput):
+    """A URL that cannot be fetched (no host, bad port, not a URL at all)."""
+
+
+class UnsupportedScheme(InvalidURL):
+    """A URL whose scheme is not http or https."""
+
+
+class SettingsError(BadInput):
+    """An environment variable holds a value of the wrong kind."""
+
+
+class UnknownStore(BadInput):
+    """A store URI that names no known backend."""
+
+
+class BrokerUnavailable(CrawlerError):
+    """The broker or the state Redis did not answer."""
+
+
+class FetchError(CrawlerError):
+    """A download failed.
+
+    ``description`` is the human-readable reason stored in the failure record;
+    ``retryable`` is True for connection errors, timeouts, 408, 429 and 5xx;
+    ``retry_after`` is the server's ``Retry-After`` in seconds, when it sent one.
+    """
+
+    def __init__(self, description: str, *, retryable: bool,
+                 status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(description)
+        self.description = description
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+
+
+class StoreUnavailable(CrawlerError):
+    """A store backend could not take a write; the store task retries it."""
+
+
+class ClaimMissing(CrawlerError):
+    """A claim-check key expired or was evicted before it was read."""

@@ -1,0 +1,129 @@
+"""The JSON messages that travel between tasks: a request and a page record.
+
+Both are dataclasses with ``to_dict``/``from_dict``; a request is validated when
+it is built, so an invalid URL never reaches the broker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import BadInput, InvalidURL
+from .urls import fingerprint, validate_url
+
+DEFAULT_CRAWL_ID = "default"
+METHODS = ("GET", "HEAD")
+
+
+@dataclass(frozen=True)
+class CrawlRequest:
+    """One URL to fetch, with everything that decides how and when.
+
+    ``priority`` follows Scrapy: higher is sooner, 0 is normal. ``meta`` is
+    free-form JSON; the key ``NotExtract`` stores the page without following
+    its links.
+    """
+
+    url: str
+    method: str = "GET"
+    headers: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    depth: int = 0
+    retries: int = 0
+    redirects: int = 0
+    crawl_id: str = DEFAULT_CRAWL_ID
+    dont_filter: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "url", validate_url(self.url))
+        method = str(self.method).upper()
+        if method not in METHODS:
+            raise BadInput(f"method: {self.method!r} is not GET or HEAD")
+        object.__setattr__(self, "method", method)
+        if not isinstance(self.meta, dict):
+            raise BadInput("meta: must be a JSON object")
+        if not isinstance(self.headers, dict):
+            raise BadInput("headers: must be a JSON object")
+        if not self.crawl_id or not isinstance(self.crawl_id, str) or ":" in self.crawl_id:
+            raise BadInput(f"crawl_id: {self.crawl_id!r} must be a non-empty string without ':'")
+        for name in ("priority", "depth", "retries", "redirects"):
+            if not isinstance(getattr(self, name), int):
+                raise BadInput(f"{name}: must be an integer")
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.url, self.method)
+
+    @property
+    def extract_links(self) -> bool:
+        return not self.meta.get("NotExtract")
+
+    def replace(self, **changes: Any) -> CrawlRequest:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CrawlRequest:
+        """Build from a message; unknown keys are refused so typos do not pass silently."""
+        if not isinstance(data, dict) or "url" not in data:
+            raise InvalidURL(f"request: expected an object with a 'url', got {data!r:.80}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise BadInput(f"request: unknown field(s) {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+    @classmethod
+    def from_seed(cls, seed: str | dict[str, Any], **defaults: Any) -> CrawlRequest:
+        """Accept a URL string or a seed message ``{"url", "meta", "method", "_encoding"}``.
+
+        ``defaults`` (priority, meta, crawl_id, dont_filter) apply where the seed
+        does not say otherwise; a seed's ``meta`` is merged over them.
+        """
+        if isinstance(seed, str):
+            return cls(url=seed, **defaults)
+        if not isinstance(seed, dict) or "url" not in seed:
+            raise InvalidURL(f"seed: expected a URL or an object with a 'url', got {seed!r:.80}")
+        fields = dict(defaults)
+        fields["meta"] = {**defaults.get("meta", {}), **(seed.get("meta") or {})}
+        for key in ("method", "headers", "priority", "crawl_id", "dont_filter"):
+            if key in seed:
+                fields[key] = seed[key]
+        return cls(url=seed["url"], **fields)
+
+
+@dataclass
+class PageRecord:
+    """What the store keeps for one fetched (or failed) URL, keyed by fingerprint."""
+
+    url: str
+    fingerprint: str
+    crawl_id: str
+    depth: int
+    fetched_at: str
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str | None = None
+    title: str | None = None
+    text: str | None = None
+    links: list[str] = field(default_factory=list)
+    description: str | None = None
+    redirect_to: str | None = None
+    method: str = "GET"
+    size: int = 0
+    truncated: bool = False
+    encoding: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PageRecord:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

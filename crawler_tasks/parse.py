@@ -1,0 +1,187 @@
+"""Parse stage: decode an HTML page, extract title, visible text and links, follow them.
+
+Encoding follows the browsers' order (w3lib): BOM, HTTP header, ``<meta>``,
+then detection (charset-normalizer); GB2312/GBK decode as GB18030 and
+Shift_JIS as CP932, as browsers do.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import charset_normalizer
+import lxml.etree
+import lxml.html
+from w3lib.encoding import html_to_unicode
+
+from . import enqueue, routing
+from .errors import InvalidURL
+from .models import CrawlRequest, PageRecord
+from .urls import SCHEMES, domain_allowed
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+_INVISIBLE = ("script", "style", "noscript", "template", "head", "svg")
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass
+class Parsed:
+    title: str | None
+    text: str
+    links: list[str] = field(default_factory=list)
+    nofollow: bool = False
+    encoding: str | None = None
+
+
+def detect_encoding(body: bytes) -> str | None:
+    best = charset_normalizer.from_bytes(body[:65536]).best()
+    return best.encoding if best else None
+
+
+def decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
+    """(encoding, text) of an HTML body."""
+    encoding, text = html_to_unicode(content_type, body, auto_detect_fun=detect_encoding)
+    return encoding, text
+
+
+def parse_html(body: bytes, *, url: str, content_type: str | None, text_maxsize: int,
+               robots_header: str = "") -> Parsed:
+    """Title, bounded visible text and absolute outlinks of an HTML page.
+
+    Links resolve against ``<base href>`` and ``url``; fragments are dropped;
+    non-http(s) links and ``rel=nofollow`` links are skipped; a robots
+    ``nofollow`` (meta or ``X-Robots-Tag``) yields no links at all.
+    """
+    encoding, text = decode_html(body, content_type)
+    root = _document(text)
+    if root is None:
+        return Parsed(title=None, text="", encoding=encoding)
+    nofollow = "nofollow" in robots_header.lower() or _meta_nofollow(root)
+    title = _title(root)
+    links = [] if nofollow else _links(root, url)
+    text = _visible_text(root, text_maxsize)
+    return Parsed(title=title, text=text, links=links, nofollow=nofollow, encoding=encoding)
+
+
+def _document(text: str) -> lxml.html.HtmlElement | None:
+    text = re.sub(r"^\s*<\?xml[^>]*\?>", "", text)
+    try:
+        return lxml.html.document_fromstring(text)
+    except (lxml.etree.ParserError, ValueError):
+        return None
+
+
+def _title(root: lxml.html.HtmlElement) -> str | None:
+    found = root.find(".//title")
+    if found is None or found.text_content() is None:
+        return None
+    title = _SPACE.sub(" ", found.text_content()).strip()
+    return title or None
+
+
+def _meta_nofollow(root: lxml.html.HtmlElement) -> bool:
+    for meta in root.iter("meta"):
+        if (meta.get("name") or "").lower() in ("robots", "googlebot"):
+            directives = {d.strip() for d in (meta.get("content") or "").lower().split(",")}
+            if directives & {"nofollow", "none"}:
+                return True
+    return False
+
+
+def _visible_text(root: lxml.html.HtmlElement, limit: int) -> str:
+    """Text a reader sees; mutates ``root`` (drops scripts, styles, comments)."""
+    for el in list(root.iter(lxml.etree.Comment, *_INVISIBLE)):
+        el.drop_tree()
+    body = root.find("body")
+    node = body if body is not None else root
+    return _SPACE.sub(" ", " ".join(node.itertext())).strip()[:limit]
+
+
+def _links(root: lxml.html.HtmlElement, url: str) -> list[str]:
+    base = url
+    base_el = root.find(".//base[@href]")
+    if base_el is not None:
+        base = urljoin(url, base_el.get("href").strip())
+    seen: set[str] = set()
+    links: list[str] = []
+    for el in root.iter("a", "area"):
+        href = (el.get("href") or "").strip()
+        if not href or "nofollow" in (el.get("rel") or "").lower().split():
+            continue
+        link = _absolute(base, href)
+        if link and link not in seen:
+            seen.add(link)
+            links.append(link)
+    return links
+
+
+def _absolute(base: str, href: str) -> str | None:
+    try:
+        parts = urlsplit(urljoin(base, href))
+    except ValueError:
+        return None
+    if parts.scheme not in SCHEMES or not parts.netloc:
+        return None
+    return urlunsplit(parts._replace(fragment=""))
+
+
+def follow(req: CrawlRequest, links: list[str], *, domains: frozenset[str],
+           max_depth: int) -> list[CrawlRequest]:
+    """Requests for the links ``req``'s page may follow: allowed domain, within depth."""
+    depth = req.depth + 1
+    if max_depth and depth > max_depth:
+        return []
+    out: list[CrawlRequest] = []
+    for link in links:
+        if not domain_allowed(link, domains):
+            continue
+        try:
+            out.append(CrawlRequest(url=link, depth=depth, crawl_id=req.crawl_id,
+                                    meta=_inherited_meta(req)))
+        except InvalidURL:
+            continue
+    return out
+
+
+def _inherited_meta(req: CrawlRequest) -> dict:
+    return {k: v for k, v in req.meta.items() if k not in ("NotExtract", "url_id")}
+
+
+def run(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
+    """Parse the page ``claim_id``, enqueue its links, then send it to store."""
+    record, body = rt.claims.load(claim_id, with_body=True)
+    parsed = parse_html(body or b"", url=record.url, content_type=record.headers.get("content-type"),
+                        text_maxsize=rt.settings.text_maxsize,
+                        robots_header=record.headers.get("x-robots-tag", ""))
+    _fill(record, parsed)
+    limits = rt.limits(req.crawl_id)
+    children = follow(req, parsed.links, domains=limits.domains or _own_domain(req),
+                      max_depth=limits.max_depth) if req.extract_links else []
+    store_id = enqueue.stage_id(claim_id, routing.STORE_TASK)
+    with rt.pipeline() as pipe:
+        rt.claims.put(pipe, claim_id, record)
+        rt.crawls.track(pipe, req.crawl_id, store_id)
+        pipe.execute()
+    enqueue.fetches(rt, children, parent_id=task_id)
+    enqueue.publish_stage(rt, routing.STORE_TASK, claim_id, req)
+    rt.crawls.finish(req.crawl_id, task_id)
+
+
+def _fill(record: PageRecord, parsed: Parsed) -> None:
+    record.title = parsed.title
+    record.text = parsed.text
+    record.links = parsed.links
+    record.encoding = parsed.encoding
+
+
+def _own_domain(req: CrawlRequest) -> frozenset[str]:
+    host = urlsplit(req.url).hostname or ""
+    return frozenset({host.lower()})

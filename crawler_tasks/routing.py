@@ -1,0 +1,68 @@
+"""The one place that maps tasks to queues and crawl priorities to broker priorities.
+
+All fetches share one queue, ``crawl.fetch``, ordered by message priority:
+separate queues per band give no cross-queue order on RabbitMQ, one queue with
+message priorities orders strictly on both brokers (celery-notes §1).
+
+A crawl priority (Scrapy's convention: integer, higher = sooner, 0 normal) is
+clamped into a *band* 0..9 (``NORMAL_BAND + priority``; higher band = sooner).
+The band becomes the broker's priority number: RabbitMQ serves 9 first, the
+Redis transport serves 0 first (one Redis list per number), so Redis gets
+``9 - band``. Parse and store run at the top band so pages in flight drain
+before new fetches start.
+"""
+
+from __future__ import annotations
+
+from kombu import Queue
+
+FETCH_QUEUE = "crawl.fetch"
+PARSE_QUEUE = "crawl.parse"
+STORE_QUEUE = "crawl.store"
+SEED_QUEUE = "crawl.seed"
+
+FETCH_TASK = "crawl.fetch"
+PARSE_TASK = "crawl.parse"
+STORE_TASK = "crawl.store"
+SUBMIT_TASK = "crawl.submit"
+
+#: Consumption order of a worker that serves every queue: pages in flight first.
+QUEUE_ORDER = (PARSE_QUEUE, STORE_QUEUE, SEED_QUEUE, FETCH_QUEUE)
+
+ROUTES = {
+    FETCH_TASK: {"queue": FETCH_QUEUE},
+    PARSE_TASK: {"queue": PARSE_QUEUE},
+    STORE_TASK: {"queue": STORE_QUEUE},
+    SUBMIT_TASK: {"queue": SEED_QUEUE},
+}
+
+MIN_BAND, NORMAL_BAND, MAX_BAND = 0, 5, 9
+PIPELINE_BAND = MAX_BAND
+#: Redis list-name separator: keys are ``crawl.fetch``, ``crawl.fetch:1`` … ``crawl.fetch:9``.
+REDIS_SEP = ":"
+
+
+def queues() -> list[Queue]:
+    """Declared queues; ``x-max-priority`` is set by ``task_queue_max_priority``."""
+    return [Queue(name) for name in QUEUE_ORDER]
+
+
+def band(priority: int) -> int:
+    """Band 0..9 of a crawl priority (higher = sooner)."""
+    return max(MIN_BAND, min(MAX_BAND, NORMAL_BAND + priority))
+
+
+def broker_priority(priority: int, *, redis: bool) -> int:
+    """The message priority that makes the broker serve ``priority`` in band order."""
+    level = band(priority)
+    return MAX_BAND - level if redis else level
+
+
+def pipeline_priority(*, redis: bool) -> int:
+    """Message priority of parse and store tasks (the top band)."""
+    return MAX_BAND - PIPELINE_BAND if redis else PIPELINE_BAND
+
+
+def redis_list(queue: str, broker_prio: int) -> str:
+    """Name of the Redis list holding ``queue`` messages of one broker priority."""
+    return queue if broker_prio == 0 else f"{queue}{REDIS_SEP}{broker_prio}"

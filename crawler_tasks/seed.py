@@ -1,0 +1,67 @@
+"""Seeds: turn URLs or seed messages into gated fetches. ``submit()`` lives here.
+
+A seed is a URL string or an object in the upstream seed format::
+
+    {"url": "https://example.com/", "method": "HEAD",
+     "meta": {"url_id": "42", "NotExtract": true}, "_encoding": "utf-8"}
+
+Every seed is validated before any is enqueued, so one bad URL enqueues nothing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from . import enqueue
+from .models import DEFAULT_CRAWL_ID, CrawlRequest
+from .runtime import Runtime, current
+from .urls import host_of
+
+
+def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]], *,
+                   priority: int = 0, meta: dict[str, Any] | None = None,
+                   crawl_id: str | None = None, dont_filter: bool = False) -> list[CrawlRequest]:
+    """Validated requests for ``seeds``; raises :class:`~crawler_tasks.errors.BadInput`."""
+    if isinstance(seeds, (str, dict)):
+        seeds = [seeds]
+    defaults = {"priority": priority, "meta": dict(meta or {}),
+                "crawl_id": crawl_id or DEFAULT_CRAWL_ID, "dont_filter": dont_filter}
+    return [CrawlRequest.from_seed(s, **defaults) for s in seeds]
+
+
+def submit_requests(rt: Runtime, requests: list[CrawlRequest], *, max_depth: int | None = None,
+                    max_pages: int | None = None, store: str | None = None) -> int:
+    """Register each crawl (seed hosts become its allowed domains), gate and publish."""
+    by_crawl: dict[str, list[CrawlRequest]] = defaultdict(list)
+    for req in requests:
+        by_crawl[req.crawl_id].append(req)
+    accepted = 0
+    for crawl_id, reqs in by_crawl.items():
+        rt.crawls.register(crawl_id, domains={host_of(r.url) for r in reqs},
+                           max_depth=max_depth, max_pages=max_pages, store=store)
+        accepted += enqueue.fetches(rt, reqs)
+    return accepted
+
+
+def submit_to(rt: Runtime, seeds: Any, **options: Any) -> int:
+    """:func:`submit` on an explicit runtime."""
+    return submit_requests(rt, build_requests(seeds, **options))
+
+
+def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]], *,
+           priority: int = 0, meta: dict[str, Any] | None = None,
+           crawl_id: str | None = None, dont_filter: bool = False) -> int:
+    """Enqueue seeds for crawling; returns how many the gate accepted and enqueued.
+
+    ``priority``: higher is sooner (0 normal). ``dont_filter``: bypass the gate
+    (recrawl a URL already seen). Raises
+    :class:`~crawler_tasks.errors.InvalidURL` before enqueuing anything when a
+    seed is not an http(s) URL.
+    """
+    from .celery_app import app
+
+    requests = build_requests(url_or_urls, priority=priority, meta=meta,
+                              crawl_id=crawl_id, dont_filter=dont_filter)
+    return submit_requests(current(app), requests)

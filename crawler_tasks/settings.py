@@ -1,0 +1,149 @@
+"""Every setting, its environment variable, default, unit and meaning: the one place.
+
+Only :meth:`Settings.from_env` reads the environment. Components take a
+:class:`Settings` (or plain values from it), never ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import SettingsError
+
+DEFAULT_BROKER_URL = "redis://localhost:6379/0"
+DEFAULT_STORE = "./crawl-data/pages.db"
+
+
+def _csv(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One setting: its environment variable, parser, default and one-line meaning."""
+
+    env: str
+    attr: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+    shown_default: str = ""
+
+    def default_text(self) -> str:
+        return self.shown_default or str(self.default)
+
+
+SPECS: tuple[Spec, ...] = (
+    Spec("CRAWLER_BROKER_URL", "broker_url", str, DEFAULT_BROKER_URL,
+         "Celery broker: `redis://…` or `amqp://…`."),
+    Spec("CRAWLER_REDIS_URL", "redis_url", str, "",
+         "Redis for the gate, stats, crawl tracking and claim checks.",
+         "the broker URL when it is Redis, else `redis://localhost:6379/0`"),
+    Spec("CRAWLER_STORE", "store", str, DEFAULT_STORE,
+         "Store URI: a path or `sqlite:///path` (embedded SQLite)."),
+    Spec("CRAWLER_DOWNLOAD_TIMEOUT", "download_timeout", float, 30.0,
+         "Seconds for connect, for each read, and for the whole body."),
+    Spec("CRAWLER_MAX_DEPTH", "max_depth", int, 0,
+         "Links deeper than this many hops from a seed are not followed; 0 = unlimited."),
+    Spec("CRAWLER_MAX_RETRIES", "max_retries", int, 2,
+         "Retries after a connection error, timeout, 408, 429 or 5xx."),
+    Spec("CRAWLER_DOWNLOAD_MAXSIZE", "download_maxsize", int, 10 * 1024 * 1024,
+         "Bytes of a body kept; a longer body is truncated and the record says so."),
+    Spec("CRAWLER_ALLOWED_DOMAINS", "allowed_domains", _csv, (),
+         "Comma list of domains links may go to (subdomains included).",
+         "the hosts of the seeds of each crawl"),
+    Spec("CRAWLER_VISIBILITY_TIMEOUT", "visibility_timeout", int, 3600,
+         "Seconds before a Redis-broker message taken by a dead worker is redelivered."),
+    Spec("CRAWLER_USER_AGENT", "user_agent", str,
+         "crawler-tasks/0.1 (+https://pypi.org/project/crawler-tasks/)",
+         "User-Agent header of every request."),
+    Spec("CRAWLER_REDIRECT_MAX_TIMES", "redirect_max_times", int, 20,
+         "Redirect hops followed from one request before it fails."),
+    Spec("CRAWLER_REDIRECT_PRIORITY_ADJUST", "redirect_priority_adjust", int, 2,
+         "Added to a request's priority for its redirect target (higher = sooner)."),
+    Spec("CRAWLER_RETRY_PRIORITY_ADJUST", "retry_priority_adjust", int, -1,
+         "Added to a request's priority on each retry."),
+    Spec("CRAWLER_RETRY_BACKOFF", "retry_backoff", float, 1.0,
+         "Seconds before the first retry; doubles on each retry."),
+    Spec("CRAWLER_RETRY_BACKOFF_MAX", "retry_backoff_max", float, 60.0,
+         "Longest wait before a retry, `Retry-After` included (seconds)."),
+    Spec("CRAWLER_STORE_MAX_RETRIES", "store_max_retries", int, 20,
+         "Retries of a store task while its backend is down (backoff capped as above)."),
+    Spec("CRAWLER_TEXT_MAXSIZE", "text_maxsize", int, 65536,
+         "Characters of visible text kept per page."),
+    Spec("CRAWLER_CLAIM_TTL", "claim_ttl", int, 86400,
+         "Seconds a fetched body waits in Redis for its parse and store tasks."),
+    Spec("CRAWLER_KEY_PREFIX", "key_prefix", str, "crawler",
+         "Prefix of every Redis key this package writes."),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The crawler's configuration; build it with :meth:`from_env` or directly in tests."""
+
+    broker_url: str = DEFAULT_BROKER_URL
+    redis_url: str = ""
+    store: str = DEFAULT_STORE
+    download_timeout: float = 30.0
+    max_depth: int = 0
+    max_retries: int = 2
+    download_maxsize: int = 10 * 1024 * 1024
+    allowed_domains: tuple[str, ...] = field(default_factory=tuple)
+    visibility_timeout: int = 3600
+    user_agent: str = "crawler-tasks/0.1 (+https://pypi.org/project/crawler-tasks/)"
+    redirect_max_times: int = 20
+    redirect_priority_adjust: int = 2
+    retry_priority_adjust: int = -1
+    retry_backoff: float = 1.0
+    retry_backoff_max: float = 60.0
+    store_max_retries: int = 20
+    text_maxsize: int = 65536
+    claim_ttl: int = 86400
+    key_prefix: str = "crawler"
+
+    def __post_init__(self) -> None:
+        if not self.redis_url:
+            fallback = self.broker_url if self.broker_is_redis else DEFAULT_BROKER_URL
+            object.__setattr__(self, "redis_url", fallback)
+        for name in ("download_timeout", "visibility_timeout", "download_maxsize", "claim_ttl"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{name}: must be greater than 0")
+        for name in ("max_depth", "max_retries", "redirect_max_times", "store_max_retries"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{name}: must be 0 or more")
+
+    @property
+    def broker_is_redis(self) -> bool:
+        return self.broker_url.startswith(("redis://", "rediss://", "redis+socket://"))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read every ``CRAWLER_*`` variable (unset or empty = default); ``overrides`` win."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for spec in SPECS:
+            raw = environ.get(spec.env, "").strip()
+            if not raw:
+                continue
+            try:
+                values[spec.attr] = spec.parse(raw)
+            except ValueError:
+                raise SettingsError(f"{spec.env}: {raw!r} is not a valid {spec.parse.__name__}") from None
+        values.update(overrides)
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment that makes :meth:`from_env` rebuild these settings (for child processes)."""
+        env = {}
+        for spec in SPECS:
+            value = getattr(self, spec.attr)
+            env[spec.env] = ",".join(value) if isinstance(value, tuple) else str(value)
+        return env
