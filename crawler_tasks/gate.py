@@ -3,6 +3,7 @@
 All candidate requests of one page go through one Lua call (one round trip).
 For each candidate the script decides, atomically:
 
+* repeated   — the same fingerprint came earlier in this call;
 * replayed   — the same parent task admitted it before (a redelivered task
   republishes its children under their first task ids, so none is lost);
 * bypass     — ``dont_filter`` requests skip the SET;
@@ -29,10 +30,14 @@ local ttl = tonumber(ARGV[2])
 local has_parent = KEYS[5] ~= ''
 local out = {}
 local admitted, duplicates, over = 0, 0, 0
+local here = {}
 for i = 3, #ARGV, 3 do
   local fp, tid, bypass = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local first = has_parent and redis.call('HGET', KEYS[5], fp)
-  if first then
+  local first = has_parent and not here[fp] and redis.call('HGET', KEYS[5], fp)
+  if here[fp] then
+    tid = ''
+    duplicates = duplicates + 1
+  elseif first then
     tid = first
   elseif bypass == '1' then
     admitted = admitted + 1
@@ -45,6 +50,7 @@ for i = 3, #ARGV, 3 do
     tid = ''
     duplicates = duplicates + 1
   end
+  here[fp] = true
   if tid ~= '' then
     redis.call('SADD', KEYS[2], tid)
     if has_parent then redis.call('HSET', KEYS[5], fp, tid) end

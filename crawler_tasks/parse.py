@@ -114,8 +114,8 @@ def _links(root: lxml.html.HtmlElement, url: str) -> list[str]:
     links: list[str] = []
     for el in root.iter("a", "area"):
         href = (el.get("href") or "").strip()
-        if not href or "nofollow" in (el.get("rel") or "").lower().split():
-            continue
+        if not href or href.startswith("#") or "nofollow" in (el.get("rel") or "").lower().split():
+            continue  # a bare fragment points into this same document
         link = _absolute(base, href)
         if link and link not in seen:
             seen.add(link)

@@ -1,0 +1,97 @@
+"""Shared fixtures: a real Redis, a real worker process and the local test site.
+
+The environment is set before crawler_tasks is imported, so the app in this
+process and the workers it starts share one configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+REDIS = "redis://127.0.0.1:6379"
+TEST_DB = 13
+os.environ.update({
+    "CRAWLER_BROKER_URL": f"{REDIS}/{TEST_DB}",
+    "CRAWLER_REDIS_URL": f"{REDIS}/{TEST_DB}",
+    "CRAWLER_KEY_PREFIX": "crawlertest",
+    "CRAWLER_DOWNLOAD_TIMEOUT": "1",
+    "CRAWLER_RETRY_BACKOFF": "0.1",
+    "CRAWLER_DOWNLOAD_MAXSIZE": str(1024 * 1024),
+    "CRAWLER_VISIBILITY_TIMEOUT": "60",
+    "CRAWLER_ALLOWED_DOMAINS": "",
+    "CRAWLER_MAX_DEPTH": "0",
+})
+
+from crawler_tasks.backends import open_store  # noqa: E402
+from crawler_tasks.celery_app import app as celery_app  # noqa: E402
+from crawler_tasks.local import Workers, wait_drained  # noqa: E402
+from crawler_tasks.models import PageRecord  # noqa: E402
+from crawler_tasks.runtime import Runtime, current  # noqa: E402
+from crawler_tasks.seed import build_requests, submit_requests  # noqa: E402
+from crawler_tasks.settings import Settings  # noqa: E402
+
+from .site import Site  # noqa: E402
+
+
+def flush(db: int) -> None:
+    redis.Redis.from_url(f"{REDIS}/{db}").flushdb()
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+@pytest.fixture(scope="session")
+def rt(settings: Settings) -> Runtime:
+    flush(TEST_DB)
+    return current(celery_app)
+
+
+@pytest.fixture(scope="session")
+def site() -> Iterator[Site]:
+    s = Site().start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def worker(rt: Runtime, settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    w = Workers(settings, concurrency=4, name="tests@%h", log_path=str(log)).start()
+    yield w
+    w.stop()
+
+
+def token() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+CrawlFn = Callable[..., list[PageRecord]]
+
+
+@pytest.fixture
+def crawl(rt: Runtime, worker: Workers, tmp_path: Path) -> CrawlFn:
+    """crawl(urls, max_depth=None, max_pages=None, **seed_options) -> stored records."""
+    store = str(tmp_path / "pages.db")
+
+    def run(urls: list[str] | str, *, max_depth: int | None = None, max_pages: int | None = None,
+            timeout: float = 60, **options: object) -> list[PageRecord]:
+        crawl_id = options.pop("crawl_id", None) or f"t-{token()}"
+        requests = build_requests(urls, crawl_id=crawl_id, **options)
+        submit_requests(rt, requests, max_depth=max_depth, max_pages=max_pages, store=store)
+        wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=timeout, workers=worker)
+        run.crawl_id = crawl_id  # type: ignore[attr-defined]
+        return list(open_store(store).records(crawl_id))
+
+    return run
+
+
+def by_url(records: list[PageRecord]) -> dict[str, PageRecord]:
+    return {r.url: r for r in records}

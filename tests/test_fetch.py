@@ -1,0 +1,86 @@
+"""Fetching through real workers: redirects, retries, failures, size and time limits."""
+
+from __future__ import annotations
+
+from .conftest import by_url, token
+
+
+def test_redirect_chain_is_followed_and_each_hop_stored(crawl, site, rt):
+    t = token()
+    records = by_url(crawl(f"{site.url}/redirect/{t}/3"))
+    hops = [f"{site.url}/redirect/{t}/{n}" for n in (3, 2, 1, 0)]
+    assert set(records) == set(hops)
+    for here, there in zip(hops, hops[1:]):
+        assert records[here].status in (301, 302, 307, 308)
+        assert records[here].redirect_to == there
+    assert records[hops[-1]].status == 200
+    assert records[hops[-1]].title == "Redirect target"
+    assert rt.stats.read(crawl.crawl_id)["redirects"] == 3
+
+
+def test_redirect_loop_terminates(crawl, site):
+    t = token()
+    records = by_url(crawl(f"{site.url}/loop/{t}/a"))
+    assert set(records) == {f"{site.url}/loop/{t}/a", f"{site.url}/loop/{t}/b"}
+    assert site.counts[f"/loop/{t}/a"] == 1
+
+
+def test_page_failing_twice_with_503_is_retried_then_stored(crawl, site, rt):
+    t = token()
+    [record] = crawl(f"{site.url}/flaky/{t}")
+    assert record.status == 200 and record.title == "Recovered" and record.description is None
+    assert site.counts[f"/flaky/{t}"] == 3
+    assert rt.stats.read(crawl.crawl_id)["retries"] == 2
+
+
+def test_permanent_500_becomes_a_failure_record_after_three_attempts(crawl, site, rt):
+    t = token()
+    [record] = crawl(f"{site.url}/broken/{t}")
+    assert record.status == 500
+    assert record.description == "HTTP 500 after 3 attempts"
+    assert site.counts[f"/broken/{t}"] == 3
+    assert rt.stats.read(crawl.crawl_id)["failures"] == 1
+
+
+def test_404_is_stored_once_without_retry(crawl, site):
+    t = token()
+    [record] = crawl(f"{site.url}/nowhere/{t}")
+    assert record.status == 404 and record.description is None
+    assert site.counts[f"/nowhere/{t}"] == 1
+
+
+def test_page_slower_than_timeout_fails_with_reason(crawl, site):
+    t = token()
+    [record] = crawl(f"{site.url}/slow/{t}")
+    assert record.status is None
+    assert record.description == "timeout after 1.0s (3 attempts)"
+
+
+def test_connection_refused_is_described(crawl):
+    from crawler_tasks.local import free_port
+
+    [record] = crawl(f"http://127.0.0.1:{free_port()}/x")
+    assert record.status is None
+    assert record.description == "connection refused (3 attempts)"
+
+
+def test_retry_after_is_honoured(crawl, site):
+    t = token()
+    [record] = crawl(f"{site.url}/throttled/{t}")
+    assert record.status == 200
+    first, second = site.times(f"/throttled/{t}")
+    assert second - first >= 1.0
+
+
+def test_huge_page_is_truncated_at_maxsize(crawl, site, settings):
+    t = token()
+    [record] = crawl(f"{site.url}/huge/{t}")
+    assert record.status == 200
+    assert record.truncated is True
+    assert record.size == settings.download_maxsize
+
+
+def test_head_seed_is_fetched_with_head(crawl, site):
+    t = token()
+    [record] = crawl({"url": f"{site.url}/page/{t}", "method": "HEAD"})
+    assert record.method == "HEAD" and record.status == 200 and record.title is None

@@ -1,0 +1,136 @@
+"""Parsing: encodings, links, robots rules, depth and domain limits."""
+
+from __future__ import annotations
+
+from crawler_tasks.parse import parse_html
+
+from .conftest import by_url, token
+from .site import GBK_TITLE, SJIS_TITLE
+
+
+def parse(body: bytes, ctype: str | None = "text/html", url: str = "http://a.test/dir/page"):
+    return parse_html(body, url=url, content_type=ctype, text_maxsize=1000)
+
+
+def test_links_resolve_against_base_href_and_drop_fragments_and_other_schemes():
+    body = (b'<html><head><base href="http://a.test/base/"></head><body>'
+            b'<a href="x#f">1</a><a href="/abs">2</a><a href="mailto:a@b">3</a>'
+            b'<a href="javascript:go()">4</a><a href="tel:1">5</a><a href="data:,x">6</a>'
+            b'<a href="#only">7</a><area href="https://b.test/y"></body></html>')
+    links = parse(body).links
+    assert links == ["http://a.test/base/x", "http://a.test/abs", "https://b.test/y"]
+
+
+def test_fragment_only_link_is_dropped():
+    assert parse(b'<a href="#top">t</a><a href="other#x">o</a>').links == ["http://a.test/dir/other"]
+
+
+def test_charset_from_http_header_wins_over_meta():
+    body = f'<meta charset="utf-8"><title>{SJIS_TITLE}</title>'.encode("shift_jis")
+    assert parse(body, "text/html; charset=Shift_JIS").title == SJIS_TITLE
+
+
+def test_charset_from_meta_when_header_has_none():
+    body = f'<meta http-equiv="Content-Type" content="text/html; charset=gbk"><title>{GBK_TITLE}</title>'
+    assert parse(body.encode("gbk"), "text/html").title == GBK_TITLE
+
+
+def test_charset_detected_when_nothing_declares_it():
+    text = "<html><head><title>%s</title></head><body><p>%s</p></body></html>" % (
+        GBK_TITLE, "这是一个没有声明编码的中文网页，用于测试编码检测。" * 5)
+    assert parse(text.encode("gbk"), None).title == GBK_TITLE
+
+
+def test_visible_text_skips_scripts_and_styles_and_is_bounded():
+    body = b"<body><script>var x=1</script><style>p{}</style><p>Hello   <b>world</b></p>" + b"<p>y</p>" * 2000
+    parsed = parse(body)
+    assert parsed.text.startswith("Hello world y")
+    assert "var x" not in parsed.text and len(parsed.text) == 1000
+
+
+def test_meta_robots_nofollow_yields_no_links():
+    body = b'<meta name="robots" content="noindex, nofollow"><a href="/x">x</a>'
+    assert parse(body).links == [] and parse(body).nofollow
+
+
+def test_x_robots_tag_nofollow_yields_no_links():
+    assert parse_html(b'<a href="/x">x</a>', url="http://a.test/", content_type="text/html",
+                      text_maxsize=10, robots_header="nofollow").links == []
+
+
+def test_rel_nofollow_link_is_skipped():
+    body = b'<a rel="external nofollow" href="/x">x</a><a href="/y">y</a>'
+    assert parse(body).links == ["http://a.test/y"]
+
+
+def test_malformed_html_still_yields_links():
+    body = b'<html><title>T</title><body><div><p><a href="/one">one<table><tr><td><a href=/two>two</td></div>'
+    assert parse(body).links == ["http://a.test/one", "http://a.test/two"]
+
+
+# -- through the workers -----------------------------------------------------
+
+def test_gbk_and_shift_jis_pages_decode(crawl, site):
+    t = token()
+    records = by_url(crawl([f"{site.url}/gbk/{t}", f"{site.url}/sjis/{t}"]))
+    assert records[f"{site.url}/gbk/{t}"].title == GBK_TITLE
+    assert records[f"{site.url}/gbk/{t}"].text == "正文"
+    assert records[f"{site.url}/sjis/{t}"].title == SJIS_TITLE
+
+
+def test_links_differing_in_fragment_or_query_order_are_fetched_once(crawl, site, rt):
+    t = token()
+    records = crawl(f"{site.url}/dups/{t}")
+    targets = [r for r in records if "/target/" in r.url]
+    assert len(targets) == 1
+    assert len(site.paths(f"/target/{t}")) == 1
+    assert rt.stats.read(crawl.crawl_id)["duplicates"] == 1  # 4 hrefs, 2 strings, 1 page
+
+
+def test_endless_chain_stops_at_max_depth(crawl, site):
+    t = token()
+    records = crawl(f"{site.url}/chain/{t}/0", max_depth=3)
+    assert sorted(r.depth for r in records) == [0, 1, 2, 3]
+    assert f"/chain/{t}/4" not in site.paths()
+
+
+def test_max_pages_caps_what_the_gate_admits(crawl, site):
+    t = token()
+    records = crawl(f"{site.url}/chain/{t}/0", max_pages=5)
+    assert len(records) == 5
+
+
+def test_nofollow_page_is_stored_but_its_links_are_not_fetched(crawl, site):
+    t = token()
+    records = by_url(crawl([f"{site.url}/nofollow/{t}", f"{site.url}/relnofollow/{t}"]))
+    assert records[f"{site.url}/nofollow/{t}"].title == "No follow"
+    assert f"{site.url}/page/{t}-keep" in records
+    assert not site.paths(f"/page/{t}-hidden") and not site.paths(f"/page/{t}-skip")
+    assert len(records) == 3
+
+
+def test_non_html_response_is_stored_without_parsing(crawl, site):
+    t = token()
+    [record] = crawl(f"{site.url}/data/{t}")
+    assert record.content_type == "application/json"
+    assert record.title is None and record.links == []
+    assert not site.paths("/page/never")
+
+
+def test_not_extract_meta_stores_page_without_link_discovery(crawl, site):
+    t = token()
+    [record] = crawl({"url": f"{site.url}/chain/{t}/0", "meta": {"NotExtract": True, "url_id": "42"}})
+    assert record.title == "Chain 0" and record.meta == {"NotExtract": True, "url_id": "42"}
+    assert not site.paths(f"/chain/{t}/1")
+
+
+def test_links_outside_allowed_domains_are_not_followed(crawl, site):
+    t = token()
+    records = by_url(crawl(f"{site.url}/external/{t}"))
+    assert set(records) == {f"{site.url}/external/{t}", f"{site.url}/page/{t}-inside"}
+
+
+def test_malformed_page_links_are_followed(crawl, site):
+    t = token()
+    records = by_url(crawl(f"{site.url}/malformed/{t}"))
+    assert f"{site.url}/page/{t}-m1" in records and f"{site.url}/page/{t}-m2" in records
