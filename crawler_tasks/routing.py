@@ -14,7 +14,7 @@ before new fetches start.
 
 from __future__ import annotations
 
-from kombu import Queue
+from kombu import Exchange, Queue
 
 FETCH_QUEUE = "crawl.fetch"
 PARSE_QUEUE = "crawl.parse"
@@ -30,10 +30,9 @@ SUBMIT_TASK = "crawl.submit"
 QUEUE_ORDER = (PARSE_QUEUE, STORE_QUEUE, SEED_QUEUE, FETCH_QUEUE)
 
 ROUTES = {
-    FETCH_TASK: {"queue": FETCH_QUEUE},
-    PARSE_TASK: {"queue": PARSE_QUEUE},
-    STORE_TASK: {"queue": STORE_QUEUE},
-    SUBMIT_TASK: {"queue": SEED_QUEUE},
+    task: {"queue": queue, "exchange": queue, "routing_key": queue}
+    for task, queue in ((FETCH_TASK, FETCH_QUEUE), (PARSE_TASK, PARSE_QUEUE),
+                        (STORE_TASK, STORE_QUEUE), (SUBMIT_TASK, SEED_QUEUE))
 }
 
 MIN_BAND, NORMAL_BAND, MAX_BAND = 0, 5, 9
@@ -43,8 +42,11 @@ REDIS_SEP = ":"
 
 
 def queues() -> list[Queue]:
-    """Declared queues; ``x-max-priority`` is set by ``task_queue_max_priority``."""
-    return [Queue(name) for name in QUEUE_ORDER]
+    """Declared queues, each bound to its own direct exchange under its own name.
+
+    ``x-max-priority`` is added by ``task_queue_max_priority``.
+    """
+    return [Queue(name, Exchange(name, type="direct"), routing_key=name) for name in QUEUE_ORDER]
 
 
 def band(priority: int) -> int:

@@ -192,6 +192,15 @@ class Site:
                 f'<table><tr><td><a href=/page/{t}-m2>two</td></div></div></html').encode()
         self.send(h, 200, body, head=head)
 
+    def r_tree(self, h, segs, q, count, head):
+        # /tree/<token>/<n>?size=N&delay=S: a binary tree of N pages, each slow by S
+        token, n = segs[0], int(segs[1])
+        size, delay = int(q.get("size", ["40"])[0]), float(q.get("delay", ["0"])[0])
+        time.sleep(delay)
+        kids = [k for k in (2 * n + 1, 2 * n + 2) if k < size]
+        body = html(f"Tree {n}", links(*(f"/tree/{token}/{k}?size={size}&delay={delay}" for k in kids)))
+        self.send(h, 200, body, head=head)
+
     def r_external(self, h, segs, q, count, head):
         t = segs[0]
         body = html("External", links("http://example.invalid/away", f"/page/{t}-inside"))

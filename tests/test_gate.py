@@ -1,0 +1,90 @@
+"""The gate: each URL reaches the broker once, even with producers racing."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+
+import redis
+
+from crawler_tasks.gate import Candidate, Gate
+from crawler_tasks.keys import Keys
+from crawler_tasks.routing import FETCH_QUEUE, MAX_BAND, redis_list
+
+from .conftest import REDIS, token
+
+RACE_DB = 12
+
+
+def gate() -> tuple[Gate, redis.Redis]:
+    client = redis.Redis.from_url(f"{REDIS}/{RACE_DB}")
+    return Gate(client, Keys(f"g{token()}"), replay_ttl=60), client
+
+
+def test_second_admission_of_a_fingerprint_is_refused():
+    g, _ = gate()
+    assert g.admit("c", [Candidate("fp1", "t1")]) == ["t1"]
+    assert g.admit("c", [Candidate("fp1", "t2"), Candidate("fp2", "t3")]) == [None, "t3"]
+
+
+def test_dont_filter_bypasses_the_gate():
+    g, _ = gate()
+    g.admit("c", [Candidate("fp1", "t1")])
+    assert g.admit("c", [Candidate("fp1", "t2", dont_filter=True)]) == ["t2"]
+
+
+def test_redelivered_parent_gets_its_children_back_under_the_same_ids():
+    g, _ = gate()
+    first = g.admit("c", [Candidate("a", "t1"), Candidate("b", "t2")], parent_id="p")
+    again = g.admit("c", [Candidate("a", "x1"), Candidate("b", "x2")], parent_id="p")
+    other = g.admit("c", [Candidate("a", "y1")], parent_id="q")
+    assert first == again == ["t1", "t2"] and other == [None]
+
+
+def test_all_links_of_a_page_are_gated_in_one_round_trip():
+    g, client = gate()
+    g.admit("c", [Candidate("warm", "w")])  # loads the script
+    before = client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    g.admit("c", [Candidate(f"fp{i}", f"t{i}") for i in range(200)])
+    after = client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    assert after - before == 1
+
+
+def queued_urls(client: redis.Redis) -> list[str]:
+    urls = []
+    for prio in range(MAX_BAND + 1):
+        for raw in client.lrange(redis_list(FETCH_QUEUE, prio), 0, -1):
+            message = json.loads(raw)
+            args = json.loads(base64.b64decode(message["body"]))[0]
+            urls.append(args[0]["url"])
+    return urls
+
+
+SUBMITTER = """
+import json, sys, time
+from crawler_tasks import submit
+urls = json.loads(sys.argv[1])
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+print(submit(urls, crawl_id="race"))
+"""
+
+
+def test_racing_submitters_publish_each_url_exactly_once():
+    client = redis.Redis.from_url(f"{REDIS}/{RACE_DB}")
+    client.flushdb()
+    env = {**os.environ, "CRAWLER_BROKER_URL": f"{REDIS}/{RACE_DB}",
+           "CRAWLER_REDIS_URL": f"{REDIS}/{RACE_DB}", "CRAWLER_KEY_PREFIX": "race"}
+    a = [f"http://127.0.0.1:9/p/{i}" for i in range(0, 600)]
+    b = [f"http://127.0.0.1:9/p/{i}" for i in range(300, 900)]
+    start = time.time() + 2.0
+    procs = [subprocess.Popen([sys.executable, "-c", SUBMITTER, json.dumps(urls), str(start)],
+                              env=env, stdout=subprocess.PIPE, text=True) for urls in (a, b)]
+    accepted = [int(p.communicate(timeout=60)[0]) for p in procs]
+    urls = queued_urls(client)
+    assert sorted(urls) == sorted(set(a) | set(b))
+    assert sum(accepted) == 900
+    client.flushdb()
