@@ -24,7 +24,9 @@ EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_ERROR, EXIT_INTERRUPTED = 2, 3, 1, 130
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+        command = self.prog.partition(" ")[2]
+        where = f"{command}: " if command else ""
+        self.exit(EXIT_BAD_INPUT, f"crawler-tasks: error: {where}{message}\n")
 
 
 def _parser() -> argparse.ArgumentParser:

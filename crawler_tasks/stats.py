@@ -6,7 +6,8 @@ Counter names a user reads in ``crawler-tasks stats``:
 ``total_response_size`` bytes · ``status/<code>`` responses per status ·
 ``retries`` · ``redirects`` · ``duplicates`` rejected by the gate ·
 ``gate/admitted`` · ``gate/over_budget`` · ``failures`` (failure records) ·
-``stored`` records written · ``truncated`` bodies cut at the size limit ·
+``stored`` records written · ``store/retries`` writes retried while a backend was down ·
+``store/failed`` records given up on · ``truncated`` bodies cut at the size limit ·
 ``claim/missing`` bodies that expired before parse or store.
 """
 

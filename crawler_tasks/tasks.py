@@ -90,6 +90,7 @@ def store(self: Task, claim_id: str, request: dict[str, Any]) -> None:
         s = rt.settings
         countdown = min(s.retry_backoff * 2 ** self.request.retries, s.retry_backoff_max)
         log.warning("store of %s failed, retry in %.1fs: %s", req.url, countdown, exc)
+        _count(rt, req.crawl_id, {"store/retries": 1})
         raise self.retry(exc=exc, countdown=countdown,
                          priority=routing.pipeline_priority(redis=s.broker_is_redis))
 

@@ -1,0 +1,119 @@
+"""The ``crawler-tasks`` command as a user types it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+
+from crawler_tasks.local import free_port
+
+from .conftest import REDIS, token
+
+CLI_DB = 10
+
+
+def cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None,
+        timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "crawler_tasks.cli", *args], capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, input=stdin, timeout=timeout)
+
+
+def cli_env() -> dict[str, str]:
+    return {"CRAWLER_BROKER_URL": f"{REDIS}/{CLI_DB}", "CRAWLER_REDIS_URL": f"{REDIS}/{CLI_DB}"}
+
+
+@pytest.fixture
+def empty_broker() -> redis.Redis:
+    client = redis.Redis.from_url(f"{REDIS}/{CLI_DB}")
+    client.flushdb()
+    return client
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, code: int) -> None:
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("crawler-tasks: error:"), result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["crawl", "ftp://example.test/"],
+    ["crawl", "http://"],
+    ["crawl", "not a url"],
+    ["crawl", "http://127.0.0.1:9/", "--store", "mongo://x"],
+    ["crawl", "http://127.0.0.1:9/", "--workers", "0"],
+    ["crawl", "http://127.0.0.1:9/", "--max-pages", "ten"],
+    ["crawl"],
+    ["submit", "http://127.0.0.1:9/ok", "mailto:someone@example.test"],
+    ["submit"],
+    ["submit", "--file", "/nonexistent/seeds.txt"],
+    ["export", "--store", "/nonexistent/pages.db"],
+    ["frobnicate"],
+])
+def test_bad_input_is_one_line_nonzero_and_enqueues_nothing(args, empty_broker):
+    assert_one_line_error(cli(*args, env=cli_env()), 2)
+    assert empty_broker.dbsize() == 0
+
+
+def test_bad_line_in_seed_file_enqueues_nothing(empty_broker, tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/a\n{\"url\": \"http://127.0.0.1:9/b\"}\nftp://nope/\n")
+    assert_one_line_error(cli("submit", "--file", str(seeds), env=cli_env()), 2)
+    assert empty_broker.dbsize() == 0
+
+
+def test_bad_setting_is_one_line(empty_broker):
+    assert_one_line_error(cli("stats", env={**cli_env(), "CRAWLER_MAX_RETRIES": "many"}), 2)
+
+
+@pytest.mark.parametrize("command", [["submit", "http://127.0.0.1:9/"], ["stats"]])
+def test_unreachable_broker_is_one_line_exit_3(command):
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    result = cli(*command, env={"CRAWLER_BROKER_URL": dead, "CRAWLER_REDIS_URL": dead})
+    assert_one_line_error(result, 3)
+
+
+def test_submit_reads_urls_and_seed_objects_and_reports_duplicates(empty_broker, tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("# seeds\nhttp://127.0.0.1:9/a\n"
+                     '{"url": "http://127.0.0.1:9/b", "method": "HEAD", "meta": {"url_id": 1}}\n')
+    result = cli("submit", "--file", str(seeds), "http://127.0.0.1:9/a#again", env=cli_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "enqueued 2 of 3 URL(s) (1 already seen)"
+    stats = json.loads(cli("stats", "--json", env=cli_env()).stdout)
+    assert stats["queues"]["crawl.fetch"]["band 5"] == 2
+    assert stats["crawls"]["default"]["duplicates"] == 1
+
+
+def test_crawl_on_embedded_redis_then_export(site, tmp_path):
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    store = str(tmp_path / "pages.db")
+    env = {"CRAWLER_BROKER_URL": dead, "CRAWLER_REDIS_URL": ""}
+    result = cli("crawl", f"{site.url}/", "--store", store, "--workers", "2", "--crawl-id", "cli1",
+                 env=env)
+    assert result.returncode == 0, result.stderr
+    assert "starting an embedded Redis" in result.stderr
+    summary = {line[:20].strip(): line[20:] for line in result.stdout.splitlines()}
+    assert summary["pages stored"] == "3" and summary["failed"] == "0"
+    exported = [json.loads(line) for line in cli("export", "--store", store).stdout.splitlines()]
+    assert sorted(r["url"] for r in exported) == [f"{site.url}/", f"{site.url}/page/1",
+                                                  f"{site.url}/page/2"]
+    assert {r["crawl_id"] for r in exported} == {"cli1"}
+
+
+def test_crawl_max_depth_and_max_pages(site, tmp_path, empty_broker):
+    t = token()
+    store = str(tmp_path / "pages.db")
+    result = cli("crawl", f"{site.url}/chain/{t}/0", "--store", store, "--max-depth", "2",
+                 "--workers", "1", env=cli_env())
+    assert result.returncode == 0, result.stderr
+    assert len(cli("export", "--store", store).stdout.splitlines()) == 3
+    result = cli("crawl", f"{site.url}/tree/{t}/0?size=50", "--store", store, "--max-pages", "7",
+                 "--workers", "1", env=cli_env())
+    assert result.returncode == 0, result.stderr
+    assert {line[:20].strip(): line[20:] for line in result.stdout.splitlines()}["pages stored"] == "7"
