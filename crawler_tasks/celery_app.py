@@ -57,8 +57,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": False,
         "task_retry_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
-        "worker_send_task_events": True,
-        "task_send_sent_event": True,
+        # Events cost a broker publish per task state; Flower switches the
+        # workers' on by itself (enable_events), CRAWLER_TASK_EVENTS=1 from the start.
+        "worker_send_task_events": settings.task_events,
+        "task_send_sent_event": settings.task_events,
         "worker_hijack_root_logger": True,
         "beat_schedule": beat_schedule,
         "timezone": "UTC",

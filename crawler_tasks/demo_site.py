@@ -25,6 +25,7 @@ class DemoSite:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in separate writes
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
                 body = site.render(self.path)

@@ -18,6 +18,15 @@ DEFAULT_BROKER_URL = "redis://localhost:6379/0"
 DEFAULT_STORE = "./crawl-data/pages.db"
 
 
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
+
+
 def _csv(raw: str) -> tuple[str, ...]:
     return tuple(part.strip().lower() for part in raw.split(",") if part.strip())
 
@@ -34,7 +43,14 @@ class Spec:
     shown_default: str = ""
 
     def default_text(self) -> str:
-        return self.shown_default or str(self.default)
+        if self.shown_default:
+            return self.shown_default
+        value = ",".join(self.default) if isinstance(self.default, tuple) else self.default
+        return f"`{value}`"
+
+    def markdown_row(self) -> str:
+        """This setting's row in the README's table."""
+        return f"| `{self.env}` | {self.default_text()} | {self.doc} |"
 
 
 SPECS: tuple[Spec, ...] = (
@@ -79,6 +95,8 @@ SPECS: tuple[Spec, ...] = (
          "Seconds a fetched body waits in Redis for its parse and store tasks."),
     Spec("CRAWLER_KEY_PREFIX", "key_prefix", str, "crawler",
          "Prefix of every Redis key this package writes."),
+    Spec("CRAWLER_TASK_EVENTS", "task_events", lambda raw: _bool(raw), False,
+         "Send task events from the start (Flower turns them on by itself when it runs)."),
 )
 
 
@@ -105,6 +123,7 @@ class Settings:
     text_maxsize: int = 65536
     claim_ttl: int = 86400
     key_prefix: str = "crawler"
+    task_events: bool = False
 
     def __post_init__(self) -> None:
         if not self.redis_url:
@@ -133,7 +152,8 @@ class Settings:
             try:
                 values[spec.attr] = spec.parse(raw)
             except ValueError:
-                raise SettingsError(f"{spec.env}: {raw!r} is not a valid {spec.parse.__name__}") from None
+                kind = {int: "integer", float: "number", str: "string"}.get(spec.parse, "value")
+                raise SettingsError(f"{spec.env}: {raw!r} is not a valid {kind}") from None
         values.update(overrides)
         return cls(**values)
 
@@ -145,5 +165,9 @@ class Settings:
         env = {}
         for spec in SPECS:
             value = getattr(self, spec.attr)
-            env[spec.env] = ",".join(value) if isinstance(value, tuple) else str(value)
+            if isinstance(value, tuple):
+                value = ",".join(value)
+            elif isinstance(value, bool):
+                value = "1" if value else "0"
+            env[spec.env] = str(value)
         return env

@@ -35,6 +35,7 @@ class Site:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in separate writes
 
             def do_GET(self) -> None:  # noqa: N802
                 site.handle(self)
