@@ -1,0 +1,50 @@
+"""Settings: one table, kept in step with the README."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crawler_tasks.errors import SettingsError
+from crawler_tasks.settings import SPECS, Settings
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_table_lists_every_setting_with_its_default():
+    text = README.read_text()
+    for spec in SPECS:
+        assert spec.markdown_row() in text, spec.env
+    documented = {line.split("`")[1] for line in text.splitlines() if line.startswith("| `CRAWLER_")}
+    assert documented == {spec.env for spec in SPECS}
+
+
+def test_every_spec_is_a_settings_field_with_the_same_default():
+    defaults = Settings()
+    for spec in SPECS:
+        if spec.env != "CRAWLER_REDIS_URL":
+            assert getattr(defaults, spec.attr) == spec.default, spec.env
+
+
+def test_redis_url_defaults_to_the_broker_when_it_is_redis():
+    assert Settings.from_env({"CRAWLER_BROKER_URL": "redis://h:1/3"}).redis_url == "redis://h:1/3"
+    assert Settings.from_env({"CRAWLER_BROKER_URL": "amqp://h//"}).redis_url == "redis://localhost:6379/0"
+
+
+def test_environment_round_trips():
+    s = Settings.from_env({"CRAWLER_ALLOWED_DOMAINS": "A.test, b.test", "CRAWLER_TASK_EVENTS": "yes",
+                           "CRAWLER_DOWNLOAD_TIMEOUT": "2.5"})
+    assert s.allowed_domains == ("a.test", "b.test") and s.task_events and s.download_timeout == 2.5
+    assert Settings.from_env(s.to_env()) == s
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"CRAWLER_MAX_RETRIES": "many"}, "CRAWLER_MAX_RETRIES: 'many' is not a valid integer"),
+    ({"CRAWLER_DOWNLOAD_TIMEOUT": "0"}, "download_timeout: must be greater than 0"),
+    ({"CRAWLER_MAX_DEPTH": "-1"}, "max_depth: must be 0 or more"),
+])
+def test_bad_values_raise_a_one_line_settings_error(env, message):
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env(env)
+    assert str(info.value) == message
