@@ -181,7 +181,7 @@ class _Progress:
         self.rt, self.crawl_id, self.started = rt, crawl_id, started
         self.quiet = quiet
         self.tty = sys.stderr.isatty()
-        self.last = 0.0
+        self.last = 0.0 if self.tty else started
 
     def __call__(self) -> None:
         now = time.monotonic()
@@ -196,7 +196,7 @@ class _Progress:
               file=sys.stderr, flush=True)
 
     def done(self) -> None:
-        if self.tty and not self.quiet and self.last:
+        if self.tty and not self.quiet and self.last:  # end the refreshed line
             print(file=sys.stderr)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import SettingsError
@@ -100,30 +100,33 @@ SPECS: tuple[Spec, ...] = (
 )
 
 
+_DEFAULTS: dict[str, Any] = {spec.attr: spec.default for spec in SPECS}
+
+
 @dataclass(frozen=True)
 class Settings:
     """The crawler's configuration; build it with :meth:`from_env` or directly in tests."""
 
-    broker_url: str = DEFAULT_BROKER_URL
-    redis_url: str = ""
-    store: str = DEFAULT_STORE
-    download_timeout: float = 30.0
-    max_depth: int = 0
-    max_retries: int = 2
-    download_maxsize: int = 10 * 1024 * 1024
-    allowed_domains: tuple[str, ...] = field(default_factory=tuple)
-    visibility_timeout: int = 3600
-    user_agent: str = "crawler-tasks/0.1 (+https://pypi.org/project/crawler-tasks/)"
-    redirect_max_times: int = 20
-    redirect_priority_adjust: int = 2
-    retry_priority_adjust: int = -1
-    retry_backoff: float = 1.0
-    retry_backoff_max: float = 60.0
-    store_max_retries: int = 20
-    text_maxsize: int = 65536
-    claim_ttl: int = 86400
-    key_prefix: str = "crawler"
-    task_events: bool = False
+    broker_url: str = _DEFAULTS["broker_url"]
+    redis_url: str = _DEFAULTS["redis_url"]
+    store: str = _DEFAULTS["store"]
+    download_timeout: float = _DEFAULTS["download_timeout"]
+    max_depth: int = _DEFAULTS["max_depth"]
+    max_retries: int = _DEFAULTS["max_retries"]
+    download_maxsize: int = _DEFAULTS["download_maxsize"]
+    allowed_domains: tuple[str, ...] = _DEFAULTS["allowed_domains"]
+    visibility_timeout: int = _DEFAULTS["visibility_timeout"]
+    user_agent: str = _DEFAULTS["user_agent"]
+    redirect_max_times: int = _DEFAULTS["redirect_max_times"]
+    redirect_priority_adjust: int = _DEFAULTS["redirect_priority_adjust"]
+    retry_priority_adjust: int = _DEFAULTS["retry_priority_adjust"]
+    retry_backoff: float = _DEFAULTS["retry_backoff"]
+    retry_backoff_max: float = _DEFAULTS["retry_backoff_max"]
+    store_max_retries: int = _DEFAULTS["store_max_retries"]
+    text_maxsize: int = _DEFAULTS["text_maxsize"]
+    claim_ttl: int = _DEFAULTS["claim_ttl"]
+    key_prefix: str = _DEFAULTS["key_prefix"]
+    task_events: bool = _DEFAULTS["task_events"]
 
     def __post_init__(self) -> None:
         if not self.redis_url:
