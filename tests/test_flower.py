@@ -1,0 +1,69 @@
+"""Flower sees the workers, the tasks and the queue depth of the crawl."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from crawler_tasks.local import free_port
+
+from .conftest import token
+
+
+@pytest.fixture
+def flower(worker, tmp_path) -> Iterator[str]:
+    port = free_port()
+    log = open(tmp_path / "flower.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "crawler_tasks", "flower", "--address=127.0.0.1",
+         f"--port={port}", f"--db={tmp_path / 'flower.db'}"],
+        env={**os.environ, "FLOWER_UNAUTHENTICATED_API": "true"}, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{url}/healthcheck", timeout=1).text == "OK":
+                    break
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+PAGE_TASKS = {"crawl.fetch", "crawl.parse", "crawl.store"}
+
+
+def poll(fn, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.5)
+
+
+def test_flower_shows_workers_crawl_tasks_and_queues(flower, crawl, site):
+    workers = poll(lambda: requests.get(f"{flower}/api/workers?refresh=1", timeout=10).json())
+    assert any(name.startswith("tests@") for name in workers)
+    # Task events are off until Flower switches them on in the workers (every
+    # few seconds): crawl one new page at a time until Flower has seen a page's tasks.
+    def crawl_and_look() -> set[str]:
+        t = token()
+        crawl(f"{site.url}/page/{t}")
+        time.sleep(0.5)
+        tasks = requests.get(f"{flower}/api/tasks", timeout=10).json().values()
+        names = {task["name"] for task in tasks if t in (task.get("args") or "")}
+        return names if names >= PAGE_TASKS else set()
+
+    assert poll(crawl_and_look, timeout=40) == PAGE_TASKS
+    queues = requests.get(f"{flower}/api/queues/length", timeout=10).json()["active_queues"]
+    assert {q["name"] for q in queues} >= {"crawl.fetch", "crawl.parse", "crawl.store"}
