@@ -138,6 +138,11 @@ class Settings:
         for name in ("max_depth", "max_retries", "redirect_max_times", "store_max_retries"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name}: must be 0 or more")
+        if self.broker_is_redis and self.retry_backoff_max >= self.visibility_timeout:
+            # A retry waiting on its countdown is an unacked message: past the
+            # visibility timeout the broker hands it to another worker as well.
+            raise SettingsError("retry_backoff_max: must be below visibility_timeout "
+                                f"({self.retry_backoff_max} >= {self.visibility_timeout})")
 
     @property
     def broker_is_redis(self) -> bool:

@@ -23,7 +23,7 @@ def test_sigkilled_worker_loses_no_page_and_stores_none_twice(site, tmp_path):
     redis.Redis.from_url(f"{REDIS}/{KILL_DB}").flushdb()
     store = str(tmp_path / "pages.db")
     settings = Settings(broker_url=f"{REDIS}/{KILL_DB}", key_prefix=f"kill{token()}",
-                        visibility_timeout=5, retry_backoff=0.1, store=store)
+                        visibility_timeout=5, retry_backoff=0.1, retry_backoff_max=2, store=store)
     rt = Runtime(settings, create_app(settings))
     t, crawl_id = token(), "killed"
     seed = f"{site.url}/tree/{t}/0?size={PAGES}&delay=0.3"

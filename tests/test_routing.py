@@ -60,6 +60,6 @@ def test_late_acks_and_prefetch_one_keep_dispatch_in_priority_order():
 
 
 def test_small_visibility_timeout_gets_a_fast_restore_sweep():
-    options = celery_config(Settings(visibility_timeout=20))["broker_transport_options"]
+    options = celery_config(Settings(visibility_timeout=20, retry_backoff_max=10))["broker_transport_options"]
     sweep = options["unacked_restore_interval"] * options["unacked_restore_throttle"]
     assert options["visibility_timeout"] + sweep <= 60

@@ -43,6 +43,7 @@ def test_environment_round_trips():
     ({"CRAWLER_MAX_RETRIES": "many"}, "CRAWLER_MAX_RETRIES: 'many' is not a valid integer"),
     ({"CRAWLER_DOWNLOAD_TIMEOUT": "0"}, "download_timeout: must be greater than 0"),
     ({"CRAWLER_MAX_DEPTH": "-1"}, "max_depth: must be 0 or more"),
+    ({"CRAWLER_VISIBILITY_TIMEOUT": "30"}, "retry_backoff_max: must be below visibility_timeout (60.0 >= 30)"),
 ])
 def test_bad_values_raise_a_one_line_settings_error(env, message):
     with pytest.raises(SettingsError) as info:
