@@ -84,3 +84,12 @@ def test_head_seed_is_fetched_with_head(crawl, site):
     t = token()
     [record] = crawl({"url": f"{site.url}/page/{t}", "method": "HEAD"})
     assert record.method == "HEAD" and record.status == 200 and record.title is None
+
+
+def test_redirect_hops_are_capped(crawl, site, settings):
+    t = token()
+    records = crawl(f"{site.url}/redirect/{t}/25")
+    assert len(records) == settings.redirect_max_times + 1
+    [last] = [r for r in records if r.description]
+    assert last.description == f"redirect not followed: redirect hops exceeded ({settings.redirect_max_times})"
+    assert not site.paths(f"/redirect/{t}/4")
