@@ -31,7 +31,9 @@ class CrawlConfig:
 class Crawls:
     """Reads and writes crawl configuration and the outstanding-task sets."""
 
+    #: Workers see a crawl's new domains or limits within this many seconds.
     CACHE_SECONDS = 5.0
+    CACHE_SIZE = 1024
 
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.client = client
@@ -75,6 +77,8 @@ class Crawls:
             max_pages=int(fields.get("max_pages", 0)),
             store=fields.get("store"),
         )
+        if len(self._cache) >= self.CACHE_SIZE:
+            self._cache.clear()
         self._cache[crawl_id] = (time.monotonic(), config)
         return config
 
