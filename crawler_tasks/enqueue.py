@@ -47,8 +47,17 @@ def publish_fetch(rt: Runtime, request: CrawlRequest, task_id: str, *, countdown
     rt.app.send_task(
         routing.FETCH_TASK, args=[request.to_dict()], task_id=task_id,
         countdown=countdown or None, **routing.ROUTES[routing.FETCH_TASK],
+        argsrepr=_shown(request), kwargsrepr="{}",
         priority=routing.broker_priority(request.priority, redis=rt.settings.broker_is_redis),
     )
+
+
+def _shown(request: CrawlRequest, *before: str) -> str:
+    """What Flower and the logs show as the task's arguments: the URL, not the whole request.
+
+    Celery would otherwise put a repr of every argument into each message's headers.
+    """
+    return repr([*before, request.url])
 
 
 def stage_id(claim_id: str, task_name: str) -> str:
@@ -60,6 +69,6 @@ def publish_stage(rt: Runtime, task_name: str, claim_id: str, request: CrawlRequ
     """Send the parse or store step of the page ``claim_id`` (tracked by the caller)."""
     rt.app.send_task(
         task_name, args=[claim_id, request.to_dict()], task_id=stage_id(claim_id, task_name),
-        **routing.ROUTES[task_name],
+        **routing.ROUTES[task_name], argsrepr=_shown(request, claim_id), kwargsrepr="{}",
         priority=routing.pipeline_priority(redis=rt.settings.broker_is_redis),
     )
