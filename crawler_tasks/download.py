@@ -103,7 +103,8 @@ def _connection_reason(exc: Exception) -> str:
     text = str(exc)
     if "refused" in text.lower():
         return "connection refused"
-    if "Name or service not known" in text or "nodename nor servname" in text:
+    if any(s in text for s in ("Name or service not known", "nodename nor servname",
+                               "Temporary failure in name resolution", "No address associated")):
         return "DNS lookup failed"
     if "reset" in text.lower():
         return "connection reset"
