@@ -45,11 +45,16 @@ def get_retry_request(req: CrawlRequest, settings: Settings) -> CrawlRequest | N
                        priority=req.priority + settings.retry_priority_adjust)
 
 
+def backoff(settings: Settings, retries: int) -> float:
+    """Seconds before retry number ``retries + 1``: doubling from ``retry_backoff``, capped."""
+    return min(settings.retry_backoff * 2 ** retries, settings.retry_backoff_max)
+
+
 def retry_delay(req: CrawlRequest, settings: Settings, retry_after: float | None) -> float:
     """Seconds before retry number ``req.retries + 1``: ``Retry-After`` if sent, else backoff."""
     if retry_after is not None:
         return min(retry_after, settings.retry_backoff_max)
-    return min(settings.retry_backoff * 2 ** req.retries, settings.retry_backoff_max)
+    return backoff(settings, req.retries)
 
 
 def get_redirect_request(req: CrawlRequest, location: str, settings: Settings,
@@ -144,9 +149,7 @@ def _failed(rt: Runtime, req: CrawlRequest, task_id: str, err: FetchError,
     retry = get_retry_request(req, rt.settings) if err.retryable else None
     if retry is not None:
         counts["retries"] = 1
-        with rt.pipeline() as pipe:
-            rt.stats.incr(pipe, req.crawl_id, counts)
-            pipe.execute()
+        rt.stats.add(req.crawl_id, counts)
         log.info("retry %s of %s: %s", retry.retries, req.url, err.description)
         return Retry(retry, retry_delay(req, rt.settings, err.retry_after))
     record = response_record(req, dl) if dl is not None else base_record(req)

@@ -33,8 +33,9 @@ local admitted, duplicates, over = 0, 0, 0
 local here = {}
 for i = 3, #ARGV, 3 do
   local fp, tid, bypass = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local first = has_parent and not here[fp] and redis.call('HGET', KEYS[5], fp)
-  if here[fp] then
+  local repeated = here[fp]
+  local first = not repeated and has_parent and redis.call('HGET', KEYS[5], fp)
+  if repeated then
     tid = ''
     duplicates = duplicates + 1
   elseif first then

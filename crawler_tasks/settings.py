@@ -95,7 +95,7 @@ SPECS: tuple[Spec, ...] = (
          "Seconds a fetched body waits in Redis for its parse and store tasks."),
     Spec("CRAWLER_KEY_PREFIX", "key_prefix", str, "crawler",
          "Prefix of every Redis key this package writes."),
-    Spec("CRAWLER_TASK_EVENTS", "task_events", lambda raw: _bool(raw), False,
+    Spec("CRAWLER_TASK_EVENTS", "task_events", _bool, False,
          "Send task events from the start (Flower turns them on by itself when it runs)."),
 )
 
@@ -160,7 +160,7 @@ class Settings:
             try:
                 values[spec.attr] = spec.parse(raw)
             except ValueError:
-                kind = {int: "integer", float: "number", str: "string"}.get(spec.parse, "value")
+                kind = {int: "integer", float: "number", _bool: "boolean (1/0)"}.get(spec.parse, "value")
                 raise SettingsError(f"{spec.env}: {raw!r} is not a valid {kind}") from None
         values.update(overrides)
         return cls(**values)

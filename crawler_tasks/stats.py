@@ -34,6 +34,12 @@ class Stats:
                 if amount:
                     pipe.hincrby(key, name, amount)
 
+    def add(self, crawl_id: str, counts: Mapping[str, int]) -> None:
+        """Increment counters now, in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            self.incr(pipe, crawl_id, counts)
+            pipe.execute()
+
     def read(self, crawl_id: str | None = None) -> dict[str, int]:
         """Counters of one crawl, or overall when ``crawl_id`` is None."""
         raw = self.client.hgetall(self.keys.stats(crawl_id))

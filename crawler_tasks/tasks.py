@@ -84,15 +84,14 @@ def store(self: Task, claim_id: str, request: dict[str, Any]) -> None:
         if self.request.retries >= self.max_retries:
             log.error("giving up on storing %s after %s retries (claim %s kept for %ss): %s",
                       req.url, self.request.retries, claim_id, rt.settings.claim_ttl, exc)
-            _count(rt, req.crawl_id, {"store/failed": 1})
+            rt.stats.add(req.crawl_id, {"store/failed": 1})
             rt.crawls.finish(req.crawl_id, self.request.id)
             raise
-        s = rt.settings
-        countdown = min(s.retry_backoff * 2 ** self.request.retries, s.retry_backoff_max)
+        countdown = fetch_stage.backoff(rt.settings, self.request.retries)
         log.warning("store of %s failed, retry in %.1fs: %s", req.url, countdown, exc)
-        _count(rt, req.crawl_id, {"store/retries": 1})
+        rt.stats.add(req.crawl_id, {"store/retries": 1})
         raise self.retry(exc=exc, countdown=countdown,
-                         priority=routing.pipeline_priority(redis=s.broker_is_redis))
+                         priority=routing.pipeline_priority(redis=rt.settings.broker_is_redis))
 
 
 @app.task(name=routing.SUBMIT_TASK, bind=True)
@@ -115,11 +114,5 @@ def _refetch(rt: Runtime, req: CrawlRequest, task_id: str) -> None:
     again = req.replace(dont_filter=True,
                         priority=req.priority + rt.settings.retry_priority_adjust)
     fetches(rt, [again], parent_id=task_id)
-    _count(rt, req.crawl_id, {"claim/missing": 1})
+    rt.stats.add(req.crawl_id, {"claim/missing": 1})
     rt.crawls.finish(req.crawl_id, task_id)
-
-
-def _count(rt: Runtime, crawl_id: str, counts: dict[str, int]) -> None:
-    with rt.pipeline() as pipe:
-        rt.stats.incr(pipe, crawl_id, counts)
-        pipe.execute()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import time
 
-import redis
-
 from crawler_tasks.backends import open_store
 from crawler_tasks.celery_app import create_app
 from crawler_tasks.local import Workers, wait_drained
@@ -13,14 +11,14 @@ from crawler_tasks.runtime import Runtime
 from crawler_tasks.seed import build_requests, submit_requests
 from crawler_tasks.settings import Settings
 
-from .conftest import REDIS, token
+from .conftest import REDIS, flush, token
 
 KILL_DB = 11
 PAGES = 40
 
 
 def test_sigkilled_worker_loses_no_page_and_stores_none_twice(site, tmp_path):
-    redis.Redis.from_url(f"{REDIS}/{KILL_DB}").flushdb()
+    flush(KILL_DB)
     store = str(tmp_path / "pages.db")
     settings = Settings(broker_url=f"{REDIS}/{KILL_DB}", key_prefix=f"kill{token()}",
                         visibility_timeout=5, retry_backoff=0.1, retry_backoff_max=2, store=store)
