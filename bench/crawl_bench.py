@@ -1,4 +1,7 @@
-"""Crawl a generated local site of N pages with 1 and 2 worker processes.
+"""Crawl a generated local site of N pages with 1 and 2 worker processes (quick check).
+
+``bench/compare`` is the side-by-side benchmark against Scrapy and scrapy-redis;
+this one only measures crawler_tasks on the small demo site.
 
 Prints pages/s, CPU ms per page (all worker processes), Redis commands per
 page and broker bytes per page. The broker and the state Redis are two private
@@ -29,7 +32,7 @@ def _counters(url: str) -> tuple[int, int]:
     return info["total_commands_processed"], info["total_net_input_bytes"]
 
 
-def run(pages: int, workers: int, site_url: str, pool: str = "prefork") -> dict[str, float]:
+def run(pages: int, workers: int, site_url: str, pool: str | None = None) -> dict[str, float]:
     from crawler_tasks.local import EmbeddedRedis, Workers, wait_drained
     from crawler_tasks.settings import Settings
 
@@ -44,7 +47,7 @@ def run(pages: int, workers: int, site_url: str, pool: str = "prefork") -> dict[
     rt = Runtime(settings, create_app(settings))
     crawl_id = f"bench{workers}"
     cpu0 = _cpu_children()
-    w = Workers(settings, concurrency=workers, pool=pool, name=f"bench{workers}@%h").start()
+    w = Workers(settings, processes=workers, pool=pool, name=f"bench{workers}@%h").start()
     time.sleep(2.0)  # worker start-up is not crawl time
     b0, s0 = _counters(broker.url), _counters(state.url)
     t0 = time.monotonic()
@@ -70,7 +73,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=5000)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--pool", default="prefork", help="celery pool (prefork, threads, solo)")
+    parser.add_argument("--pool", default=None,
+                        help="celery pool of each worker process (default: CRAWLER_WORKER_POOL)")
     args = parser.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from crawler_tasks.demo_site import DemoSite

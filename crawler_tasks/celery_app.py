@@ -29,7 +29,8 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
         # visibility timeout really recovers within about a minute.
         "unacked_restore_interval": max(1, min(10, vt // 4)),
         "unacked_restore_throttle": 1,
-        "max_connections": 200,
+        # Every thread of a threads-pool worker acks through this pool (celery-notes §2.1).
+        "max_connections": max(200, settings.worker_concurrency + 20),
     }
 
 
@@ -57,6 +58,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": False,
         "task_retry_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
+        "worker_pool": settings.worker_pool,
+        "worker_concurrency": settings.worker_concurrency,
         # Events cost a broker publish per task state; Flower switches the
         # workers' on by itself (enable_events), CRAWLER_TASK_EVENTS=1 from the start.
         "worker_send_task_events": settings.task_events,

@@ -25,25 +25,26 @@ class Claims:
         self.keys = keys
         self.ttl = ttl
 
-    def put(self, pipe: redis.client.Pipeline, claim_id: str, record: PageRecord,
+    def put(self, pipe: redis.client.Pipeline, crawl_id: str, claim_id: str, record: PageRecord,
             body: bytes | None = None) -> None:
         """Queue writing ``record`` (and ``body``) under ``claim_id`` on ``pipe``."""
-        key = self.keys.page(claim_id)
+        key = self.keys.page(crawl_id, claim_id)
         mapping = {"record": json.dumps(record.to_dict())}
         if body is not None:
             mapping["body"] = zlib.compress(body, 3)
         pipe.hset(key, mapping=mapping)
         pipe.expire(key, self.ttl)
 
-    def load(self, claim_id: str, *, with_body: bool) -> tuple[PageRecord, bytes | None]:
+    def load(self, crawl_id: str, claim_id: str, *,
+             with_body: bool) -> tuple[PageRecord, bytes | None]:
         """The record and body of ``claim_id``; :class:`ClaimMissing` if it expired."""
         fields = ["record", "body"] if with_body else ["record"]
-        values = self.client.hmget(self.keys.page(claim_id), fields)
+        values = self.client.hmget(self.keys.page(crawl_id, claim_id), fields)
         if values[0] is None:
             raise ClaimMissing(f"claim {claim_id} expired or was evicted")
         record = PageRecord.from_dict(json.loads(values[0]))
         body = zlib.decompress(values[1]) if with_body and values[1] is not None else None
         return record, body
 
-    def delete(self, claim_id: str) -> None:
-        self.client.delete(self.keys.page(claim_id))
+    def delete(self, crawl_id: str, claim_id: str) -> None:
+        self.client.delete(self.keys.page(crawl_id, claim_id))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 import uuid
@@ -62,13 +63,20 @@ def _crawl_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-pages", type=int, default=0, help="stop admitting URLs after N (0 = no limit)")
     p.add_argument("--max-depth", type=int, default=None, help="link hops from the seeds (0 = unlimited)")
     p.add_argument("--store", default=None, help="store URI (default: CRAWLER_STORE)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="worker processes")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 2,
+                   help="worker processes, each with CRAWLER_WORKER_CONCURRENCY requests in flight "
+                        "(default: one per core)")
     p.add_argument("--crawl-id", default=None, help="resume or name a crawl (default: new id)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
 
 
+def _terminate(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt  # unwinds through run_crawl's cleanup: workers stop, nothing is left
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         return COMMANDS[args.command](args)
     except BadInput as exc:
@@ -139,7 +147,7 @@ def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Set
 
 def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     """Run workers on this machine, submit ``requests`` and wait until their crawl drains."""
-    from .local import EmbeddedRedis, Workers, reachable, wait_drained
+    from .local import CrawlWatch, EmbeddedRedis, Workers, reachable, wait_drained
 
     settings = _validate_crawl_options(args, Settings.from_env())
     crawl_id = requests[0].crawl_id
@@ -149,7 +157,7 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
         embedded = EmbeddedRedis().start()
         settings = settings.replace(broker_url=embedded.url, redis_url=embedded.url)
     os.environ.update(settings.to_env())
-    workers = Workers(settings, concurrency=args.workers, name=f"{crawl_id}@%h")
+    workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h")
     try:
         from .celery_app import app
         from .runtime import current
@@ -161,8 +169,8 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
         accepted = submit_requests(rt, requests, max_depth=args.max_depth,
                                    max_pages=args.max_pages, store=settings.store)
         progress = _Progress(rt, crawl_id, started, quiet=args.quiet)
-        wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, tick=progress,
-                     workers=workers)
+        watch = CrawlWatch(rt, crawl_id, settings.stall_timeout)
+        wait_drained(watch.drained, tick=progress, workers=workers)
         progress.done()
         elapsed = time.monotonic() - started
         stats = rt.stats.read(crawl_id)

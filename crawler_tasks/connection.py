@@ -8,9 +8,27 @@ from kombu import Connection
 from .errors import BrokerUnavailable
 
 
-def redis_from_url(url: str, *, check: bool = True) -> redis.Redis:
-    """A Redis client for ``url``; pings it first when ``check`` so a dead server fails early."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=3, health_check_interval=30)
+CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
+
+
+def redis_from_url(url: str, *, check: bool = True, max_connections: int | None = None) -> redis.Redis:
+    """A Redis client for ``url``; pings it first when ``check`` so a dead server fails early.
+
+    ``redis+cluster://host:port`` (or ``rediss+cluster://``) names any node of a
+    Redis Cluster; the client discovers the others.
+    """
+    options = {"socket_connect_timeout": 3, "health_check_interval": 30}
+    if max_connections:
+        options["max_connections"] = max_connections
+    try:
+        if url.startswith(CLUSTER_SCHEMES):
+            from redis.cluster import RedisCluster
+
+            client = RedisCluster.from_url(url.replace("+cluster", "", 1), **options)
+        else:
+            client = redis.Redis.from_url(url, **options)
+    except (redis.RedisError, OSError) as exc:
+        raise BrokerUnavailable(f"Redis at {safe_url(url)} does not answer: {exc}") from None
     if check:
         try:
             client.ping()

@@ -1,9 +1,9 @@
 """Per-crawl configuration and progress: allowed domains, limits, outstanding tasks.
 
 A crawl is drained when its outstanding set is empty: every task id joins it
-before its message is published (the gate does that for fetches) and leaves it
-only after the task has published its own children, so a queued, running or
-countdown-waiting task always keeps the crawl open.
+before its message is published and leaves it only after the task has
+published its own children (both in :mod:`crawler_tasks.gate`), so a queued,
+running or countdown-waiting task always keeps the crawl open.
 """
 
 from __future__ import annotations
@@ -15,6 +15,35 @@ from dataclasses import dataclass
 import redis
 
 from .keys import Keys
+from .settings import Settings
+from .urls import domain_allowed, host_of
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A crawl's effective limits: ``CRAWLER_ALLOWED_DOMAINS`` and ``CRAWLER_MAX_DEPTH``
+    when set, else the crawl's own (its seeds' hosts, its ``--max-depth``)."""
+
+    domains: frozenset[str]
+    max_depth: int
+    max_pages: int
+    store: str
+
+    def allows(self, url: str, *, origin: str) -> bool:
+        """The offsite rule: may a link or redirect found on ``origin`` go to ``url``?
+
+        With no domains known for the crawl, only ``origin``'s own host is allowed.
+        """
+        return domain_allowed(url, self.domains or frozenset({host_of(origin)}))
+
+    @classmethod
+    def of(cls, config: CrawlConfig, settings: Settings) -> Limits:
+        return cls(
+            domains=frozenset(settings.allowed_domains) or config.domains,
+            max_depth=settings.max_depth if config.max_depth is None else config.max_depth,
+            max_pages=config.max_pages,
+            store=config.store or settings.store,
+        )
 
 
 @dataclass(frozen=True)
@@ -82,29 +111,17 @@ class Crawls:
         self._cache[crawl_id] = (time.monotonic(), config)
         return config
 
-    def track(self, pipe: redis.client.Pipeline, crawl_id: str, task_id: str) -> None:
-        """Queue adding ``task_id`` to the crawl's outstanding set."""
-        pipe.sadd(self.keys.outstanding(crawl_id), task_id)
-
-    def finish(self, crawl_id: str, task_id: str,
-               pipe: redis.client.Pipeline | None = None) -> None:
-        """The task and everything it published are accounted for: drop it.
-
-        With ``pipe`` the commands are only queued, to run with the caller's.
-        """
-        own = pipe is None
-        pipe = self.client.pipeline(transaction=False) if own else pipe
-        pipe.srem(self.keys.outstanding(crawl_id), task_id)
-        pipe.delete(self.keys.replay(task_id))
-        if own:
-            pipe.execute()
-
-    def is_outstanding(self, crawl_id: str, task_id: str) -> bool:
-        return bool(self.client.sismember(self.keys.outstanding(crawl_id), task_id))
-
     def outstanding(self, crawl_id: str) -> int:
         """Tasks of the crawl queued, running or waiting on a retry."""
         return int(self.client.scard(self.keys.outstanding(crawl_id)))
+
+    def outstanding_sample(self, crawl_id: str, count: int = 5) -> list[str]:
+        """A few outstanding task ids, for a message about a stuck crawl."""
+        return sorted(m.decode() for m in self.client.srandmember(self.keys.outstanding(crawl_id), count))
+
+    def errors(self, crawl_id: str, count: int = 5) -> list[str]:
+        """The latest unexpected task errors of the crawl, newest first."""
+        return [e.decode() for e in self.client.lrange(self.keys.errors(crawl_id), 0, count - 1)]
 
     def all_ids(self) -> list[str]:
         return sorted(m.decode() for m in self.client.smembers(self.keys.crawls()))

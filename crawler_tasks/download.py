@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -29,7 +29,6 @@ class Download:
     request_size: int
     response_size: int
     elapsed: float = 0.0
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def content_type(self) -> str:
@@ -58,11 +57,11 @@ def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
         resp = session.request(req.method, req.url, headers=req.headers or None,
                                timeout=(timeout, timeout), allow_redirects=False, stream=True)
     except requests.exceptions.Timeout:
-        raise FetchError(f"timeout after {timeout}s", retryable=True) from None
+        raise FetchError(f"timeout after {timeout}s", retryable=True, reason="timeout") from None
     except requests.exceptions.ConnectionError as exc:
-        raise FetchError(_connection_reason(exc), retryable=True) from None
+        raise _connection_error(exc) from None
     except requests.exceptions.RequestException as exc:
-        raise FetchError(f"request failed: {exc}", retryable=False) from None
+        raise FetchError(f"request failed: {exc}", retryable=False, reason="request") from None
     with resp:
         body, truncated = _read_capped(resp, req, started=started, timeout=timeout, maxsize=maxsize)
     headers = {k.lower(): v for k, v in resp.headers.items()}
@@ -86,11 +85,11 @@ def _read_capped(resp: requests.Response, req: CrawlRequest, *, started: float,
             if size >= maxsize:
                 return b"".join(chunks)[:maxsize], size > maxsize or _more_to_read(resp, maxsize)
             if time.monotonic() - started > timeout:
-                raise FetchError(f"timeout after {timeout}s", retryable=True)
+                raise FetchError(f"timeout after {timeout}s", retryable=True, reason="timeout")
     except requests.exceptions.RequestException as exc:
         if "timed out" in str(exc).lower():
-            raise FetchError(f"timeout after {timeout}s", retryable=True) from None
-        raise FetchError(_connection_reason(exc), retryable=True) from None
+            raise FetchError(f"timeout after {timeout}s", retryable=True, reason="timeout") from None
+        raise _connection_error(exc) from None
     return b"".join(chunks), False
 
 
@@ -99,16 +98,17 @@ def _more_to_read(resp: requests.Response, maxsize: int) -> bool:
     return not length.isdigit() or int(length) > maxsize
 
 
-def _connection_reason(exc: Exception) -> str:
+def _connection_error(exc: Exception) -> FetchError:
+    """A retryable :class:`FetchError` naming what went wrong with the connection."""
     text = str(exc)
     if "refused" in text.lower():
-        return "connection refused"
+        return FetchError("connection refused", retryable=True, reason="connection_refused")
     if any(s in text for s in ("Name or service not known", "nodename nor servname",
                                "Temporary failure in name resolution", "No address associated")):
-        return "DNS lookup failed"
+        return FetchError("DNS lookup failed", retryable=True, reason="dns")
     if "reset" in text.lower():
-        return "connection reset"
-    return f"connection error: {text[:200]}"
+        return FetchError("connection reset", retryable=True, reason="connection_reset")
+    return FetchError(f"connection error: {text[:200]}", retryable=True, reason="connection")
 
 
 def _request_size(prepared: requests.PreparedRequest) -> int:

@@ -1,13 +1,18 @@
-"""Publishing: the only code that sends crawl messages, always with route and priority."""
+"""Publishing: the only code that sends crawl messages, always with route and priority.
+
+Seeds go through :func:`fetches`; a task ends through :func:`complete`, which
+gates its children, counts the task once, publishes what was admitted and only
+then lets the task leave its crawl's outstanding set.
+"""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from . import routing
-from .gate import Candidate
+from .gate import Candidate, Verdict
 from .models import CrawlRequest
 
 if TYPE_CHECKING:
@@ -18,28 +23,71 @@ def new_task_id() -> str:
     return uuid.uuid4().hex
 
 
-def fetches(rt: Runtime, requests: Sequence[CrawlRequest], *, parent_id: str | None = None) -> int:
-    """Gate ``requests`` (all of one crawl) in one round trip and publish the admitted ones.
+def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:
+    """Gate seed ``requests`` (all of one crawl) in one round trip and publish the admitted ones.
 
-    Returns how many were published.
+    Returns how many were published. If publishing fails part-way, what was not
+    published is not marked seen (the error propagates).
     """
     if not requests:
         return 0
     crawl_id = requests[0].crawl_id
-    max_pages = rt.limits(crawl_id).max_pages
+    requests, repeats = _unique(requests)
     candidates = [Candidate(r.fingerprint, new_task_id(), r.dont_filter) for r in requests]
-    task_ids = rt.gate.admit(crawl_id, candidates, parent_id=parent_id, max_pages=max_pages)
+    task_ids = rt.gate.admit(crawl_id, candidates, max_pages=rt.limits(crawl_id).max_pages,
+                             counts={"duplicates": repeats})
     admitted = [(r, c, t) for r, c, t in zip(requests, candidates, task_ids) if t is not None]
     for i, (request, _, task_id) in enumerate(admitted):
         try:
             publish_fetch(rt, request, task_id)
         except Exception:
-            # Nothing is half-written: what was not published is not marked seen.
             rest = admitted[i:]
             rt.gate.forget(crawl_id, [c.fingerprint for _, c, _ in rest if not c.dont_filter],
                            [t for _, _, t in rest])
             raise
     return len(admitted)
+
+
+def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[CrawlRequest],
+             counts: Mapping[str, int], *, stage: str | None = None,
+             claim_id: str | None = None) -> bool:
+    """End task ``task_id``: gate ``children``, count ``counts`` once, publish, leave the crawl.
+
+    ``stage`` (``crawl.parse``/``crawl.store``) is the split pipeline's next step
+    for the page ``claim_id`` (default: this task's id). Returns False when the
+    task had already been accounted for (a late duplicate delivery): nothing is
+    published then.
+    """
+    crawl_id = req.crawl_id
+    children, repeats = _unique(children)
+    counts = {**counts, "duplicates": counts.get("duplicates", 0) + repeats}
+    candidates = [Candidate(c.fingerprint, new_task_id(), c.dont_filter) for c in children]
+    stage_id = None
+    if stage is not None:
+        stage_id = stage_task_id(claim_id or task_id, stage)
+        candidates.append(Candidate(f"stage:{stage_id}", stage_id, dont_filter=True))
+    done = rt.gate.complete(crawl_id, candidates, task_id=task_id, counts=counts,
+                            max_pages=rt.limits(crawl_id).max_pages)
+    if done.verdict is Verdict.STALE:
+        return False
+    for child, child_id in zip(children, done.task_ids):
+        if child_id is not None:
+            publish_fetch(rt, child, child_id)
+    if stage_id is not None:
+        publish_stage(rt, stage, claim_id or task_id, req)
+    rt.gate.finish(crawl_id, task_id)
+    return True
+
+
+def _unique(requests: Sequence[CrawlRequest]) -> tuple[list[CrawlRequest], int]:
+    """``requests`` without repeated fingerprints (first one kept), and how many repeats went."""
+    seen: set[str] = set()
+    out = []
+    for r in requests:
+        if r.fingerprint not in seen:
+            seen.add(r.fingerprint)
+            out.append(r)
+    return out, len(requests) - len(out)
 
 
 def publish_fetch(rt: Runtime, request: CrawlRequest, task_id: str, *, countdown: float = 0) -> None:
@@ -60,7 +108,7 @@ def _shown(request: CrawlRequest, *before: str) -> str:
     return repr([*before, request.url])
 
 
-def stage_id(claim_id: str, task_name: str) -> str:
+def stage_task_id(claim_id: str, task_name: str) -> str:
     """Deterministic id of the parse/store task of one fetch, so a redelivery reuses it."""
     return f"{claim_id}.{task_name.rsplit('.', 1)[-1]}"
 
@@ -68,7 +116,7 @@ def stage_id(claim_id: str, task_name: str) -> str:
 def publish_stage(rt: Runtime, task_name: str, claim_id: str, request: CrawlRequest) -> None:
     """Send the parse or store step of the page ``claim_id`` (tracked by the caller)."""
     rt.app.send_task(
-        task_name, args=[claim_id, request.to_dict()], task_id=stage_id(claim_id, task_name),
+        task_name, args=[claim_id, request.to_dict()], task_id=stage_task_id(claim_id, task_name),
         **routing.ROUTES[task_name], argsrepr=_shown(request, claim_id), kwargsrepr="{}",
         priority=routing.pipeline_priority(redis=rt.settings.broker_is_redis),
     )

@@ -9,6 +9,8 @@
     │   ├── SettingsError         an environment variable with a bad value
     │   └── UnknownStore          a store URI no backend understands
     ├── BrokerUnavailable         the broker or the state Redis does not answer
+    │   └── StateUnavailable      a state-Redis command failed mid-task: safe to retry
+    ├── CrawlStalled              nothing moved for CRAWLER_STALL_TIMEOUT while work was outstanding
     ├── FetchError                a download failed; ``retryable`` says if trying again may help
     ├── StoreUnavailable          a backend could not take a write: safe to retry
     └── ClaimMissing              a page's claim check expired before parse/store read it
@@ -45,18 +47,29 @@ class BrokerUnavailable(CrawlerError):
     """The broker or the state Redis did not answer."""
 
 
+class StateUnavailable(BrokerUnavailable):
+    """A command to the state Redis failed while a task ran; the task is retried."""
+
+
+class CrawlStalled(CrawlerError):
+    """A crawl had work outstanding but nothing moved for the stall timeout."""
+
+
 class FetchError(CrawlerError):
     """A download failed.
 
     ``description`` is the human-readable reason stored in the failure record;
-    ``retryable`` is True for connection errors, timeouts, 408, 429 and 5xx;
-    ``retry_after`` is the server's ``Retry-After`` in seconds, when it sent one.
+    ``reason`` a short stable name for counters (``timeout``, ``dns``,
+    ``http_503``...); ``retryable`` is True for connection errors, timeouts,
+    408, 429 and 5xx; ``retry_after`` is the server's ``Retry-After`` in
+    seconds, when it sent one.
     """
 
-    def __init__(self, description: str, *, retryable: bool,
+    def __init__(self, description: str, *, retryable: bool, reason: str = "error",
                  status: int | None = None, retry_after: float | None = None) -> None:
         super().__init__(description)
         self.description = description
+        self.reason = f"http_{status}" if status is not None else reason
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after

@@ -1,70 +1,125 @@
 """The gate: an atomic Redis check that runs before anything reaches the broker.
 
-All candidate requests of one page go through one Lua call (one round trip).
-For each candidate the script decides, atomically:
+A task ends with one Lua call (:meth:`Gate.complete`) that, atomically:
 
-* repeated   — the same fingerprint came earlier in this call;
-* replayed   — the same parent task admitted it before (a redelivered task
-  republishes its children under their first task ids, so none is lost);
-* bypass     — ``dont_filter`` requests skip the SET;
-* over budget — the crawl's ``max_pages`` is reached;
-* admitted   — ``SADD seen fp`` returned 1: nobody admitted it before;
-* duplicate  — ``SADD`` returned 0: another page or node got there first.
+* refuses a late duplicate — the task id is no longer outstanding, so this
+  delivery's work was already accounted for (``stale``);
+* replays — the task completed before but died before publishing: its children
+  come back under their first task ids, uncounted (``replay``);
+* otherwise tests all candidate fingerprints of the page in one ``SMISMEMBER``,
+  admits the new ones (``SADD``) within the crawl's ``max_pages`` budget
+  (``dont_filter`` candidates bypass the SET), adds their task ids to the
+  crawl's outstanding set and applies the task's counters (``ok``).
 
-Admitted task ids join the crawl's outstanding set in the same call, so the
-crawl cannot look drained between admission and publication.
+Counters move only on that first completion, so a redelivered task never
+counts twice. Seeds go through the same script with no finishing task. The
+task then publishes the admitted children and calls :meth:`Gate.finish`: its
+id leaves the outstanding set only after its children joined it, so a crawl
+never looks drained while work is in flight.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 import redis
 
 from .keys import Keys
 
-_ADMIT = """
-local limit = tonumber(ARGV[1])
-local ttl = tonumber(ARGV[2])
-local has_parent = KEYS[5] ~= ''
-local out = {}
-local admitted, duplicates, over = 0, 0, 0
-local here = {}
-for i = 3, #ARGV, 3 do
-  local fp, tid, bypass = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local repeated = here[fp]
-  local first = not repeated and has_parent and redis.call('HGET', KEYS[5], fp)
-  if repeated then
-    tid = ''
-    duplicates = duplicates + 1
-  elseif first then
-    tid = first
-  elseif bypass == '1' then
+# KEYS[1] outstanding SET · KEYS[2] seen SET · KEYS[3] stats HASH ·
+# KEYS[4] replay HASH of the finishing task (any key for seeds: unused)
+# ARGV[1] finishing task id ('' for seeds) · ARGV[2] max pages (0 = none) ·
+# ARGV[3] replay TTL (s) · ARGV[4] n counters, then n (name, amount) pairs,
+# then (fingerprint, task id, bypass '1'/'0') triples, fingerprints unique.
+_COMPLETE = """
+local me, limit, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local first = 5 + 2 * n
+local CHUNK = 1000
+local function each_chunk(list, fn)
+  for i = 1, #list, CHUNK do fn(unpack(list, i, math.min(i + CHUNK - 1, #list))) end
+end
+local fps, tids, bypass = {}, {}, {}
+for i = first, #ARGV, 3 do
+  fps[#fps + 1], tids[#tids + 1], bypass[#bypass + 1] = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1'
+end
+if me ~= '' then
+  if redis.call('SISMEMBER', KEYS[1], me) == 0 then return {'stale'} end
+  if redis.call('HEXISTS', KEYS[4], '~') == 1 then
+    local out = {'replay'}
+    each_chunk(fps, function(...)
+      for _, tid in ipairs(redis.call('HMGET', KEYS[4], ...)) do out[#out + 1] = tid or '' end
+    end)
+    return out
+  end
+end
+local filtered = {}
+for i = 1, #fps do if not bypass[i] then filtered[#filtered + 1] = fps[i] end end
+local member = {}
+each_chunk(filtered, function(...)
+  for _, m in ipairs(redis.call('SMISMEMBER', KEYS[2], ...)) do member[#member + 1] = m end
+end)
+local limited, room = limit > 0, 0
+if limited then
+  room = math.max(0, limit - tonumber(redis.call('HGET', KEYS[3], 'gate/admitted') or '0'))
+end
+local out, new_fps, new_tids, pairs_ = {'ok'}, {}, {}, {}
+local admitted, duplicates, over, j = 0, 0, 0, 0
+for i = 1, #fps do
+  local ok = bypass[i]
+  if not ok then
+    j = j + 1
+    if member[j] == 1 then
+      duplicates = duplicates + 1
+    elseif limited and room == 0 then
+      over = over + 1
+    else
+      ok = true
+      new_fps[#new_fps + 1] = fps[i]
+      room = room - 1
+    end
+  end
+  if ok then
     admitted = admitted + 1
-  elseif limit > 0 and redis.call('SCARD', KEYS[1]) >= limit then
-    tid = ''
-    over = over + 1
-  elseif redis.call('SADD', KEYS[1], fp) == 1 then
-    admitted = admitted + 1
+    new_tids[#new_tids + 1] = tids[i]
+    pairs_[#pairs_ + 1] = fps[i]
+    pairs_[#pairs_ + 1] = tids[i]
+    out[#out + 1] = tids[i]
   else
-    tid = ''
-    duplicates = duplicates + 1
+    out[#out + 1] = ''
   end
-  here[fp] = true
-  if tid ~= '' then
-    redis.call('SADD', KEYS[2], tid)
-    if has_parent then redis.call('HSET', KEYS[5], fp, tid) end
+end
+each_chunk(new_fps, function(...) redis.call('SADD', KEYS[2], ...) end)
+each_chunk(new_tids, function(...) redis.call('SADD', KEYS[1], ...) end)
+if me ~= '' then
+  pairs_[#pairs_ + 1] = '~'
+  pairs_[#pairs_ + 1] = '1'
+  each_chunk(pairs_, function(...) redis.call('HSET', KEYS[4], ...) end)
+  redis.call('EXPIRE', KEYS[4], ttl)
+end
+for i = 5, first - 1, 2 do
+  if ARGV[i] == 'duplicates' then
+    duplicates = duplicates + tonumber(ARGV[i + 1])
+  else
+    redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1])
   end
-  out[#out + 1] = tid
 end
-if has_parent then redis.call('EXPIRE', KEYS[5], ttl) end
-for _, key in ipairs({KEYS[3], KEYS[4]}) do
-  if admitted > 0 then redis.call('HINCRBY', key, 'gate/admitted', admitted) end
-  if duplicates > 0 then redis.call('HINCRBY', key, 'duplicates', duplicates) end
-  if over > 0 then redis.call('HINCRBY', key, 'gate/over_budget', over) end
-end
+if admitted > 0 then redis.call('HINCRBY', KEYS[3], 'gate/admitted', admitted) end
+if duplicates > 0 then redis.call('HINCRBY', KEYS[3], 'duplicates', duplicates) end
+if over > 0 then redis.call('HINCRBY', KEYS[3], 'gate/over_budget', over) end
 return out
+"""
+
+# KEYS[1] outstanding SET · KEYS[2] stats HASH · KEYS[3] replay HASH · KEYS[4] errors LIST
+# ARGV[1] task id · ARGV[2] error line · ARGV[3] n counters, then (name, amount) pairs
+_ABANDON = """
+if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+for i = 4, 3 + 2 * tonumber(ARGV[3]), 2 do redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) end
+redis.call('DEL', KEYS[3])
+redis.call('LPUSH', KEYS[4], ARGV[2])
+redis.call('LTRIM', KEYS[4], 0, 99)
+return 1
 """
 
 
@@ -77,42 +132,82 @@ class Candidate:
     dont_filter: bool = False
 
 
+class Verdict(Enum):
+    """How a completion went: first time, a replay of an earlier one, or a late duplicate."""
+
+    OK = "ok"
+    REPLAY = "replay"
+    STALE = "stale"
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The gate's answer: the verdict and, per candidate, its task id or None if refused."""
+
+    verdict: Verdict
+    task_ids: list[str | None]
+
+
 class Gate:
-    """Admits each fingerprint once per crawl, cluster-wide."""
+    """Admits each fingerprint once per crawl, cluster-wide, and tracks outstanding tasks."""
 
     def __init__(self, client: redis.Redis, keys: Keys, replay_ttl: int) -> None:
         self.client = client
         self.keys = keys
         self.replay_ttl = replay_ttl
-        self._script = client.register_script(_ADMIT)
+        self._complete = client.register_script(_COMPLETE)
+        self._abandon = client.register_script(_ABANDON)
 
-    def admit(self, crawl_id: str, candidates: Sequence[Candidate], *,
-              parent_id: str | None = None, max_pages: int = 0) -> list[str | None]:
-        """Task id to publish under for each candidate, or None where the gate refused it."""
-        if not candidates:
-            return []
-        keys = [
-            self.keys.seen(crawl_id),
-            self.keys.outstanding(crawl_id),
-            self.keys.stats(crawl_id),
-            self.keys.stats(),
-            self.keys.replay(parent_id) if parent_id else "",
-        ]
-        argv: list[str | int] = [max_pages, self.replay_ttl]
+    def complete(self, crawl_id: str, candidates: Sequence[Candidate], *,
+                 task_id: str | None = None, counts: Mapping[str, int] | None = None,
+                 max_pages: int = 0) -> Completion:
+        """Admit ``candidates`` and apply ``counts`` as the completion of ``task_id``.
+
+        Without ``task_id`` (seeds) nothing is finishing: candidates are just gated.
+        Candidates must have distinct fingerprints.
+        """
+        keys = [self.keys.outstanding(crawl_id), self.keys.seen(crawl_id),
+                self.keys.stats(crawl_id), self.keys.replay(crawl_id, task_id or "-")]
+        counted = [(name, amount) for name, amount in (counts or {}).items() if amount]
+        argv: list[str | int] = [task_id or "", max_pages, self.replay_ttl, len(counted)]
+        for name, amount in counted:
+            argv += [name, amount]
         for c in candidates:
             argv += [c.fingerprint, c.task_id, "1" if c.dont_filter else "0"]
-        result = self._script(keys=keys, args=argv)
-        return [(tid.decode() if isinstance(tid, bytes) else tid) or None for tid in result]
+        raw = [v.decode() if isinstance(v, bytes) else v for v in self._complete(keys=keys, args=argv)]
+        return Completion(Verdict(raw[0]), [tid or None for tid in raw[1:]])
+
+    def admit(self, crawl_id: str, candidates: Sequence[Candidate], *, max_pages: int = 0,
+              counts: Mapping[str, int] | None = None) -> list[str | None]:
+        """Task id to publish under for each seed candidate, or None where the gate refused it."""
+        return self.complete(crawl_id, candidates, counts=counts, max_pages=max_pages).task_ids
+
+    def finish(self, crawl_id: str, task_id: str) -> None:
+        """The task's children are published: it leaves the outstanding set."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.srem(self.keys.outstanding(crawl_id), task_id)
+        pipe.delete(self.keys.replay(crawl_id, task_id))
+        pipe.execute()
+
+    def abandon(self, crawl_id: str, task_id: str, error: str,
+                counts: Mapping[str, int]) -> bool:
+        """Drop a task that ended in an unexpected error, counting it once; False if already gone."""
+        keys = [self.keys.outstanding(crawl_id), self.keys.stats(crawl_id),
+                self.keys.replay(crawl_id, task_id), self.keys.errors(crawl_id)]
+        argv: list[str | int] = [task_id, error, len(counts)]
+        for name, amount in counts.items():
+            argv += [name, amount]
+        return bool(self._abandon(keys=keys, args=argv))
 
     def forget(self, crawl_id: str, fingerprints: Sequence[str], task_ids: Sequence[str]) -> None:
-        """Undo admissions whose messages could not be published."""
-        if not fingerprints:
+        """Undo seed admissions whose messages could not be published."""
+        if not task_ids:
             return
         pipe = self.client.pipeline(transaction=False)
-        pipe.srem(self.keys.seen(crawl_id), *fingerprints)
+        if fingerprints:
+            pipe.srem(self.keys.seen(crawl_id), *fingerprints)
         pipe.srem(self.keys.outstanding(crawl_id), *task_ids)
-        pipe.hincrby(self.keys.stats(crawl_id), "gate/admitted", -len(fingerprints))
-        pipe.hincrby(self.keys.stats(), "gate/admitted", -len(fingerprints))
+        pipe.hincrby(self.keys.stats(crawl_id), "gate/admitted", -len(task_ids))
         pipe.execute()
 
     def seen_count(self, crawl_id: str) -> int:

@@ -1,4 +1,9 @@
-"""Every Redis key this package writes, one function per key, under one prefix."""
+"""Every Redis key this package writes, one function per key, under one prefix.
+
+Per-crawl keys carry the crawl id as a Redis Cluster hash tag
+(``crawler:{news}:seen``), so every key one gate call touches lives in the same
+slot and the call stays a single atomic script on a Redis Cluster too.
+"""
 
 from __future__ import annotations
 
@@ -9,38 +14,50 @@ class Keys:
     def __init__(self, prefix: str = "crawler") -> None:
         self.prefix = prefix
 
+    def _crawl(self, crawl_id: str, name: str) -> str:
+        return f"{self.prefix}:{{{crawl_id}}}:{name}"
+
     def seen(self, crawl_id: str) -> str:
         """SET of request fingerprints admitted by the gate for one crawl."""
-        return f"{self.prefix}:seen:{crawl_id}"
+        return self._crawl(crawl_id, "seen")
 
-    def replay(self, task_id: str) -> str:
+    def replay(self, crawl_id: str, task_id: str) -> str:
         """HASH fingerprint -> child task id of the links one task admitted.
 
-        Lets a redelivered task publish its children again under the same ids
-        instead of losing them to the gate.
+        The field ``~`` marks that the task's completion already ran (and was
+        counted). A redelivered task publishes its children again under the
+        same ids instead of losing them to the gate.
         """
-        return f"{self.prefix}:replay:{task_id}"
+        return self._crawl(crawl_id, f"replay:{task_id}")
 
     def outstanding(self, crawl_id: str) -> str:
         """SET of task ids queued, running or waiting on a retry for one crawl."""
-        return f"{self.prefix}:outstanding:{crawl_id}"
+        return self._crawl(crawl_id, "outstanding")
+
+    def deliveries(self, crawl_id: str) -> str:
+        """HASH task id -> times its message came back after a lost worker."""
+        return self._crawl(crawl_id, "deliveries")
+
+    def errors(self, crawl_id: str) -> str:
+        """LIST of the latest unexpected task errors of one crawl (newest first, capped)."""
+        return self._crawl(crawl_id, "errors")
 
     def crawl(self, crawl_id: str) -> str:
         """HASH of one crawl's configuration (max depth, max pages, store)."""
-        return f"{self.prefix}:crawl:{crawl_id}"
+        return self._crawl(crawl_id, "config")
 
     def domains(self, crawl_id: str) -> str:
         """SET of domains one crawl may follow links to."""
-        return f"{self.prefix}:domains:{crawl_id}"
+        return self._crawl(crawl_id, "domains")
+
+    def stats(self, crawl_id: str) -> str:
+        """HASH of one crawl's counters (the overall figures are their sum)."""
+        return self._crawl(crawl_id, "stats")
+
+    def page(self, crawl_id: str, task_id: str) -> str:
+        """HASH claim check of one fetched page: ``record`` (JSON) and ``body`` (zlib)."""
+        return self._crawl(crawl_id, f"page:{task_id}")
 
     def crawls(self) -> str:
         """SET of every crawl id seen."""
         return f"{self.prefix}:crawls"
-
-    def stats(self, crawl_id: str | None = None) -> str:
-        """HASH of counters: overall, or for one crawl."""
-        return f"{self.prefix}:stats" if crawl_id is None else f"{self.prefix}:stats:{crawl_id}"
-
-    def page(self, task_id: str) -> str:
-        """HASH claim check of one fetched page: ``record`` (JSON) and ``body`` (zlib)."""
-        return f"{self.prefix}:page:{task_id}"

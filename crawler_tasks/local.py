@@ -6,6 +6,7 @@ run the same real worker processes a user runs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -15,13 +16,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import redis
 
 from . import routing
 from .connection import check_broker, redis_from_url
-from .errors import BrokerUnavailable, CrawlerError
+from .errors import BrokerUnavailable, CrawlerError, CrawlStalled
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
 
 
 def free_port() -> int:
@@ -82,7 +87,7 @@ def reachable(settings: Settings) -> bool:
     return True
 
 
-def worker_command(*, concurrency: int, name: str, pool: str = "prefork",
+def worker_command(*, name: str, pool: str, concurrency: int,
                    queues: tuple[str, ...] = routing.QUEUE_ORDER, loglevel: str = "WARNING") -> list[str]:
     """The ``celery worker`` command line this package runs for local crawls."""
     return [sys.executable, "-m", "celery", "-A", "crawler_tasks", "worker",
@@ -91,41 +96,99 @@ def worker_command(*, concurrency: int, name: str, pool: str = "prefork",
 
 
 class Workers:
-    """Real ``celery worker`` processes with the given settings in their environment."""
+    """``processes`` real ``celery worker`` processes with the given settings in their environment.
 
-    def __init__(self, settings: Settings, *, concurrency: int, name: str,
-                 pool: str = "prefork", queues: tuple[str, ...] = routing.QUEUE_ORDER,
+    Each runs ``pool`` (default ``CRAWLER_WORKER_POOL``) with ``concurrency``
+    (default ``CRAWLER_WORKER_CONCURRENCY``) — the same model as a plain
+    ``celery -A crawler_tasks worker``.
+    """
+
+    def __init__(self, settings: Settings, *, name: str, processes: int = 1,
+                 pool: str | None = None, concurrency: int | None = None,
+                 queues: tuple[str, ...] = routing.QUEUE_ORDER,
                  log_path: str | None = None, extra_env: dict[str, str] | None = None) -> None:
-        self.cmd = worker_command(concurrency=concurrency, name=name, pool=pool, queues=queues)
+        pool = pool or settings.worker_pool
+        concurrency = concurrency or settings.worker_concurrency
+        base, _, host = name.partition("@")
+        self.cmds = [worker_command(name=f"{base}-{i}@{host}" if processes > 1 else name,
+                                    pool=pool, concurrency=concurrency, queues=queues)
+                     for i in range(1, processes + 1)]
         self.env = {**os.environ, **settings.to_env(), **(extra_env or {})}
         self.log_path = log_path
-        self.proc: subprocess.Popen | None = None
+        self.procs: list[subprocess.Popen] = []
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        """The first worker process (the only one unless ``processes`` > 1)."""
+        return self.procs[0] if self.procs else None
 
     def start(self) -> Workers:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(self.cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.procs = [subprocess.Popen(cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                       start_new_session=True) for cmd in self.cmds]
         return self
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        """True while every worker process runs."""
+        return bool(self.procs) and all(p.poll() is None for p in self.procs)
 
     def kill(self) -> None:
-        """SIGKILL the worker's main process (its pool children die with the session)."""
-        if self.proc is not None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        """SIGKILL every worker process and its pool children."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
     def stop(self, timeout: float = 20.0) -> None:
         """Warm shutdown: running tasks finish, unacked messages go back to the broker."""
-        if not self.alive():
-            return
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        running = [p for p in self.procs if p.poll() is None]
+        for proc in running:
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for proc in running:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for proc in self.procs:  # pool children left behind by a worker that exited
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+class CrawlWatch:
+    """Tells when a crawl has drained, and raises :class:`CrawlStalled` when it stopped moving.
+
+    "Moving" is any change of the outstanding count or of any counter.
+    """
+
+    def __init__(self, rt: Runtime, crawl_id: str, stall_timeout: float | None = None) -> None:
+        self.rt = rt
+        self.crawl_id = crawl_id
+        self.stall_timeout = stall_timeout
+        self._last: tuple[int, dict[str, int]] | None = None
+        self._moved = time.monotonic()
+
+    def drained(self) -> bool:
+        outstanding = self.rt.crawls.outstanding(self.crawl_id)
+        if outstanding == 0:
+            return True
+        if self.stall_timeout:
+            state = (outstanding, self.rt.stats.read(self.crawl_id))
+            now = time.monotonic()
+            if state != self._last:
+                self._last, self._moved = state, now
+            elif now - self._moved > self.stall_timeout:
+                raise CrawlStalled(self.describe(outstanding, now - self._moved))
+        return False
+
+    def describe(self, outstanding: int, still: float) -> str:
+        """One line: what is stuck, for how long, and the latest error."""
+        sample = ", ".join(self.rt.crawls.outstanding_sample(self.crawl_id, 3))
+        errors = self.rt.crawls.errors(self.crawl_id, 1)
+        last = f"; last error: {errors[0]}" if errors else ""
+        return (f"crawl {self.crawl_id} stalled: {outstanding} task(s) outstanding "
+                f"(e.g. {sample}) and nothing moved for {still:.0f}s{last}")
 
 
 def wait_drained(is_drained: Callable[[], bool], *, timeout: float | None = None,

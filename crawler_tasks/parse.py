@@ -19,9 +19,10 @@ import lxml.html
 from w3lib.encoding import html_to_unicode
 
 from . import enqueue, routing
+from .crawls import Limits
 from .errors import InvalidURL
 from .models import CrawlRequest, PageRecord
-from .urls import SCHEMES, domain_allowed
+from .urls import SCHEMES
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -133,19 +134,18 @@ def _absolute(base: str, href: str) -> str | None:
     return urlunsplit(parts._replace(fragment=""))
 
 
-def follow(req: CrawlRequest, links: list[str], *, domains: frozenset[str],
-           max_depth: int) -> list[CrawlRequest]:
-    """Requests for the links ``req``'s page may follow: allowed domain, within depth."""
+def follow(req: CrawlRequest, links: list[str], limits: Limits) -> list[CrawlRequest]:
+    """Requests for the links ``req``'s page may follow: in the crawl's scope, within depth."""
     depth = req.depth + 1
-    if max_depth and depth > max_depth:
+    if limits.max_depth and depth > limits.max_depth:
         return []
+    meta = _inherited_meta(req)
     out: list[CrawlRequest] = []
     for link in links:
-        if not domain_allowed(link, domains):
+        if not limits.allows(link, origin=req.url):
             continue
         try:
-            out.append(CrawlRequest(url=link, depth=depth, crawl_id=req.crawl_id,
-                                    meta=_inherited_meta(req)))
+            out.append(CrawlRequest(url=link, depth=depth, crawl_id=req.crawl_id, meta=meta))
         except InvalidURL:
             continue
     return out
@@ -155,33 +155,25 @@ def _inherited_meta(req: CrawlRequest) -> dict:
     return {k: v for k, v in req.meta.items() if k not in ("NotExtract", "url_id")}
 
 
-def run(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
-    """Parse the page ``claim_id``, enqueue its links, then send it to store."""
-    record, body = rt.claims.load(claim_id, with_body=True)
-    parsed = parse_html(body or b"", url=record.url, content_type=record.headers.get("content-type"),
+def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord, body: bytes) -> list[CrawlRequest]:
+    """Fill ``record`` from its HTML ``body``; return the requests for the links to follow."""
+    parsed = parse_html(body, url=record.url, content_type=record.headers.get("content-type"),
                         text_maxsize=rt.settings.text_maxsize,
                         robots_header=record.headers.get("x-robots-tag", ""))
-    _fill(record, parsed)
-    limits = rt.limits(req.crawl_id)
-    children = follow(req, parsed.links, domains=limits.domains or _own_domain(req),
-                      max_depth=limits.max_depth) if req.extract_links else []
-    store_id = enqueue.stage_id(claim_id, routing.STORE_TASK)
-    with rt.pipeline() as pipe:
-        rt.claims.put(pipe, claim_id, record)
-        rt.crawls.track(pipe, req.crawl_id, store_id)
-        pipe.execute()
-    enqueue.fetches(rt, children, parent_id=task_id)
-    enqueue.publish_stage(rt, routing.STORE_TASK, claim_id, req)
-    rt.crawls.finish(req.crawl_id, task_id)
-
-
-def _fill(record: PageRecord, parsed: Parsed) -> None:
     record.title = parsed.title
     record.text = parsed.text
     record.links = parsed.links
     record.encoding = parsed.encoding
+    if not req.extract_links:
+        return []
+    return follow(req, parsed.links, rt.limits(req.crawl_id))
 
 
-def _own_domain(req: CrawlRequest) -> frozenset[str]:
-    host = urlsplit(req.url).hostname or ""
-    return frozenset({host.lower()})
+def parse_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
+    """The split pipeline's parse step: parse the page ``claim_id``, enqueue links, send to store."""
+    record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True)
+    children = parse_page(rt, req, record, body or b"")
+    with rt.pipeline() as pipe:
+        rt.claims.put(pipe, req.crawl_id, claim_id, record)
+        pipe.execute()
+    enqueue.complete(rt, req, task_id, children, {}, stage=routing.STORE_TASK, claim_id=claim_id)

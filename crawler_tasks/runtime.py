@@ -2,13 +2,15 @@
 
 Workers, the CLI and ``submit()`` each get one :class:`Runtime` per process
 (``current(app)``): Redis clients and HTTP sessions are never created at import
-time, and a forked worker child builds its own.
+time, and a forked worker child builds its own. Under the threads pool the
+Redis client (a connection pool) is shared by the threads, while each thread
+gets its own HTTP session, and stores keep a connection per thread.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import threading
 from typing import TYPE_CHECKING
 
 import requests
@@ -16,7 +18,7 @@ import requests
 from .backends import Store, open_store
 from .claims import Claims
 from .connection import redis_from_url
-from .crawls import Crawls
+from .crawls import Crawls, Limits
 from .download import make_session
 from .gate import Gate
 from .keys import Keys
@@ -27,51 +29,45 @@ if TYPE_CHECKING:
     from celery import Celery
 
 
-@dataclass(frozen=True)
-class Limits:
-    """A crawl's effective limits: its own where it set them, else the settings'."""
-
-    domains: frozenset[str]
-    max_depth: int
-    max_pages: int
-    store: str
-
-
 class Runtime:
     """Redis-backed components, the HTTP session and open stores of one process."""
 
     def __init__(self, settings: Settings, app: Celery) -> None:
         self.settings = settings
         self.app = app
-        self.redis = redis_from_url(settings.redis_url)
+        self.redis = redis_from_url(settings.redis_url, max_connections=settings.redis_max_connections)
         self.keys = Keys(settings.key_prefix)
-        self.gate = Gate(self.redis, self.keys, replay_ttl=settings.claim_ttl)
+        self.gate = Gate(self.redis, self.keys, replay_ttl=settings.replay_ttl)
         self.crawls = Crawls(self.redis, self.keys)
         self.claims = Claims(self.redis, self.keys, ttl=settings.claim_ttl)
         self.stats = Stats(self.redis, self.keys)
-        self._session: requests.Session | None = None
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
         self._stores: dict[str, Store] = {}
+        self._lock = threading.Lock()
 
     @property
     def session(self) -> requests.Session:
-        if self._session is None:
-            self._session = make_session(self.settings.user_agent)
-        return self._session
+        """This thread's HTTP session (connection pool)."""
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = make_session(self.settings.user_agent)
+            with self._lock:
+                self._sessions.append(session)
+        return session
 
     def store(self, uri: str) -> Store:
-        """The open store for ``uri`` (opened on first use)."""
-        if uri not in self._stores:
-            self._stores[uri] = open_store(uri)
-        return self._stores[uri]
+        """The open store for ``uri`` (opened on first use; safe across threads)."""
+        store = self._stores.get(uri)
+        if store is None:
+            with self._lock:
+                store = self._stores.get(uri) or open_store(uri)
+                self._stores[uri] = store
+        return store
 
     def limits(self, crawl_id: str) -> Limits:
-        config = self.crawls.config(crawl_id)
-        return Limits(
-            domains=frozenset(self.settings.allowed_domains) or config.domains,
-            max_depth=self.settings.max_depth if config.max_depth is None else config.max_depth,
-            max_pages=config.max_pages,
-            store=config.store or self.settings.store,
-        )
+        """The crawl's effective limits (its configuration is cached for a few seconds)."""
+        return Limits.of(self.crawls.config(crawl_id), self.settings)
 
     def pipeline(self):
         return self.redis.pipeline(transaction=False)
@@ -80,17 +76,21 @@ class Runtime:
         for store in self._stores.values():
             store.close()
         self._stores.clear()
-        if self._session is not None:
-            self._session.close()
+        for session in self._sessions:
+            session.close()
         self.redis.close()
 
 
 _runtimes: dict[tuple[int, int], Runtime] = {}
+_runtimes_lock = threading.Lock()
 
 
 def current(app: Celery) -> Runtime:
     """This process's runtime for ``app`` (built on first use, rebuilt after a fork)."""
     key = (id(app), os.getpid())
-    if key not in _runtimes:
-        _runtimes[key] = Runtime(app.crawler_settings, app)
-    return _runtimes[key]
+    rt = _runtimes.get(key)
+    if rt is None:
+        with _runtimes_lock:
+            rt = _runtimes.get(key) or Runtime(app.crawler_settings, app)
+            _runtimes[key] = rt
+    return rt

@@ -16,6 +16,8 @@ from .errors import SettingsError
 
 DEFAULT_BROKER_URL = "redis://localhost:6379/0"
 DEFAULT_STORE = "./crawl-data/pages.db"
+POOLS = ("threads", "prefork", "solo")
+PIPELINES = ("local", "split")
 
 
 def _bool(raw: str) -> bool:
@@ -57,8 +59,17 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_BROKER_URL", "broker_url", str, DEFAULT_BROKER_URL,
          "Celery broker: `redis://…` or `amqp://…`."),
     Spec("CRAWLER_REDIS_URL", "redis_url", str, "",
-         "Redis for the gate, stats, crawl tracking and claim checks.",
+         "Redis for the gate, stats, crawl tracking and claim checks; "
+         "`redis+cluster://host:port` for a Redis Cluster.",
          "the broker URL when it is Redis, else `redis://localhost:6379/0`"),
+    Spec("CRAWLER_WORKER_POOL", "worker_pool", str.lower, "threads",
+         "Pool of `celery -A crawler_tasks worker` and of `crawler-tasks crawl` workers "
+         "(`threads`, `prefork`, `solo`); `-P` overrides it."),
+    Spec("CRAWLER_WORKER_CONCURRENCY", "worker_concurrency", int, 32,
+         "Tasks in flight per worker process (threads) or pool processes (prefork); `-c` overrides it."),
+    Spec("CRAWLER_PIPELINE", "pipeline", str.lower, "local",
+         "`local`: parse and store in the task that fetched the page; `split`: separate "
+         "`crawl.parse`/`crawl.store` tasks (bodies by claim check), for parse-only nodes."),
     Spec("CRAWLER_STORE", "store", str, DEFAULT_STORE,
          "Store URI: a path or `sqlite:///path` (embedded SQLite)."),
     Spec("CRAWLER_DOWNLOAD_TIMEOUT", "download_timeout", float, 30.0,
@@ -95,6 +106,11 @@ SPECS: tuple[Spec, ...] = (
          "Seconds a fetched body waits in Redis for its parse and store tasks."),
     Spec("CRAWLER_KEY_PREFIX", "key_prefix", str, "crawler",
          "Prefix of every Redis key this package writes."),
+    Spec("CRAWLER_STATE_MAX_RETRIES", "state_max_retries", int, 10,
+         "Retries of a task whose state-Redis commands failed (backoff as for fetches)."),
+    Spec("CRAWLER_STALL_TIMEOUT", "stall_timeout", float, 300.0,
+         "`crawler-tasks crawl` gives up (exit 1, saying what is stuck) when nothing moved "
+         "this many seconds while work was outstanding."),
     Spec("CRAWLER_TASK_EVENTS", "task_events", _bool, False,
          "Send task events from the start (Flower turns them on by itself when it runs)."),
 )
@@ -127,6 +143,11 @@ class Settings:
     claim_ttl: int = _DEFAULTS["claim_ttl"]
     key_prefix: str = _DEFAULTS["key_prefix"]
     task_events: bool = _DEFAULTS["task_events"]
+    worker_pool: str = _DEFAULTS["worker_pool"]
+    worker_concurrency: int = _DEFAULTS["worker_concurrency"]
+    pipeline: str = _DEFAULTS["pipeline"]
+    state_max_retries: int = _DEFAULTS["state_max_retries"]
+    stall_timeout: float = _DEFAULTS["stall_timeout"]
 
     def __post_init__(self) -> None:
         if not self.redis_url:
@@ -135,14 +156,31 @@ class Settings:
         for name in ("download_timeout", "visibility_timeout", "download_maxsize", "claim_ttl"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
-        for name in ("max_depth", "max_retries", "redirect_max_times", "store_max_retries"):
+        for name in ("max_depth", "max_retries", "redirect_max_times", "store_max_retries",
+                     "state_max_retries"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name}: must be 0 or more")
+        for name in ("worker_concurrency", "stall_timeout"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{name}: must be greater than 0")
+        for name, allowed in (("worker_pool", POOLS), ("pipeline", PIPELINES)):
+            if getattr(self, name) not in allowed:
+                raise SettingsError(f"{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}")
         if self.broker_is_redis and self.retry_backoff_max >= self.visibility_timeout:
             # A retry waiting on its countdown is an unacked message: past the
             # visibility timeout the broker hands it to another worker as well.
             raise SettingsError("retry_backoff_max: must be below visibility_timeout "
                                 f"({self.retry_backoff_max} >= {self.visibility_timeout})")
+
+    @property
+    def replay_ttl(self) -> int:
+        """Seconds a task's admitted children are remembered for its redelivery."""
+        return self.visibility_timeout + int(self.retry_backoff_max) + 600
+
+    @property
+    def redis_max_connections(self) -> int:
+        """Connections each process may open to the state Redis (threads share them)."""
+        return self.worker_concurrency + 16
 
     @property
     def broker_is_redis(self) -> bool:

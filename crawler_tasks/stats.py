@@ -1,4 +1,4 @@
-"""Crawl counters in Redis hashes: one per crawl and one overall.
+"""Crawl counters in a Redis hash per crawl; the overall figures are their sum.
 
 Counter names a user reads in ``crawler-tasks stats``:
 
@@ -8,11 +8,22 @@ Counter names a user reads in ``crawler-tasks stats``:
 ``gate/admitted`` · ``gate/over_budget`` · ``failures`` (failure records) ·
 ``stored`` records written · ``store/retries`` writes retried while a backend was down ·
 ``store/failed`` records given up on · ``truncated`` bodies cut at the size limit ·
-``claim/missing`` bodies that expired before parse or store.
+``claim/missing`` bodies that expired before parse or store ·
+``redirect/offsite`` redirects to a host the crawl may not visit ·
+``retry/reason_count/<reason>`` retries per reason (``timeout``, ``http_503``...) ·
+``errors`` / ``errors/<Exception>`` tasks ended by an unexpected error ·
+``state/retries`` tasks retried because the state Redis failed ·
+``worker_lost`` tasks given up after their worker died under them too often.
+
+Counters that end a task (everything but ``retries``, ``retry/…``,
+``state/retries`` and ``store/retries``) move in the same atomic call that
+removes the task from its crawl's outstanding set, so a redelivered task never
+counts twice.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 import redis
@@ -28,11 +39,10 @@ class Stats:
         self.keys = keys
 
     def incr(self, pipe: redis.client.Pipeline, crawl_id: str, counts: Mapping[str, int]) -> None:
-        """Queue HINCRBYs for the crawl's and the overall hash on ``pipe``."""
-        for key in (self.keys.stats(crawl_id), self.keys.stats()):
-            for name, amount in counts.items():
-                if amount:
-                    pipe.hincrby(key, name, amount)
+        """Queue HINCRBYs for the crawl's hash on ``pipe``."""
+        for name, amount in counts.items():
+            if amount:
+                pipe.hincrby(self.keys.stats(crawl_id), name, amount)
 
     def add(self, crawl_id: str, counts: Mapping[str, int]) -> None:
         """Increment counters now, in one round trip."""
@@ -41,6 +51,11 @@ class Stats:
             pipe.execute()
 
     def read(self, crawl_id: str | None = None) -> dict[str, int]:
-        """Counters of one crawl, or overall when ``crawl_id`` is None."""
-        raw = self.client.hgetall(self.keys.stats(crawl_id))
-        return {k.decode(): int(v) for k, v in sorted(raw.items())}
+        """Counters of one crawl, or summed over every crawl when ``crawl_id`` is None."""
+        if crawl_id is not None:
+            raw = self.client.hgetall(self.keys.stats(crawl_id))
+            return {k.decode(): int(v) for k, v in sorted(raw.items())}
+        total: Counter[str] = Counter()
+        for member in self.client.smembers(self.keys.crawls()):
+            total.update(self.read(member.decode()))
+        return dict(sorted(total.items()))

@@ -1,21 +1,25 @@
-"""Store stage: write a page record to the crawl's store, then drop its claim check."""
+"""Store stage: write page records to the crawl's store backend."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .models import CrawlRequest
+from . import enqueue
+from .models import CrawlRequest, PageRecord
 
 if TYPE_CHECKING:
     from .runtime import Runtime
 
 
-def run(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
-    """Upsert the record of ``claim_id``; :class:`StoreUnavailable` propagates for a retry."""
-    record, _ = rt.claims.load(claim_id, with_body=False)
-    rt.store(rt.limits(req.crawl_id).store).upsert([record])
-    with rt.pipeline() as pipe:
-        rt.stats.incr(pipe, req.crawl_id, {"stored": 1})
-        pipe.delete(rt.keys.page(claim_id))
-        rt.crawls.finish(req.crawl_id, task_id, pipe)
-        pipe.execute()
+def write(rt: Runtime, req: CrawlRequest, records: Sequence[PageRecord]) -> None:
+    """Upsert ``records`` into ``req``'s crawl store; :class:`StoreUnavailable` propagates."""
+    rt.store(rt.limits(req.crawl_id).store).upsert(records)
+
+
+def store_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
+    """The split pipeline's store step: upsert the record of ``claim_id``, drop the claim."""
+    record, _ = rt.claims.load(req.crawl_id, claim_id, with_body=False)
+    write(rt, req, [record])
+    enqueue.complete(rt, req, task_id, [], {"stored": 1})
+    rt.claims.delete(req.crawl_id, claim_id)

@@ -5,33 +5,56 @@ Task names are stable; other apps may ``send_task`` them:
 ``crawl.submit``  kwargs ``urls`` (URLs or seed objects), ``priority``, ``meta``,
                   ``crawl_id``, ``dont_filter`` — gated like ``submit()``.
 ``crawl.fetch``   args ``[request]`` — one request object; bypasses the gate.
-``crawl.parse``   args ``[claim_id, request]`` — internal.
-``crawl.store``   args ``[claim_id, request]`` — internal.
+``crawl.parse``   args ``[claim_id, request]`` — internal (split pipeline).
+``crawl.store``   args ``[claim_id, request]`` — internal (split pipeline, store retries).
+
+However a crawl task ends, its id leaves its crawl's outstanding set exactly
+once: through :func:`crawler_tasks.enqueue.complete` when it finished its work,
+or through :meth:`crawler_tasks.gate.Gate.abandon` (counted under
+``errors/<Exception>``) when it raised something unexpected, ran out of
+retries, or its worker died under it too often. A failing state Redis is
+retried (``state/retries``); a broker that cannot take a publish puts the
+message back.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from celery import Task
+import redis
+from celery import Task, signals
+from celery.exceptions import Reject
+from kombu.exceptions import OperationalError
 
-from . import fetch as fetch_stage
-from . import parse as parse_stage
-from . import routing, seed
-from . import store as store_stage
+from . import enqueue, fetch, parse, routing, seed, store
 from .celery_app import app
-from .enqueue import fetches
-from .errors import BadInput, ClaimMissing, StoreUnavailable
+from .errors import BadInput, ClaimMissing, StateUnavailable, StoreUnavailable
 from .models import CrawlRequest
+from .policy import Retry, backoff
 from .runtime import Runtime, current
 
 log = logging.getLogger(__name__)
 
 #: Extra deliveries allowed when a worker process dies under a task (SIGKILL, OOM).
 WORKER_LOST_RETRIES = 3
+#: Task name -> index of the request in its args.
+REQUEST_ARG = {routing.FETCH_TASK: 0, routing.PARSE_TASK: 1, routing.STORE_TASK: 1}
 
-_settings = app.crawler_settings
+
+class CrawlTask(Task):
+    """Base of the crawl tasks: the retry budget comes from the app's settings."""
+
+    #: Name of the setting that bounds this task's own retries (fetch or store), if any.
+    own_retries_setting: str | None = None
+
+    @property
+    def max_retries(self) -> int:  # type: ignore[override]
+        s = self.app.crawler_settings
+        own = getattr(s, self.own_retries_setting) if self.own_retries_setting else 0
+        return own + s.state_max_retries + WORKER_LOST_RETRIES
 
 
 def _request(data: Any) -> CrawlRequest | None:
@@ -42,56 +65,107 @@ def _request(data: Any) -> CrawlRequest | None:
         return None
 
 
-@app.task(name=routing.FETCH_TASK, bind=True,
-          max_retries=_settings.max_retries + WORKER_LOST_RETRIES)
-def fetch(self: Task, request: dict[str, Any]) -> None:
-    """Download one request; retries go back demoted, after a backoff."""
+@contextmanager
+def _guarded(task: Task, rt: Runtime, req: CrawlRequest) -> Iterator[None]:
+    """Turn state-Redis failures into bounded retries and broker failures into a requeue."""
+    try:
+        yield
+    except redis.RedisError as exc:
+        used = task.request.retries - req.retries
+        if used >= rt.settings.state_max_retries:
+            raise StateUnavailable(f"state Redis failed {used + 1} times: {exc}") from None
+        countdown = backoff(rt.settings, used)
+        log.warning("state Redis failed for %s, retry in %.1fs: %s", req.url, countdown, exc)
+        _resend(task, countdown=countdown)
+    except OperationalError as exc:
+        log.warning("broker refused a publish for %s, message requeued: %s", req.url, exc)
+        raise Reject(exc, requeue=True) from None
+
+
+def _resend(task: Task, **options: Any) -> None:
+    """``self.retry`` that requeues the message when the retry itself cannot be published."""
+    try:
+        raise task.retry(**options)
+    except Reject as exc:
+        raise Reject(exc.reason, requeue=True) from None
+
+
+def _worker_lost_too_often(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
+    """Count a redelivery (its worker died or stopped); give the task up past the bound."""
+    if not task.request.delivery_info.get("redelivered"):
+        return False
+    key = rt.keys.deliveries(req.crawl_id)
+    with rt.pipeline() as pipe:
+        pipe.hincrby(key, task.request.id, 1)
+        pipe.expire(key, rt.settings.replay_ttl)
+        deliveries, _ = pipe.execute()
+    if deliveries <= WORKER_LOST_RETRIES:
+        return False
+    rt.gate.abandon(req.crawl_id, task.request.id,
+                    f"worker lost {deliveries} times ({req.url})", {"errors": 1, "worker_lost": 1})
+    return True
+
+
+@app.task(name=routing.FETCH_TASK, bind=True, base=CrawlTask, own_retries_setting="max_retries")
+def fetch_page(self: Task, request: dict[str, Any]) -> None:
+    """Download one request; parse and store it, or retry it demoted after a backoff."""
     req = _request(request)
     if req is None:
         return
     rt = current(self.app)
-    retry = fetch_stage.run(rt, req, self.request.id)
-    if retry is not None:
-        prio = routing.broker_priority(retry.request.priority, redis=rt.settings.broker_is_redis)
-        raise self.retry(args=[retry.request.to_dict()], countdown=retry.countdown, priority=prio)
+    with _guarded(self, rt, req):
+        if _worker_lost_too_often(self, rt, req):
+            return
+        outcome = fetch.fetch_page(rt, req, self.request.id)
+    if isinstance(outcome, Retry):
+        prio = routing.broker_priority(outcome.request.priority, redis=rt.settings.broker_is_redis)
+        _resend(self, args=[outcome.request.to_dict()], countdown=outcome.countdown, priority=prio)
 
 
-@app.task(name=routing.PARSE_TASK, bind=True, max_retries=WORKER_LOST_RETRIES)
-def parse(self: Task, claim_id: str, request: dict[str, Any]) -> None:
+@app.task(name=routing.PARSE_TASK, bind=True, base=CrawlTask)
+def parse_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     """Parse a fetched page, enqueue its links through the gate, send it to store."""
     req = _request(request)
     if req is None:
         return
     rt = current(self.app)
-    try:
-        parse_stage.run(rt, claim_id, req, self.request.id)
-    except ClaimMissing:
-        _refetch(rt, req, self.request.id)
+    with _guarded(self, rt, req):
+        try:
+            parse.parse_claim(rt, claim_id, req, self.request.id)
+        except ClaimMissing:
+            _refetch(rt, req, self.request.id)
 
 
-@app.task(name=routing.STORE_TASK, bind=True, max_retries=_settings.store_max_retries)
-def store(self: Task, claim_id: str, request: dict[str, Any]) -> None:
+@app.task(name=routing.STORE_TASK, bind=True, base=CrawlTask, own_retries_setting="store_max_retries")
+def store_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     """Write the page record; a dead backend means a retry, not a dropped page."""
     req = _request(request)
     if req is None:
         return
     rt = current(self.app)
-    try:
-        store_stage.run(rt, claim_id, req, self.request.id)
-    except ClaimMissing:
-        _refetch(rt, req, self.request.id)
-    except StoreUnavailable as exc:
-        if self.request.retries >= self.max_retries:
-            log.error("giving up on storing %s after %s retries (claim %s kept for %ss): %s",
-                      req.url, self.request.retries, claim_id, rt.settings.claim_ttl, exc)
-            rt.stats.add(req.crawl_id, {"store/failed": 1})
-            rt.crawls.finish(req.crawl_id, self.request.id)
-            raise
-        countdown = fetch_stage.backoff(rt.settings, self.request.retries)
-        log.warning("store of %s failed, retry in %.1fs: %s", req.url, countdown, exc)
-        rt.stats.add(req.crawl_id, {"store/retries": 1})
-        raise self.retry(exc=exc, countdown=countdown,
-                         priority=routing.pipeline_priority(redis=rt.settings.broker_is_redis))
+    with _guarded(self, rt, req):
+        try:
+            store.store_claim(rt, claim_id, req, self.request.id)
+        except ClaimMissing:
+            _refetch(rt, req, self.request.id)
+        except StoreUnavailable as exc:
+            _retry_store(self, rt, req, claim_id, exc)
+
+
+def _retry_store(task: Task, rt: Runtime, req: CrawlRequest, claim_id: str,
+                 exc: StoreUnavailable) -> None:
+    retries = task.request.retries
+    if retries >= rt.settings.store_max_retries:
+        log.error("giving up on storing %s after %s retries (claim %s kept for %ss): %s",
+                  req.url, retries, claim_id, rt.settings.claim_ttl, exc)
+        rt.gate.abandon(req.crawl_id, task.request.id, f"store failed: {exc} ({req.url})",
+                        {"store/failed": 1})
+        return
+    countdown = backoff(rt.settings, retries)
+    log.warning("store of %s failed, retry in %.1fs: %s", req.url, countdown, exc)
+    rt.stats.add(req.crawl_id, {"store/retries": 1})
+    _resend(task, exc=exc, countdown=countdown,
+            priority=routing.pipeline_priority(redis=rt.settings.broker_is_redis))
 
 
 @app.task(name=routing.SUBMIT_TASK, bind=True)
@@ -108,11 +182,24 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
 
 def _refetch(rt: Runtime, req: CrawlRequest, task_id: str) -> None:
     """The body expired before this step read it: fetch the page again, demoted."""
-    if not rt.crawls.is_outstanding(req.crawl_id, task_id):
-        return  # this step already completed; this is a late redelivery
     log.warning("claim check of %s expired; fetching it again", req.url)
-    again = req.replace(dont_filter=True,
-                        priority=req.priority + rt.settings.retry_priority_adjust)
-    fetches(rt, [again], parent_id=task_id)
-    rt.stats.add(req.crawl_id, {"claim/missing": 1})
-    rt.crawls.finish(req.crawl_id, task_id)
+    again = req.replace(dont_filter=True, priority=req.priority + rt.settings.retry_priority_adjust)
+    enqueue.complete(rt, req, task_id, [again], {"claim/missing": 1})
+
+
+@signals.task_failure.connect
+def _abandon_failed(sender: Task | None = None, task_id: str | None = None,
+                    exception: BaseException | None = None, args: Any = None, **_: Any) -> None:
+    """An unexpected error ended a crawl task: release its id from the crawl, counted once."""
+    index = REQUEST_ARG.get(getattr(sender, "name", ""))
+    if index is None or not task_id or not args or len(args) <= index:
+        return
+    req = _request(args[index])
+    if req is None:
+        return
+    name = type(exception).__name__
+    try:
+        current(sender.app).gate.abandon(req.crawl_id, task_id, f"{name}: {exception} ({req.url})",
+                                         {"errors": 1, f"errors/{name}": 1})
+    except redis.RedisError as exc:
+        log.error("could not release failed task %s of crawl %s: %s", task_id, req.crawl_id, exc)

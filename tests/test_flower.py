@@ -39,7 +39,7 @@ def flower(worker, tmp_path) -> Iterator[str]:
         proc.wait(10)
 
 
-PAGE_TASKS = {"crawl.fetch", "crawl.parse", "crawl.store"}
+PAGE_TASKS = {"crawl.fetch"}  # the default local pipeline parses and stores inside the fetch task
 
 
 def poll(fn, timeout: float = 30.0):

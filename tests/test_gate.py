@@ -11,7 +11,7 @@ import time
 
 import redis
 
-from crawler_tasks.gate import Candidate, Gate
+from crawler_tasks.gate import Candidate, Gate, Verdict
 from crawler_tasks.keys import Keys
 from crawler_tasks.routing import FETCH_QUEUE, MAX_BAND, redis_list
 
@@ -37,12 +37,49 @@ def test_dont_filter_bypasses_the_gate():
     assert g.admit("c", [Candidate("fp1", "t2", dont_filter=True)]) == ["t2"]
 
 
-def test_redelivered_parent_gets_its_children_back_under_the_same_ids():
+def outstanding(g: Gate, client: redis.Redis, *task_ids: str) -> None:
+    client.sadd(g.keys.outstanding("c"), *task_ids)
+
+
+def test_redelivered_parent_gets_its_children_back_under_the_same_ids_counted_once():
+    g, client = gate()
+    outstanding(g, client, "p", "q")
+    first = g.complete("c", [Candidate("a", "t1"), Candidate("b", "t2")], task_id="p",
+                       counts={"stored": 1})
+    again = g.complete("c", [Candidate("a", "x1"), Candidate("b", "x2")], task_id="p",
+                       counts={"stored": 1})
+    other = g.complete("c", [Candidate("a", "y1")], task_id="q")
+    assert (first.verdict, again.verdict) == (Verdict.OK, Verdict.REPLAY)
+    assert first.task_ids == again.task_ids == ["t1", "t2"] and other.task_ids == [None]
+    assert client.hget(g.keys.stats("c"), "stored") == b"1"
+
+
+def test_a_finished_task_delivered_again_is_stale_and_changes_nothing():
+    g, client = gate()
+    outstanding(g, client, "p")
+    g.complete("c", [Candidate("a", "t1")], task_id="p", counts={"stored": 1})
+    g.finish("c", "p")
+    late = g.complete("c", [Candidate("z", "t9")], task_id="p", counts={"stored": 1})
+    assert late.verdict is Verdict.STALE
+    assert not client.sismember(g.keys.outstanding("c"), "t9")
+    assert client.hget(g.keys.stats("c"), "stored") == b"1"
+    assert set(client.smembers(g.keys.outstanding("c"))) == {b"t1"}
+
+
+def test_the_page_budget_admits_exactly_max_pages():
     g, _ = gate()
-    first = g.admit("c", [Candidate("a", "t1"), Candidate("b", "t2")], parent_id="p")
-    again = g.admit("c", [Candidate("a", "x1"), Candidate("b", "x2")], parent_id="p")
-    other = g.admit("c", [Candidate("a", "y1")], parent_id="q")
-    assert first == again == ["t1", "t2"] and other == [None]
+    first = g.admit("c", [Candidate(f"fp{i}", f"t{i}") for i in range(3)], max_pages=5)
+    second = g.admit("c", [Candidate(f"fq{i}", f"u{i}") for i in range(4)], max_pages=5)
+    assert first == ["t0", "t1", "t2"] and second == ["u0", "u1", None, None]
+
+
+def test_an_abandoned_task_is_released_and_counted_once():
+    g, client = gate()
+    outstanding(g, client, "p")
+    assert g.abandon("c", "p", "ValueError: boom (http://x/)", {"errors": 1})
+    assert not g.abandon("c", "p", "ValueError: boom (http://x/)", {"errors": 1})
+    assert client.hget(g.keys.stats("c"), "errors") == b"1"
+    assert client.scard(g.keys.outstanding("c")) == 0
 
 
 def test_all_links_of_a_page_are_gated_in_one_round_trip():

@@ -1,7 +1,9 @@
 """Embedded default store: one SQLite file, WAL mode, upsert by fingerprint.
 
-Safe with several worker processes on one node: WAL lets readers run beside
-the single writer, and a busy timeout makes writers wait instead of failing.
+Safe with several worker processes on one node and with the threads pool: each
+thread of each process opens its own connection (SQLite connections must not
+cross threads), WAL lets readers run beside the single writer, and a busy
+timeout makes writers wait instead of failing.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -39,26 +42,32 @@ ON CONFLICT (fingerprint) DO UPDATE SET
 
 
 class SQLiteStore:
-    """Page records in a SQLite file; one connection per process."""
+    """Page records in a SQLite file; one connection per thread of each process."""
 
     def __init__(self, path: str) -> None:
         if not path:
             raise UnknownStore("sqlite store: empty path")
         self.path = Path(path)
-        self._conn: sqlite3.Connection | None = None
-        self._pid = 0
+        self._local = threading.local()
+        self._conns: list[tuple[int, sqlite3.Connection]] = []
+        self._lock = threading.Lock()
 
     @property
     def conn(self) -> sqlite3.Connection:
-        if self._conn is None or self._pid != os.getpid():
-            self._conn = self._connect()
-            self._pid = os.getpid()
-        return self._conn
+        """This thread's connection (a forked child opens its own)."""
+        pid = os.getpid()
+        held = getattr(self._local, "conn", None)
+        if held is None or held[0] != pid:
+            held = self._local.conn = (pid, self._connect())
+            with self._lock:
+                self._conns.append(held)
+        return held[1]
 
     def _connect(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                                   check_same_thread=False)  # closed by close() from any thread
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
@@ -93,6 +102,10 @@ class SQLiteStore:
                                  (crawl_id,)).fetchone()[0]
 
     def close(self) -> None:
-        if self._conn is not None and self._pid == os.getpid():
-            self._conn.close()
-        self._conn = None
+        """Close the connections this process opened (from any of its threads)."""
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for pid, conn in conns:
+            if pid == os.getpid():
+                conn.close()
+        self._local = threading.local()

@@ -1,0 +1,223 @@
+"""What to do with a download: pure rules, no I/O, tested without workers.
+
+:func:`decide` turns a request and what its download gave (a response or a
+:class:`~crawler_tasks.errors.FetchError`) into one :data:`Outcome`; the fetch
+stage (:mod:`crawler_tasks.fetch`) applies it. Scrapy's scheme: a retry is the
+same request ``CRAWLER_RETRY_PRIORITY_ADJUST`` lower after an exponential
+backoff or the server's ``Retry-After``; a 3xx is stored and its target becomes
+a new request ``CRAWLER_REDIRECT_PRIORITY_ADJUST`` higher, through the gate.
+Per-request overrides follow Scrapy: keyword > request ``meta`` > setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from urllib.parse import urljoin, urlsplit
+
+from .crawls import Limits
+from .download import REDIRECT_STATUSES, Download, status_error
+from .errors import FetchError, InvalidURL
+from .models import CrawlRequest, PageRecord
+from .settings import Settings
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+#: Headers a redirect to another host (or scheme) must not carry on (as Scrapy's RedirectMiddleware).
+CREDENTIAL_HEADERS = frozenset({"cookie", "authorization"})
+
+Counts = dict[str, int]
+
+
+@dataclass(frozen=True)
+class HandOn:
+    """Keep the response: parse ``body`` when it is HTML (else None), then store ``record``."""
+
+    record: PageRecord
+    body: bytes | None
+    counts: Counts = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """Store the 3xx ``record`` and enqueue ``target`` (promoted) through the gate."""
+
+    record: PageRecord
+    target: CrawlRequest
+    counts: Counts = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Send ``request`` (demoted, retry count + 1) again after ``countdown`` seconds."""
+
+    request: CrawlRequest
+    countdown: float
+    reason: str
+    counts: Counts = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Give up: store ``record``, whose ``description`` says why."""
+
+    record: PageRecord
+    counts: Counts = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Defer:
+    """Not now (politeness): send ``request`` again after ``countdown``, no retry used."""
+
+    request: CrawlRequest
+    countdown: float
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Never fetch (robots.txt): store ``record``, whose ``description`` says why."""
+
+    record: PageRecord
+    counts: Counts = field(default_factory=dict)
+
+
+Outcome = HandOn | Redirect | Retry | Fail | Defer | Skip
+
+
+def decide(req: CrawlRequest, result: Download | FetchError, settings: Settings,
+           limits: Limits) -> Outcome:
+    """The outcome of fetching ``req``: ``result`` is its response, or why none came."""
+    if isinstance(result, FetchError):
+        return _on_error(req, result, None, settings)
+    err = status_error(result)
+    if err is not None:
+        return _on_error(req, err, result, settings)
+    record = response_record(req, result)
+    counts = download_counts(result)
+    location = result.headers.get("location")
+    if result.status in REDIRECT_STATUSES and location:
+        return _on_redirect(req, result.status, location, record, counts, settings, limits)
+    parse = result.content_type in HTML_TYPES and bool(result.body) and 200 <= result.status < 300
+    return HandOn(record, result.body if parse else None, counts)
+
+
+def _on_redirect(req: CrawlRequest, status: int, location: str, record: PageRecord,
+                 counts: Counts, settings: Settings, limits: Limits) -> Outcome:
+    try:
+        target = plan_redirect(req, location, status, settings)
+    except (FetchError, InvalidURL) as err:
+        record.description = f"redirect not followed: {err}"
+        return Fail(record, {**counts, "failures": 1})
+    record.redirect_to = target.url
+    if not limits.allows(target.url, origin=req.url):
+        return HandOn(record, None, {**counts, "redirect/offsite": 1})
+    return Redirect(record, target, {**counts, "redirects": 1})
+
+
+def _on_error(req: CrawlRequest, err: FetchError, dl: Download | None,
+              settings: Settings) -> Retry | Fail:
+    counts = download_counts(dl) if dl is not None else {}
+    retry = plan_retry(req, settings) if err.retryable else None
+    if retry is not None:
+        counts.update({"retries": 1, f"retry/reason_count/{err.reason}": 1})
+        return Retry(retry, retry_delay(req, settings, err.retry_after), err.reason, counts)
+    record = response_record(req, dl) if dl is not None else base_record(req)
+    record.description = final_description(err, req)
+    counts["failures"] = 1
+    if err.retryable:
+        counts[f"retry/max_reached/{err.reason}"] = 1
+    return Fail(record, counts)
+
+
+def plan_retry(req: CrawlRequest, settings: Settings, *, max_retries: int | None = None,
+               priority_adjust: int | None = None) -> CrawlRequest | None:
+    """The retry of ``req`` (demoted, retry count + 1), or None once its retries are used up.
+
+    ``max_retries`` and ``priority_adjust`` override ``req.meta["max_retry_times"]`` /
+    ``req.meta["retry_priority_adjust"]``, which override the settings.
+    """
+    if max_retries is None:
+        max_retries = int(req.meta.get("max_retry_times", settings.max_retries))
+    if priority_adjust is None:
+        priority_adjust = int(req.meta.get("retry_priority_adjust", settings.retry_priority_adjust))
+    if req.retries >= max_retries:
+        return None
+    return req.replace(retries=req.retries + 1, priority=req.priority + priority_adjust)
+
+
+def backoff(settings: Settings, retries: int) -> float:
+    """Seconds before retry number ``retries + 1``: doubling from ``retry_backoff``, capped."""
+    return min(settings.retry_backoff * 2 ** retries, settings.retry_backoff_max)
+
+
+def retry_delay(req: CrawlRequest, settings: Settings, retry_after: float | None) -> float:
+    """Seconds before retry number ``req.retries + 1``: ``Retry-After`` if sent, else backoff."""
+    if retry_after is not None:
+        return min(retry_after, settings.retry_backoff_max)
+    return backoff(settings, req.retries)
+
+
+def plan_redirect(req: CrawlRequest, location: str, status: int,
+                  settings: Settings) -> CrawlRequest:
+    """The promoted request for a redirect target.
+
+    A 303 turns GET-with-body methods into GET but keeps HEAD; a hop to another
+    host or scheme drops ``Cookie`` and ``Authorization``. Raises
+    :class:`FetchError` past ``CRAWLER_REDIRECT_MAX_TIMES`` hops and
+    :class:`InvalidURL` for a target that cannot be fetched.
+    """
+    if req.redirects >= settings.redirect_max_times:
+        raise FetchError(f"redirect hops exceeded ({settings.redirect_max_times})",
+                         retryable=False, reason="redirect_max")
+    url = urljoin(req.url, location)
+    method = "GET" if status == 303 and req.method != "HEAD" else req.method
+    headers = req.headers if same_origin(req.url, url) else {
+        k: v for k, v in req.headers.items() if k.lower() not in CREDENTIAL_HEADERS}
+    return req.replace(url=url, method=method, headers=headers, retries=0,
+                       redirects=req.redirects + 1,
+                       priority=req.priority + settings.redirect_priority_adjust)
+
+
+def same_origin(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` share scheme and host (credentials may follow)."""
+    pa, pb = urlsplit(a), urlsplit(b)
+    return (pa.scheme, pa.hostname) == (pb.scheme, pb.hostname)
+
+
+def final_description(err: FetchError, req: CrawlRequest) -> str:
+    """What the failure record says, with the attempt count once retries were made."""
+    attempts = req.retries + 1
+    if attempts == 1 or not err.retryable:
+        return err.description
+    if err.status is not None:
+        return f"{err.description} after {attempts} attempts"
+    return f"{err.description} ({attempts} attempts)"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def base_record(req: CrawlRequest) -> PageRecord:
+    """A record for ``req`` with no response (yet)."""
+    return PageRecord(url=req.url, fingerprint=req.fingerprint, crawl_id=req.crawl_id,
+                      depth=req.depth, fetched_at=now_iso(), method=req.method, meta=req.meta)
+
+
+def response_record(req: CrawlRequest, dl: Download) -> PageRecord:
+    """A record for ``req`` filled from its response."""
+    record = base_record(req)
+    record.status = dl.status
+    record.headers = dl.headers
+    record.content_type = dl.content_type or None
+    record.size = len(dl.body)
+    record.truncated = dl.truncated
+    return record
+
+
+def download_counts(dl: Download) -> Counts:
+    """Counters one response adds."""
+    counts = {"total_num": 1, "total_request_size": dl.request_size,
+              "total_response_size": dl.response_size, f"status/{dl.status}": 1}
+    if dl.truncated:
+        counts["truncated"] = 1
+    return counts
