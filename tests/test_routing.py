@@ -63,3 +63,20 @@ def test_small_visibility_timeout_gets_a_fast_restore_sweep():
     options = celery_config(Settings(visibility_timeout=20, retry_backoff_max=10))["broker_transport_options"]
     sweep = options["unacked_restore_interval"] * options["unacked_restore_throttle"]
     assert options["visibility_timeout"] + sweep <= 60
+
+
+def test_a_producer_still_delivers_after_the_redis_broker_lost_its_bindings():
+    import redis
+
+    settings = Settings(broker_url="redis://127.0.0.1:6379/8")
+    client = redis.Redis.from_url(settings.broker_url)
+    client.flushdb()
+    app = create_app(settings)
+    for _ in range(2):  # the second send reuses the producer that declared the queue once
+        app.send_task(routing.FETCH_TASK, args=[{"url": "http://127.0.0.1:9/"}],
+                      **routing.ROUTES[routing.FETCH_TASK],
+                      priority=routing.broker_priority(0, redis=True))
+        for key in client.keys("_kombu.binding*"):  # what a Redis restart without AOF does
+            client.delete(key)
+    assert client.llen(routing.redis_list(routing.FETCH_QUEUE, 4)) == 2
+    client.flushdb()
