@@ -1,0 +1,222 @@
+"""bench/compare's driver: arguments, the site and its server, the rounds, the report.
+
+Every child process is stopped when the run ends, on an error, on Ctrl-C and
+on SIGTERM (see :func:`servers.kill_everything`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from report import Summary, table
+from rows import ROWS, ROWS_BY_KEY, SCRAPY_VENV, Context, Row, RunResult, run_row
+from servers import BenchError, Children, kill_everything, measure_ceiling, start_site, watch_dir
+from site_gen import Site, ensure_site
+
+SCRAPY_PACKAGES = ("scrapy", "scrapy-redis>=0.9,<0.10", "aiohttp")
+DESCRIPTION = ("Crawl one generated site with crawler_tasks, Scrapy and scrapy-redis, interleaved, "
+               "and print a markdown table (see bench/README.md).")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench/compare", description=DESCRIPTION)
+    p.add_argument("--pages", type=int, default=20_000, help="pages in the generated site (default 20000)")
+    p.add_argument("--latency", type=float, default=0.0,
+                   help="seconds before each response (Python server); 0 = as fast as it goes")
+    p.add_argument("--runs", type=int, default=3, help="rounds; each row runs once per round (default 3)")
+    p.add_argument("--only", default="", help=f"comma list of rows: {','.join(ROWS_BY_KEY)}")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per run before it fails (default 900)")
+    p.add_argument("--seed", type=int, default=1, help="RNG seed of the site (default 1)")
+    p.add_argument("--server", choices=("auto", "nginx", "python"), default="auto",
+                   help="what serves the site (auto: nginx if installed and no latency)")
+    p.add_argument("--json", metavar="PATH", help="write the raw per-run numbers here")
+    args = p.parse_args(argv)
+    if args.pages < 10 or args.runs < 1 or args.latency < 0 or args.timeout <= 0:
+        p.error("--pages >= 10, --runs >= 1, --latency >= 0, --timeout > 0")
+    return args
+
+
+def selected_rows(only: str) -> list[Row]:
+    if not only:
+        return list(ROWS)
+    keys = [k.strip() for k in only.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in ROWS_BY_KEY]
+    if unknown:
+        raise SystemExit(f"bench/compare: unknown row(s) {', '.join(unknown)}; rows: {', '.join(ROWS_BY_KEY)}")
+    return [row for row in ROWS if row.key in keys]
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+# --------------------------------------------------------------------------- the Scrapy venv
+
+
+def ensure_scrapy_venv() -> Path:
+    """bench/.venv-scrapy's python; created with Scrapy, scrapy-redis and aiohttp on first use."""
+    python = SCRAPY_VENV / "bin" / "python"
+    probe = [str(python), "-c", "import scrapy, scrapy_redis, aiohttp, lxml, w3lib"]
+    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+        return python
+    _log(f"setting up {SCRAPY_VENV} (pip install {' '.join(SCRAPY_PACKAGES)}) ...")
+    try:
+        if not python.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(SCRAPY_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *SCRAPY_PACKAGES], check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BenchError(f"could not set up bench/.venv-scrapy: {exc}") from None
+    if subprocess.run(probe, capture_output=True).returncode != 0:
+        raise BenchError("bench/.venv-scrapy: scrapy, scrapy_redis or aiohttp does not import")
+    return python
+
+
+def versions(scrapy_python: Path | None) -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str] = {"python": sys.version.split()[0]}
+    for name in ("crawler-tasks", "celery", "kombu", "redis"):
+        with contextlib.suppress(PackageNotFoundError):
+            found[name] = version(name)
+    if scrapy_python is not None:
+        code = ("from importlib.metadata import version as v; "
+                "print(v('scrapy'), v('scrapy-redis'), v('aiohttp'), v('twisted'))")
+        out = subprocess.run([str(scrapy_python), "-c", code], capture_output=True, text=True)
+        if out.returncode == 0:
+            found.update(zip(("scrapy", "scrapy-redis", "aiohttp", "twisted"), out.stdout.split(), strict=False))
+    return found
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    rows = selected_rows(args.only)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
+    atexit.register(kill_everything)
+    workdir = Path(tempfile.mkdtemp(prefix="crawler-bench-"))
+    watch_dir(workdir)  # removed even if this process is killed
+    try:
+        return _compare(args, rows, workdir, argv)
+    except KeyboardInterrupt:
+        _log("interrupted: stopping every process the benchmark started")
+        return 130
+    except BenchError as exc:
+        _log(f"bench/compare: {exc}")
+        return 1
+    finally:
+        kill_everything()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _compare(args: argparse.Namespace, rows: list[Row], workdir: Path, argv: list[str]) -> int:
+    command = "bench/compare " + shlex.join(argv) if argv else "bench/compare"
+    started = time.monotonic()
+    _log(f"generating or reusing the {args.pages}-page site (seed {args.seed}) ...")
+    site = ensure_site(args.pages, args.seed)
+    scrapy_python, scrapy_error = None, ""
+    if any(not row.is_crawler_tasks for row in rows):
+        try:
+            scrapy_python = ensure_scrapy_venv()
+        except BenchError as exc:
+            scrapy_error = str(exc)
+            _log(f"bench/compare: {exc} (the Scrapy rows will fail)")
+    with Children() as session:
+        server = start_site(session, site.root, latency=args.latency, prefer=args.server, workdir=workdir)
+        _log(f"site: {site.root} served by {server.kind} at {server.url}")
+        ceiling, how = measure_ceiling(session, server.url)
+        _log(f"server ceiling: {ceiling:,.0f} req/s ({how})")
+        ctx = Context(site=server, expected_pages=site.expected_urls, timeout=args.timeout, workdir=workdir,
+                      project_bin=Path(sys.executable).parent,
+                      key_prefix=os.environ.get("CRAWLER_KEY_PREFIX", "crawler"),
+                      scrapy_python=scrapy_python, scrapy_error=scrapy_error)
+        results = _rounds(ctx, rows, args.runs)
+    summaries = [Summary(row, [r for r in results if r.row == row.key]) for row in rows]
+    meta = {"command": command, "site": site, "server": server.kind, "ceiling": ceiling, "ceiling_how": how,
+            "versions": versions(scrapy_python), "runs": args.runs, "latency": args.latency,
+            "minutes": (time.monotonic() - started) / 60}
+    print(render(summaries, meta))
+    if args.json:
+        _dump_json(Path(args.json), args, meta, summaries)
+        _log(f"raw numbers: {args.json}")
+    return 0 if all(s.ok for s in summaries) else 1
+
+
+def _rounds(ctx: Context, rows: list[Row], runs: int) -> list[RunResult]:
+    results: list[RunResult] = []
+    for round_no in range(1, runs + 1):
+        for row in rows:
+            _log(f"[round {round_no}/{runs}] {row.key} ...")
+            result = run_row(ctx, row, round_no)
+            results.append(result)
+            _log(f"[round {round_no}/{runs}] {row.key}: {_brief(result)}")
+            if not ctx.site.alive():
+                raise BenchError("the site server died; stopping")
+    return results
+
+
+def _brief(r: RunResult) -> str:
+    if not r.ok:
+        return f"failed: {r.error}"
+    extra = "" if r.redis_commands_per_page is None else f", {r.redis_commands_per_page:.1f} Redis cmds/page"
+    return (f"{r.pages} pages in {r.elapsed_s:.1f}s = {r.pages_per_s:.0f} pages/s, "
+            f"CPU {r.cpu_ms_per_page:.2f} ms/page, peak RSS {r.peak_rss_mb:.0f} MB{extra}")
+
+
+def render(summaries: list[Summary], meta: dict[str, Any]) -> str:
+    site: Site = meta["site"]
+    latency = f"{meta['latency'] * 1000:g} ms per response" if meta["latency"] else "no added latency"
+    body, notes = table(summaries, site.expected_urls)
+    vers = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
+    lines = [
+        f"### {site.pages:,} pages, {latency}, {meta['runs']} run(s) per row",
+        "",
+        f"Command: `{meta['command']}`  ",
+        f"Site: {site.pages:,} pages ({site.expected_urls:,} distinct URLs with the query variants), "
+        f"mean {site.mean_page_kb:.1f} KB, served by {meta['server']}  ",
+        f"Server ceiling: {meta['ceiling']:,.0f} req/s ({meta['ceiling_how']})  ",
+        f"Machine: {os.cpu_count()} CPUs shared by the site server, Redis and the crawlers; "
+        f"32 concurrent requests per crawler process  ",
+        f"Versions: {vers}",
+        "",
+        body,
+    ]
+    if notes:
+        lines += [""] + [f"- {n}" for n in notes]
+    return "\n".join(lines)
+
+
+def _dump_json(path: Path, args: argparse.Namespace, meta: dict[str, Any], summaries: list[Summary]) -> None:
+    site: Site = meta["site"]
+    data = {
+        "command": meta["command"],
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "args": vars(args),
+        "site": {"root": str(site.root), "pages": site.pages, "seed": site.seed,
+                 "expected_urls": site.expected_urls, "total_bytes": site.total_bytes},
+        "server": meta["server"], "ceiling_req_s": meta["ceiling"], "ceiling_how": meta["ceiling_how"],
+        "versions": meta["versions"], "cpus": os.cpu_count(),
+        "rows": [{**s.to_dict(), "runs": [r.to_dict() for r in s.runs]} for s in summaries],
+    }
+    path.write_text(json.dumps(data, indent=2))

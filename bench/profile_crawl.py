@@ -1,0 +1,128 @@
+"""Profile one crawler_tasks worker process crawling the generated site with py-spy.
+
+Writes a flame graph (SVG) and a top-20 table (self and total time per
+function, from py-spy's raw stacks) so that per-page CPU can be read off
+where it goes::
+
+    python bench/profile_crawl.py [--pages 3000] [--out bench/profile]
+
+Needs ``py-spy`` (``pip install '.[bench]'``) and root or ptrace rights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+
+def py_spy() -> str:
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else "py-spy"
+
+
+def serve(root: Path) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, str(HERE / "site_server.py"), "--root", str(root)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    port = proc.stdout.readline().split()[-1]
+    return proc, f"http://127.0.0.1:{port}/"
+
+
+def top_table(raw: Path, limit: int = 20) -> str:
+    """Markdown table of the functions with the most samples (self and total)."""
+    own: collections.Counter[str] = collections.Counter()
+    total: collections.Counter[str] = collections.Counter()
+    samples = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        frames = [f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].rsplit("/", 1)[-1] + ")"
+                  for f in stack.split(";") if not f.startswith(("process ", "thread "))]
+        if not frames:
+            continue
+        samples += n
+        own[frames[-1]] += n
+        for frame in set(frames):
+            total[frame] += n
+    rows = ["| function (file) | self % | total % |", "|---|---|---|"]
+    for frame, n in own.most_common(limit):
+        rows.append(f"| `{frame}` | {100 * n / samples:.1f} | {100 * total[frame] / samples:.1f} |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pages", type=int, default=3000)
+    p.add_argument("--out", type=Path, default=HERE / "profile")
+    args = p.parse_args()
+    from site_gen import ensure_site
+
+    from crawler_tasks.local import EmbeddedRedis, Workers, wait_drained
+
+    site = ensure_site(args.pages)
+    server, url = serve(site.root)
+    broker = EmbeddedRedis().start()
+    args.out.mkdir(parents=True, exist_ok=True)
+    store = os.path.join(tempfile.mkdtemp(prefix="profile-"), "pages.db")
+    os.environ.update({"CRAWLER_BROKER_URL": broker.url, "CRAWLER_STORE": store})
+    from crawler_tasks.runtime import current
+    from crawler_tasks.seed import build_requests, submit_requests
+    from crawler_tasks.settings import Settings
+
+    from crawler_tasks.celery_app import app
+
+    settings = Settings.from_env()
+    rt = current(app)
+    workers = Workers(settings, name="profile@%h", processes=1).start()
+    try:
+        return profile(args, site, url, rt, settings, workers)
+    finally:
+        workers.stop()
+        broker.stop()
+        server.terminate()
+
+
+def profile(args: argparse.Namespace, site, url: str, rt, settings, workers) -> int:
+    from crawler_tasks.local import wait_drained
+    from crawler_tasks.seed import build_requests, submit_requests
+
+    time.sleep(3)
+    assert workers.proc is not None
+    raw = args.out / "profile.raw.txt"
+    spy = subprocess.Popen([py_spy(), "record", "--pid", str(workers.proc.pid), "--rate", "200", "--gil",
+                            "--format", "raw", "--output", str(raw), "--nonblocking"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    started = time.monotonic()
+    submit_requests(rt, build_requests(url, crawl_id="profile"))
+    wait_drained(lambda: rt.crawls.outstanding("profile") == 0, poll=0.2, workers=workers)
+    elapsed = time.monotonic() - started
+    spy.send_signal(2)
+    spy.wait(30)
+    stored = rt.stats.read("profile").get("stored", 0)
+    table = top_table(raw)
+    (args.out / "top20.md").write_text(
+        f"# Where a worker's CPU goes\n\n{stored} pages of the generated site "
+        f"({site.mean_page_kb:.0f} KB, {args.pages} pages) in {elapsed:.1f}s, one worker process "
+        f"({settings.worker_pool}, {settings.worker_concurrency}). py-spy samples of the thread holding the GIL (--gil) "
+        f", i.e. where the CPU goes; self = in that function, total = "
+        f"in it or below. Flame graph: `py-spy record --format flamegraph` on the same run.\n\n"
+        f"{table}\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
