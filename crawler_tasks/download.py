@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import time
+import urllib.request
 from dataclasses import dataclass
 
 import requests
@@ -38,6 +39,9 @@ class Download:
 def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:
     """A session with a connection pool, reused by every fetch of one worker process."""
     session = requests.Session()
+    # Without proxy variables (HTTP_PROXY...) set, skip requests' per-request
+    # look-up of the environment; with them, requests applies them (NO_PROXY too).
+    session.trust_env = bool(urllib.request.getproxies())
     adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)

@@ -19,8 +19,10 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 
-def new_task_id() -> str:
-    return uuid.uuid4().hex
+def new_task_ids(n: int) -> list[str]:
+    """``n`` fresh task ids: one random 96-bit stem per page, a counter per link."""
+    stem = uuid.uuid4().hex[:24]
+    return [f"{stem}{i:x}" for i in range(n)]
 
 
 def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:
@@ -33,7 +35,8 @@ def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:
         return 0
     crawl_id = requests[0].crawl_id
     requests, repeats = _unique(requests)
-    candidates = [Candidate(r.fingerprint, new_task_id(), r.dont_filter) for r in requests]
+    candidates = [Candidate(r.fingerprint, tid, r.dont_filter)
+                  for r, tid in zip(requests, new_task_ids(len(requests)))]
     task_ids = rt.gate.admit(crawl_id, candidates, max_pages=rt.limits(crawl_id).max_pages,
                              counts={"duplicates": repeats})
     admitted = [(r, c, t) for r, c, t in zip(requests, candidates, task_ids) if t is not None]
@@ -61,7 +64,8 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
     crawl_id = req.crawl_id
     children, repeats = _unique(children)
     counts = {**counts, "duplicates": counts.get("duplicates", 0) + repeats}
-    candidates = [Candidate(c.fingerprint, new_task_id(), c.dont_filter) for c in children]
+    candidates = [Candidate(c.fingerprint, tid, c.dont_filter)
+                  for c, tid in zip(children, new_task_ids(len(children)))]
     stage_id = None
     if stage is not None:
         stage_id = stage_task_id(claim_id or task_id, stage)

@@ -7,6 +7,7 @@ it is built, so an invalid URL never reaches the broker.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,8 +54,9 @@ class CrawlRequest:
             if not isinstance(getattr(self, name), int):
                 raise BadInput(f"{name}: must be an integer")
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
+        """Identity for the gate (computed once per request)."""
         return fingerprint(self.url, self.method)
 
     @property
@@ -65,7 +67,10 @@ class CrawlRequest:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The message form: fields at their default are left out (smaller broker messages)."""
+        values = self.__dict__
+        return {name: values[name] for name, default in _REQUEST_DEFAULTS.items()
+                if values[name] != default}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CrawlRequest:
@@ -95,6 +100,11 @@ class CrawlRequest:
             if key in seed:
                 fields[key] = seed[key]
         return cls(url=seed["url"], **fields)
+
+
+_REQUEST_DEFAULTS: dict[str, Any] = {
+    f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    for f in dataclasses.fields(CrawlRequest)}
 
 
 @dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from urllib.parse import urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url as _w3lib_canonicalize
@@ -56,18 +55,14 @@ def canonicalize_url(url: str) -> str:
     return canonical
 
 
-def fingerprint(url: str, method: str = "GET", body: bytes = b"") -> str:
-    """SHA1 hex of method + canonical URL + body.
+def fingerprint(url: str, method: str = "GET") -> str:
+    """SHA1 hex of the method and the canonical URL.
 
     Two requests with the same fingerprint fetch the same resource, so the gate
-    admits only the first. The JSON layout matches scrapy-redis' fingerprint so
-    the cost per URL is comparable.
+    admits only the first. Requests carry no body (GET and HEAD only), so unlike
+    Scrapy's none goes into the hash.
     """
-    payload = json.dumps(
-        {"method": method.upper(), "url": canonicalize_url(url), "body": body.hex()},
-        sort_keys=True,
-    )
-    return hashlib.sha1(payload.encode()).hexdigest()
+    return hashlib.sha1(f"{method.upper()} {canonicalize_url(url)}".encode()).hexdigest()
 
 
 def host_of(url: str) -> str:
