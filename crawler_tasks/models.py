@@ -131,7 +131,8 @@ class PageRecord:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The record as a JSON-ready dict (shallow: its lists and dicts are shared)."""
+        return dict(self.__dict__)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PageRecord:

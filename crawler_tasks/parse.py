@@ -7,6 +7,7 @@ Shift_JIS as CP932, as browsers do.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from . import enqueue, routing
 from .crawls import Limits
 from .errors import InvalidURL
 from .models import CrawlRequest, PageRecord
-from .urls import SCHEMES
+from .urls import SCHEMES, URL_CACHE_SIZE
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -110,17 +111,28 @@ def _links(root: lxml.html.HtmlElement, url: str) -> list[str]:
     base_el = root.find(".//base[@href]")
     if base_el is not None:
         base = urljoin(url, base_el.get("href").strip())
+    parts = urlsplit(base)
+    origin = f"{parts.scheme}://{parts.netloc}"
     seen: set[str] = set()
     links: list[str] = []
     for el in root.iter("a", "area"):
         href = (el.get("href") or "").strip()
         if not href or href.startswith("#") or "nofollow" in (el.get("rel") or "").lower().split():
             continue  # a bare fragment points into this same document
-        link = _absolute(base, href)
+        if href.startswith("/") and not href.startswith("//"):
+            link = _absolute_path(origin, href)  # the same on every page of the site: cached
+        else:
+            link = _absolute(base, href)
         if link and link not in seen:
             seen.add(link)
             links.append(link)
     return links
+
+
+@functools.lru_cache(maxsize=URL_CACHE_SIZE)
+def _absolute_path(origin: str, href: str) -> str | None:
+    """``_absolute`` for an href starting with one ``/``: it depends only on the base's origin."""
+    return _absolute(origin + "/", href)
 
 
 def _absolute(base: str, href: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from urllib.parse import urlsplit, urlunsplit
 
@@ -14,6 +15,11 @@ SCHEMES = ("http", "https")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+#: Links repeat across a site's pages (menus, footers): each process remembers
+#: the checks and fingerprints of this many recent URLs.
+URL_CACHE_SIZE = 65536
+
+
 def validate_url(url: str) -> str:
     """Return ``url`` made safe to send (percent-encoded, fragment dropped) or raise.
 
@@ -22,7 +28,11 @@ def validate_url(url: str) -> str:
     """
     if not isinstance(url, str) or not url.strip():
         raise InvalidURL(f"invalid URL {url!r}: empty")
-    url = url.strip()
+    return _validated(url.strip())
+
+
+@functools.lru_cache(maxsize=URL_CACHE_SIZE)
+def _validated(url: str) -> str:
     if any(ch in url for ch in " \t\r\n"):
         raise InvalidURL(f"invalid URL {url!r}: contains white space")
     try:
@@ -55,6 +65,7 @@ def canonicalize_url(url: str) -> str:
     return canonical
 
 
+@functools.lru_cache(maxsize=URL_CACHE_SIZE)
 def fingerprint(url: str, method: str = "GET") -> str:
     """SHA1 hex of the method and the canonical URL.
 

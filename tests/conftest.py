@@ -1,7 +1,12 @@
 """Shared fixtures: a real Redis, a real worker process and the local test site.
 
 The environment is set before crawler_tasks is imported, so the app in this
-process and the workers it starts share one configuration.
+process and the workers it starts share one configuration. The crawl tests
+run on the Redis broker and the workers' default pool; to run them on another
+broker or pool, as the README's promises require::
+
+    CRAWLER_TEST_BROKER=amqp://guest:guest@127.0.0.1:5672// pytest
+    CRAWLER_WORKER_POOL=prefork pytest
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import redis
 REDIS = "redis://127.0.0.1:6379"
 TEST_DB = 13
 os.environ.update({
-    "CRAWLER_BROKER_URL": f"{REDIS}/{TEST_DB}",
+    "CRAWLER_BROKER_URL": os.environ.get("CRAWLER_TEST_BROKER", f"{REDIS}/{TEST_DB}"),
     "CRAWLER_REDIS_URL": f"{REDIS}/{TEST_DB}",
     "CRAWLER_KEY_PREFIX": "crawlertest",
     "CRAWLER_DOWNLOAD_TIMEOUT": "1",
