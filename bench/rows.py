@@ -129,7 +129,7 @@ class Context:
 
     def crawler_env(self, broker: RedisServer, state: RedisServer, store: Path) -> dict[str, str]:
         return {**os.environ, "CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
-                "CRAWLER_STORE": str(store), "CRAWLER_WORKER_CONCURRENCY": "32",
+                "CRAWLER_STORE": str(store), "CRAWLER_WORKER_CONCURRENCY": os.environ.get("BENCH_CONCURRENCY", "32"),
                 "CRAWLER_ROBOTSTXT_OBEY": "0", "PYTHONUNBUFFERED": "1"}
 
     def scrapy_env(self) -> dict[str, str]:
