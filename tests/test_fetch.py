@@ -93,3 +93,38 @@ def test_redirect_hops_are_capped(crawl, site, settings):
     [last] = [r for r in records if r.description]
     assert last.description == f"redirect not followed: redirect hops exceeded ({settings.redirect_max_times})"
     assert not site.paths(f"/redirect/{t}/4")
+
+
+def test_split_pipeline_parses_on_its_own_prefork_node(site, tmp_path):
+    """The README's split layout: fetch and store on a threads node, parse on a prefork node."""
+    from crawler_tasks.backends import open_store
+    from crawler_tasks.celery_app import create_app
+    from crawler_tasks.local import Workers, wait_drained
+    from crawler_tasks.routing import FETCH_QUEUE, PARSE_QUEUE, SEED_QUEUE, STORE_QUEUE
+    from crawler_tasks.runtime import Runtime
+    from crawler_tasks.seed import build_requests, submit_requests
+    from crawler_tasks.settings import Settings
+
+    from .conftest import REDIS, flush
+
+    flush(6)
+    settings = Settings.from_env(broker_url=f"{REDIS}/6", redis_url=f"{REDIS}/6", pipeline="split",
+                                 key_prefix=f"split{token()}", store=str(tmp_path / "pages.db"))
+    rt = Runtime(settings, create_app(settings))
+    t, pages = token(), 20
+    submit_requests(rt, build_requests(f"{site.url}/tree/{t}/0?size={pages}", crawl_id="split"))
+    fetchers = Workers(settings, name=f"fetch{t}@%h", pool="threads", concurrency=8,
+                       queues=(STORE_QUEUE, SEED_QUEUE, FETCH_QUEUE),
+                       log_path=str(tmp_path / "fetch.log")).start()
+    parsers = Workers(settings, name=f"parse{t}@%h", pool="prefork", concurrency=2,
+                      queues=(PARSE_QUEUE,), log_path=str(tmp_path / "parse.log")).start()
+    try:
+        wait_drained(lambda: rt.crawls.outstanding("split") == 0, timeout=60, workers=fetchers)
+    finally:
+        fetchers.stop()
+        parsers.stop()
+    records = list(open_store(settings.store).records("split"))
+    assert len(records) == len({r.url for r in records}) == pages
+    assert all(r.title and r.title.startswith("Tree ") for r in records)
+    assert rt.stats.read("split")["stored"] == pages
+    assert not rt.redis.keys(f"{settings.key_prefix}:*page:*")  # claim checks dropped
