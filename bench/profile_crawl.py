@@ -69,7 +69,7 @@ def main() -> int:
     args = p.parse_args()
     from site_gen import ensure_site
 
-    from crawler_tasks.local import EmbeddedRedis, Workers, wait_drained
+    from crawler_tasks.local import EmbeddedRedis, Workers
 
     site = ensure_site(args.pages)
     server, url = serve(site.root)
@@ -78,7 +78,6 @@ def main() -> int:
     store = os.path.join(tempfile.mkdtemp(prefix="profile-"), "pages.db")
     os.environ.update({"CRAWLER_BROKER_URL": broker.url, "CRAWLER_STORE": store})
     from crawler_tasks.runtime import current
-    from crawler_tasks.seed import build_requests, submit_requests
     from crawler_tasks.settings import Settings
 
     from crawler_tasks.celery_app import app
