@@ -297,7 +297,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     report = {
         "overall": rt.stats.read(),
         "queues": queue_depths(app, settings),
-        "crawls": {cid: {**rt.stats.read(cid), "in_flight": rt.crawls.outstanding(cid)} for cid in ids},
+        "crawls": {cid: {**rt.stats.read(cid), "in_flight": rt.crawls.outstanding(cid),
+                         "last_errors": rt.crawls.errors(cid, 3)} for cid in ids},
     }
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
@@ -317,7 +318,10 @@ def _print_stats(report: dict[str, Any]) -> None:
     for cid, counters in report["crawls"].items():
         print(f"crawl {cid}:")
         for name, value in counters.items():
-            print(f"  {name:<24}{value}")
+            if name != "last_errors":
+                print(f"  {name:<24}{value}")
+        for line in counters["last_errors"]:
+            print(f"  error: {line}")
 
 
 COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,

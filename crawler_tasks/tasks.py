@@ -72,11 +72,12 @@ def _guarded(task: Task, rt: Runtime, req: CrawlRequest) -> Iterator[None]:
         yield
     except redis.RedisError as exc:
         used = task.request.retries - req.retries
+        err = StateUnavailable(f"state Redis failed ({used + 1} times): {exc}")
         if used >= rt.settings.state_max_retries:
-            raise StateUnavailable(f"state Redis failed {used + 1} times: {exc}") from None
+            raise err from None
         countdown = backoff(rt.settings, used)
         log.warning("state Redis failed for %s, retry in %.1fs: %s", req.url, countdown, exc)
-        _resend(task, countdown=countdown)
+        _resend(task, exc=err, countdown=countdown)
     except OperationalError as exc:
         log.warning("broker refused a publish for %s, message requeued: %s", req.url, exc)
         raise Reject(exc, requeue=True) from None

@@ -54,6 +54,9 @@ def test_a_task_raising_an_unexpected_error_is_released_and_counted(rt, worker, 
     assert "stored" not in stats
     [error] = rt.crawls.errors(crawl_id)
     assert error.startswith("UnknownStore: unknown store 'nosuch://anywhere'") and t in error
+    shown = subprocess.run([sys.executable, "-m", "crawler_tasks.cli", "stats", "--crawl-id", crawl_id],
+                           capture_output=True, text=True, timeout=60).stdout
+    assert f"error: {error}" in shown and "errors/UnknownStore" in shown
 
 
 def test_state_redis_refusing_writes_delays_the_crawl_but_loses_nothing(site, tmp_path):
