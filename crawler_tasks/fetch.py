@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | Defer | None:
-    """Fetch ``req`` as task ``task_id``; a returned Retry or Defer tells the task to re-send it."""
+def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
+    """Fetch ``req`` as task ``task_id``; a returned Retry tells the task to re-send it."""
     s = rt.settings
     try:
         result = download(rt.session, req, timeout=s.download_timeout, maxsize=s.download_maxsize)
@@ -35,14 +35,17 @@ def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | Defer | 
     return apply(rt, req, task_id, decide(req, result, s, rt.limits(req.crawl_id)))
 
 
-def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome) -> Retry | Defer | None:
-    """Carry out ``outcome`` of task ``task_id``; Retry and Defer go back to the task layer."""
+def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome) -> Retry | None:
+    """Carry out ``outcome`` of task ``task_id``; a Retry goes back to the task layer."""
     if isinstance(outcome, Retry):
         log.info("retry %s of %s: %s", outcome.request.retries, req.url, outcome.reason)
         rt.stats.add(req.crawl_id, outcome.counts)
         return outcome
     if isinstance(outcome, Defer):
-        return outcome
+        # Not a retry: the same task id (still outstanding) comes back later,
+        # at the same priority, with no retry used.
+        enqueue.publish_fetch(rt, outcome.request, task_id, countdown=outcome.countdown)
+        return None
     if isinstance(outcome, HandOn):
         hand_on(rt, req, task_id, outcome.record, outcome.body, outcome.counts)
     elif isinstance(outcome, Redirect):

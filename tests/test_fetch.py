@@ -128,3 +128,22 @@ def test_split_pipeline_parses_on_its_own_prefork_node(site, tmp_path):
     assert all(r.title and r.title.startswith("Tree ") for r in records)
     assert rt.stats.read("split")["stored"] == pages
     assert not rt.redis.keys(f"{settings.key_prefix}:*page:*")  # claim checks dropped
+
+
+def test_a_deferred_fetch_comes_back_under_its_id_without_using_a_retry(rt, worker, site, tmp_path):
+    from crawler_tasks import fetch
+    from crawler_tasks.backends import open_store
+    from crawler_tasks.local import wait_drained
+    from crawler_tasks.models import CrawlRequest
+    from crawler_tasks.policy import Defer
+
+    crawl_id, t = f"defer{token()}", token()
+    store = str(tmp_path / "pages.db")
+    rt.crawls.register(crawl_id, domains=["127.0.0.1"], store=store)
+    req = CrawlRequest(url=f"{site.url}/page/{t}", crawl_id=crawl_id)
+    rt.redis.sadd(rt.keys.outstanding(crawl_id), "deferred-id")
+    assert fetch.apply(rt, req, "deferred-id", Defer(req, 0.5)) is None
+    wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=30, workers=worker)
+    [record] = open_store(store).records(crawl_id)
+    assert record.status == 200 and site.paths(f"/page/{t}") == [f"/page/{t}"]
+    assert "retries" not in rt.stats.read(crawl_id)
