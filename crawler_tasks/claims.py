@@ -35,6 +35,13 @@ class Claims:
         pipe.hset(key, mapping=mapping)
         pipe.expire(key, self.ttl)
 
+    def write(self, crawl_id: str, claim_id: str, record: PageRecord,
+              body: bytes | None = None) -> None:
+        """Write ``record`` (and ``body``) under ``claim_id`` now, in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            self.put(pipe, crawl_id, claim_id, record, body)
+            pipe.execute()
+
     def load(self, crawl_id: str, claim_id: str, *,
              with_body: bool) -> tuple[PageRecord, bytes | None]:
         """The record and body of ``claim_id``; :class:`ClaimMissing` if it expired."""

@@ -81,7 +81,5 @@ def _hand_on_split(rt: Runtime, req: CrawlRequest, task_id: str, record: PageRec
                    body: bytes | None, counts: Counts, children: list[CrawlRequest],
                    stage: str) -> None:
     """Leave the page in a claim check and end with the ``stage`` task as a child."""
-    with rt.pipeline() as pipe:
-        rt.claims.put(pipe, req.crawl_id, task_id, record, body)
-        pipe.execute()
+    rt.claims.write(req.crawl_id, task_id, record, body)
     enqueue.complete(rt, req, task_id, children, counts, stage=stage)

@@ -184,7 +184,5 @@ def parse_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> 
     """The split pipeline's parse step: parse the page ``claim_id``, enqueue links, send to store."""
     record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True)
     children = parse_page(rt, req, record, body or b"")
-    with rt.pipeline() as pipe:
-        rt.claims.put(pipe, req.crawl_id, claim_id, record)
-        pipe.execute()
+    rt.claims.write(req.crawl_id, claim_id, record)
     enqueue.complete(rt, req, task_id, children, {}, stage=routing.STORE_TASK, claim_id=claim_id)

@@ -44,6 +44,7 @@ class Runtime:
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
         self._stores: dict[str, Store] = {}
+        self._limits: dict[str, tuple[object, Limits]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -66,8 +67,17 @@ class Runtime:
         return store
 
     def limits(self, crawl_id: str) -> Limits:
-        """The crawl's effective limits (its configuration is cached for a few seconds)."""
-        return Limits.of(self.crawls.config(crawl_id), self.settings)
+        """The crawl's effective limits, rebuilt only when its cached configuration changes.
+
+        Called several times per page (decide, follow, store, gate), so it is a dict look-up.
+        """
+        config = self.crawls.config(crawl_id)
+        hit = self._limits.get(crawl_id)
+        if hit is None or hit[0] is not config:
+            if len(self._limits) >= self.crawls.CACHE_SIZE:
+                self._limits.clear()
+            hit = self._limits[crawl_id] = (config, Limits.of(config, self.settings))
+        return hit[1]
 
     def pipeline(self):
         return self.redis.pipeline(transaction=False)

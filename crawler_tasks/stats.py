@@ -56,6 +56,9 @@ class Stats:
             raw = self.client.hgetall(self.keys.stats(crawl_id))
             return {k.decode(): int(v) for k, v in sorted(raw.items())}
         total: Counter[str] = Counter()
-        for member in self.client.smembers(self.keys.crawls()):
-            total.update(self.read(member.decode()))
+        with self.client.pipeline(transaction=False) as pipe:
+            for member in self.client.smembers(self.keys.crawls()):
+                pipe.hgetall(self.keys.stats(member.decode()))
+            for raw in pipe.execute():
+                total.update({k.decode(): int(v) for k, v in raw.items()})
         return dict(sorted(total.items()))
