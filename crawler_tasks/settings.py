@@ -16,6 +16,8 @@ from .errors import SettingsError
 
 DEFAULT_BROKER_URL = "redis://localhost:6379/0"
 DEFAULT_STORE = "./crawl-data/pages.db"
+DOWNLOAD_TIMEOUT = 30.0
+RETRY_BACKOFF_MAX = 60.0
 POOLS = ("threads", "prefork", "solo")
 PIPELINES = ("local", "split")
 
@@ -72,8 +74,9 @@ SPECS: tuple[Spec, ...] = (
          "`crawl.parse`/`crawl.store` tasks (bodies by claim check), for parse-only nodes."),
     Spec("CRAWLER_STORE", "store", str, DEFAULT_STORE,
          "Store URI: a path or `sqlite:///path` (embedded SQLite)."),
-    Spec("CRAWLER_DOWNLOAD_TIMEOUT", "download_timeout", float, 30.0,
-         "Seconds for connect, for each read, and for the whole body."),
+    Spec("CRAWLER_DOWNLOAD_TIMEOUT", "download_timeout", float, None,
+         "Seconds one download may take in all: connect, headers and the whole body.",
+         f"`{DOWNLOAD_TIMEOUT}`, or half of `CRAWLER_VISIBILITY_TIMEOUT` if that is less"),
     Spec("CRAWLER_MAX_DEPTH", "max_depth", int, 0,
          "Links deeper than this many hops from a seed are not followed; 0 = unlimited."),
     Spec("CRAWLER_MAX_RETRIES", "max_retries", int, 2,
@@ -96,10 +99,18 @@ SPECS: tuple[Spec, ...] = (
          "Added to a request's priority on each retry."),
     Spec("CRAWLER_RETRY_BACKOFF", "retry_backoff", float, 1.0,
          "Seconds before the first retry; doubles on each retry."),
-    Spec("CRAWLER_RETRY_BACKOFF_MAX", "retry_backoff_max", float, 60.0,
-         "Longest wait before a retry, `Retry-After` included (seconds)."),
+    Spec("CRAWLER_RETRY_BACKOFF_MAX", "retry_backoff_max", float, None,
+         "Longest wait before a retry, `Retry-After` included (seconds); with a Redis broker "
+         "it must stay below the visibility timeout.",
+         f"`{RETRY_BACKOFF_MAX}`, or half of `CRAWLER_VISIBILITY_TIMEOUT` if that is less"),
     Spec("CRAWLER_STORE_MAX_RETRIES", "store_max_retries", int, 20,
          "Retries of a store task while its backend is down (backoff capped as above)."),
+    Spec("CRAWLER_MAX_LINKS_PER_PAGE", "max_links_per_page", int, 1000,
+         "Links followed from one page (after de-duplication, in document order); the rest "
+         "are counted (`links/over_cap`), not queued, so one page cannot flood the frontier."),
+    Spec("CRAWLER_DENY_PRIVATE_NETWORKS", "deny_private_networks", _bool, False,
+         "Refuse to fetch (and to follow redirects to) loopback, private, link-local and "
+         "cloud-metadata addresses, judged by the address actually connected to."),
     Spec("CRAWLER_TEXT_MAXSIZE", "text_maxsize", int, 65536,
          "Characters of visible text kept per page."),
     Spec("CRAWLER_CLAIM_TTL", "claim_ttl", int, 86400,
@@ -126,7 +137,7 @@ class Settings:
     broker_url: str = _DEFAULTS["broker_url"]
     redis_url: str = _DEFAULTS["redis_url"]
     store: str = _DEFAULTS["store"]
-    download_timeout: float = _DEFAULTS["download_timeout"]
+    download_timeout: float = _DEFAULTS["download_timeout"]  # None: derived, see __post_init__
     max_depth: int = _DEFAULTS["max_depth"]
     max_retries: int = _DEFAULTS["max_retries"]
     download_maxsize: int = _DEFAULTS["download_maxsize"]
@@ -137,8 +148,10 @@ class Settings:
     redirect_priority_adjust: int = _DEFAULTS["redirect_priority_adjust"]
     retry_priority_adjust: int = _DEFAULTS["retry_priority_adjust"]
     retry_backoff: float = _DEFAULTS["retry_backoff"]
-    retry_backoff_max: float = _DEFAULTS["retry_backoff_max"]
+    retry_backoff_max: float = _DEFAULTS["retry_backoff_max"]  # None: derived
     store_max_retries: int = _DEFAULTS["store_max_retries"]
+    max_links_per_page: int = _DEFAULTS["max_links_per_page"]
+    deny_private_networks: bool = _DEFAULTS["deny_private_networks"]
     text_maxsize: int = _DEFAULTS["text_maxsize"]
     claim_ttl: int = _DEFAULTS["claim_ttl"]
     key_prefix: str = _DEFAULTS["key_prefix"]
@@ -148,16 +161,18 @@ class Settings:
     pipeline: str = _DEFAULTS["pipeline"]
     state_max_retries: int = _DEFAULTS["state_max_retries"]
     stall_timeout: float = _DEFAULTS["stall_timeout"]
+    _derived: tuple[str, ...] = dataclasses.field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.redis_url:
             fallback = self.broker_url if self.broker_is_redis else DEFAULT_BROKER_URL
             object.__setattr__(self, "redis_url", fallback)
+        self._derive_from_visibility_timeout()
         for name in ("download_timeout", "visibility_timeout", "download_maxsize", "claim_ttl"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         for name in ("max_depth", "max_retries", "redirect_max_times", "store_max_retries",
-                     "state_max_retries"):
+                     "state_max_retries", "max_links_per_page"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name}: must be 0 or more")
         for name in ("worker_concurrency", "stall_timeout"):
@@ -169,8 +184,27 @@ class Settings:
         if self.broker_is_redis and self.retry_backoff_max >= self.visibility_timeout:
             # A retry waiting on its countdown is an unacked message: past the
             # visibility timeout the broker hands it to another worker as well.
+            # Only a value the user set gets here: the default is derived below it.
             raise SettingsError("retry_backoff_max: must be below visibility_timeout "
-                                f"({self.retry_backoff_max} >= {self.visibility_timeout})")
+                                f"({self.retry_backoff_max} >= {self.visibility_timeout}); "
+                                "unset CRAWLER_RETRY_BACKOFF_MAX to derive it")
+
+    def _derive_from_visibility_timeout(self) -> None:
+        """Defaults that must fit inside the visibility timeout, where the user left them unset.
+
+        A task (its download included) and a retry's countdown must end well
+        before a Redis broker hands the message to another worker.
+        """
+        if not isinstance(self.visibility_timeout, (int, float)) or self.visibility_timeout <= 0:
+            return  # refused with a clear message below
+        half = self.visibility_timeout / 2
+        derived = []
+        for name, ceiling in (("download_timeout", DOWNLOAD_TIMEOUT),
+                              ("retry_backoff_max", RETRY_BACKOFF_MAX)):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, min(ceiling, half))
+                derived.append(name)
+        object.__setattr__(self, "_derived", tuple(derived))
 
     @property
     def replay_ttl(self) -> int:
@@ -204,14 +238,18 @@ class Settings:
         return cls(**values)
 
     def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes``; defaults that were derived are derived again."""
+        rederive = {name: None for name in self._derived if name not in changes}
+        return dataclasses.replace(self, **rederive, **changes)
 
     def to_env(self) -> dict[str, str]:
         """The environment that makes :meth:`from_env` rebuild these settings (for child processes)."""
         env = {}
         for spec in SPECS:
             value = getattr(self, spec.attr)
-            if isinstance(value, tuple):
+            if spec.attr in self._derived:
+                value = ""  # derived again on the other side
+            elif isinstance(value, tuple):
                 value = ",".join(value)
             elif isinstance(value, bool):
                 value = "1" if value else "0"

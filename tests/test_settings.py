@@ -23,7 +23,7 @@ def test_readme_table_lists_every_setting_with_its_default():
 def test_every_setting_has_exactly_one_spec():
     import dataclasses
 
-    assert sorted(f.name for f in dataclasses.fields(Settings)) == sorted(s.attr for s in SPECS)
+    assert sorted(f.name for f in dataclasses.fields(Settings) if f.init) == sorted(s.attr for s in SPECS)
     assert len({s.env for s in SPECS}) == len(SPECS)
 
 
@@ -43,9 +43,25 @@ def test_environment_round_trips():
     ({"CRAWLER_MAX_RETRIES": "many"}, "CRAWLER_MAX_RETRIES: 'many' is not a valid integer"),
     ({"CRAWLER_DOWNLOAD_TIMEOUT": "0"}, "download_timeout: must be greater than 0"),
     ({"CRAWLER_MAX_DEPTH": "-1"}, "max_depth: must be 0 or more"),
-    ({"CRAWLER_VISIBILITY_TIMEOUT": "30"}, "retry_backoff_max: must be below visibility_timeout (60.0 >= 30)"),
+    ({"CRAWLER_VISIBILITY_TIMEOUT": "30", "CRAWLER_RETRY_BACKOFF_MAX": "60"},
+     "retry_backoff_max: must be below visibility_timeout (60.0 >= 30); "
+     "unset CRAWLER_RETRY_BACKOFF_MAX to derive it"),
 ])
 def test_bad_values_raise_a_one_line_settings_error(env, message):
     with pytest.raises(SettingsError) as info:
         Settings.from_env(env)
     assert str(info.value) == message
+
+
+def test_a_short_visibility_timeout_derives_the_defaults_that_must_fit_inside_it():
+    s = Settings.from_env({"CRAWLER_VISIBILITY_TIMEOUT": "10"})
+    assert (s.retry_backoff_max, s.download_timeout) == (5.0, 5.0)
+    assert Settings.from_env({}).retry_backoff_max == 60.0 and Settings().download_timeout == 30.0
+    # Values the user set are kept when they fit, and survive a round trip.
+    s = Settings.from_env({"CRAWLER_VISIBILITY_TIMEOUT": "10", "CRAWLER_RETRY_BACKOFF_MAX": "2"})
+    assert s.retry_backoff_max == 2.0 and Settings.from_env(s.to_env()) == s
+    # A derived value follows a later change of the visibility timeout.
+    assert Settings().replace(visibility_timeout=8).retry_backoff_max == 4.0
+    assert Settings().replace(visibility_timeout=8, download_timeout=7).download_timeout == 7
+    # An AMQP broker has no visibility timeout to fit into, but defaults stay derived the same way.
+    assert Settings(broker_url="amqp://h//", visibility_timeout=10, retry_backoff_max=60).retry_backoff_max == 60
