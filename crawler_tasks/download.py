@@ -1,15 +1,16 @@
-"""HTTP downloads with requests: pooled session, timeouts, a streamed size cap."""
+"""HTTP downloads with requests: pooled session, one deadline per download, a decompressed size cap."""
 
 from __future__ import annotations
 
 import email.utils
+import http.client
 import time
 import urllib.request
 from dataclasses import dataclass
 
 import requests
-from requests.adapters import HTTPAdapter
 
+from . import transport
 from .errors import FetchError
 from .models import CrawlRequest
 
@@ -36,13 +37,13 @@ class Download:
         return self.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
-def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:
-    """A session with a connection pool, reused by every fetch of one worker process."""
+def make_session(user_agent: str, pool_size: int = 32, *, deny_private: bool = False) -> requests.Session:
+    """A session with a connection pool, reused by every fetch of one worker thread."""
     session = requests.Session()
     # Without proxy variables (HTTP_PROXY...) set, skip requests' per-request
     # look-up of the environment; with them, requests applies them (NO_PROXY too).
     session.trust_env = bool(urllib.request.getproxies())
-    adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
+    adapter = transport.GuardedAdapter(deny_private=deny_private, pool_size=pool_size)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     session.headers["User-Agent"] = user_agent
@@ -51,23 +52,23 @@ def make_session(user_agent: str, pool_size: int = 32) -> requests.Session:
 
 def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
              maxsize: int) -> Download:
-    """Fetch ``req`` without following redirects; raise :class:`FetchError` when no response came.
+    """Fetch ``req`` without following redirects; raise :class:`FetchError` when no whole response came.
 
-    The body is streamed and cut at ``maxsize`` bytes (``truncated`` says so);
-    ``timeout`` bounds the connect, each read and the whole body.
+    ``timeout`` bounds the whole download (connect, headers and body), however
+    slowly the server sends. The body is decompressed as it streams and cut at
+    ``maxsize`` decompressed bytes (``truncated`` says so).
     """
     started = time.monotonic()
-    try:
-        resp = session.request(req.method, req.url, headers=req.headers or None,
-                               timeout=(timeout, timeout), allow_redirects=False, stream=True)
-    except requests.exceptions.Timeout:
-        raise FetchError(f"timeout after {timeout}s", retryable=True, reason="timeout") from None
-    except requests.exceptions.ConnectionError as exc:
-        raise _connection_error(exc) from None
-    except requests.exceptions.RequestException as exc:
-        raise FetchError(f"request failed: {exc}", retryable=False, reason="request") from None
-    with resp:
-        body, truncated = _read_capped(resp, req, started=started, timeout=timeout, maxsize=maxsize)
+    with transport.deadline(started + timeout) as limit:
+        try:
+            resp = session.request(req.method, req.url, headers=req.headers or None,
+                                   timeout=(timeout, timeout), allow_redirects=False, stream=True)
+            with resp:
+                body, truncated = _read_capped(resp, req, maxsize)
+        except requests.exceptions.RequestException as exc:
+            raise _request_error(exc, timeout, expired=limit.expired) from None
+        if limit.expired and not truncated and _short(resp, body):
+            raise _timeout(timeout)
     headers = {k.lower(): v for k, v in resp.headers.items()}
     return Download(
         url=req.url, status=resp.status_code, headers=headers, body=body, truncated=truncated,
@@ -76,30 +77,80 @@ def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
     )
 
 
-def _read_capped(resp: requests.Response, req: CrawlRequest, *, started: float,
-                 timeout: float, maxsize: int) -> tuple[bytes, bool]:
+def _read_capped(resp: requests.Response, req: CrawlRequest, maxsize: int) -> tuple[bytes, bool]:
+    """The decompressed body up to ``maxsize`` bytes, and whether there was more."""
     if req.method == "HEAD":
         return b"", False
     chunks: list[bytes] = []
     size = 0
-    try:
-        for chunk in resp.iter_content(CHUNK):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size >= maxsize:
-                return b"".join(chunks)[:maxsize], size > maxsize or _more_to_read(resp, maxsize)
-            if time.monotonic() - started > timeout:
-                raise FetchError(f"timeout after {timeout}s", retryable=True, reason="timeout")
-    except requests.exceptions.RequestException as exc:
-        if "timed out" in str(exc).lower():
-            raise FetchError(f"timeout after {timeout}s", retryable=True, reason="timeout") from None
-        raise _connection_error(exc) from None
+    for chunk in resp.iter_content(CHUNK):
+        if size + len(chunk) >= maxsize:
+            chunks.append(chunk[:maxsize - size])
+            more = len(chunk) > maxsize - size or _more_to_read(resp)
+            return b"".join(chunks), more
+        chunks.append(chunk)
+        size += len(chunk)
     return b"".join(chunks), False
 
 
-def _more_to_read(resp: requests.Response, maxsize: int) -> bool:
+def _more_to_read(resp: requests.Response) -> bool:
+    """After exactly ``maxsize`` decompressed bytes: does the body go on?"""
+    try:
+        return any(resp.iter_content(1))
+    except requests.exceptions.RequestException:
+        return True
+
+
+def _short(resp: requests.Response, body: bytes) -> bool:
+    """A body ended by the watchdog: no length to check it against, or shorter than declared."""
     length = resp.headers.get("content-length", "")
-    return not length.isdigit() or int(length) > maxsize
+    return not length.isdigit() or "content-encoding" in resp.headers or len(body) < int(length)
+
+
+def _timeout(timeout: float) -> FetchError:
+    return FetchError(f"timeout after {timeout}s", retryable=True, reason="timeout")
+
+
+def _request_error(exc: requests.exceptions.RequestException, timeout: float, *,
+                   expired: bool) -> FetchError:
+    """The :class:`FetchError` for what requests raised, named by its root cause."""
+    cause = _root_cause(exc)
+    if expired or isinstance(exc, requests.exceptions.Timeout) or isinstance(cause, TimeoutError):
+        return _timeout(timeout)
+    if isinstance(cause, transport.BlockedAddress):
+        return FetchError(f"refused: {cause}", retryable=False, reason="blocked_address")
+    if isinstance(exc, requests.exceptions.SSLError):
+        return FetchError(f"TLS error: {_ssl_reason(exc)}", retryable=False, reason="tls")
+    if isinstance(cause, transport.HeadersCutOff):
+        return FetchError("response cut off inside its headers", retryable=True, reason="headers_cut")
+    if isinstance(cause, http.client.IncompleteRead):
+        return FetchError(f"response ended early: {cause.partial and len(cause.partial) or 0} bytes read, "
+                          f"{cause.expected} more expected", retryable=True, reason="incomplete")
+    if isinstance(cause, (http.client.LineTooLong, http.client.HTTPException)) and \
+            not isinstance(cause, http.client.RemoteDisconnected):
+        return FetchError(f"malformed response: {cause}", retryable=False, reason="bad_response")
+    if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError,
+                        requests.exceptions.ContentDecodingError)):
+        return _connection_error(exc)
+    return FetchError(f"request failed: {str(exc)[:200]}", retryable=False, reason="request")
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception that requests and urllib3 wrapped (in args, cause or context)."""
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = next((a for a in getattr(exc, "args", ()) if isinstance(a, BaseException)), None)
+        inner = inner or getattr(exc, "reason", None) or exc.__cause__ or exc.__context__
+        if not isinstance(inner, BaseException):
+            break
+        exc = inner
+    return exc
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    text = str(_root_cause(exc))
+    return "certificate verify failed" if "CERTIFICATE_VERIFY_FAILED" in text else text[:200]
 
 
 def _connection_error(exc: Exception) -> FetchError:

@@ -52,7 +52,8 @@ class Runtime:
         """This thread's HTTP session (connection pool)."""
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = make_session(self.settings.user_agent)
+            session = self._local.session = make_session(
+                self.settings.user_agent, deny_private=self.settings.deny_private_networks)
             with self._lock:
                 self._sessions.append(session)
         return session
