@@ -39,7 +39,7 @@ def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome) -> Ret
     """Carry out ``outcome`` of task ``task_id``; a Retry goes back to the task layer."""
     if isinstance(outcome, Retry):
         log.info("retry %s of %s: %s", outcome.request.retries, req.url, outcome.reason)
-        rt.stats.add(req.crawl_id, outcome.counts)
+        rt.gate.count_once(req.crawl_id, task_id, f"retry:{outcome.request.retries}", outcome.counts)
         return outcome
     if isinstance(outcome, Defer):
         # Not a retry: the same task id (still outstanding) comes back later,
@@ -65,7 +65,9 @@ def hand_on(rt: Runtime, req: CrawlRequest, task_id: str, record: PageRecord,
                        routing.PARSE_TASK if body is not None else routing.STORE_TASK)
         return
     if body is not None:
-        children += parse.parse_page(rt, req, record, body)
+        links, parse_counts = parse.parse_page(rt, req, record, body)
+        children += links
+        counts = {**counts, **parse_counts}
     try:
         store.write(rt, req, [record])
     except StoreUnavailable as exc:

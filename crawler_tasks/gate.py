@@ -122,6 +122,16 @@ redis.call('LTRIM', KEYS[4], 0, 99)
 return 1
 """
 
+# KEYS[1] outstanding SET · KEYS[2] replay HASH of the task · KEYS[3] stats HASH
+# ARGV[1] task id · ARGV[2] token · ARGV[3] TTL (s) · then (name, amount) pairs
+_COUNT_ONCE = """
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('HSETNX', KEYS[2], ARGV[2], '1') == 0 then return 0 end
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+for i = 4, #ARGV, 2 do redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -157,6 +167,7 @@ class Gate:
         self.replay_ttl = replay_ttl
         self._complete = client.register_script(_COMPLETE)
         self._abandon = client.register_script(_ABANDON)
+        self._count_once = client.register_script(_COUNT_ONCE)
 
     def complete(self, crawl_id: str, candidates: Sequence[Candidate], *,
                  task_id: str | None = None, counts: Mapping[str, int] | None = None,
@@ -198,6 +209,20 @@ class Gate:
         for name, amount in counts.items():
             argv += [name, amount]
         return bool(self._abandon(keys=keys, args=argv))
+
+    def count_once(self, crawl_id: str, task_id: str, step: str, counts: Mapping[str, int]) -> bool:
+        """Apply ``counts`` of one step of a still-outstanding task (e.g. ``retry:2``) once.
+
+        A redelivered message that repeats the step counts nothing; the marks go
+        with the task's replay hash when the task finishes. False if not counted.
+        """
+        keys = [self.keys.outstanding(crawl_id), self.keys.replay(crawl_id, task_id),
+                self.keys.stats(crawl_id)]
+        argv: list[str | int] = [task_id, step, self.replay_ttl]
+        for name, amount in counts.items():
+            if amount:
+                argv += [name, amount]
+        return bool(self._count_once(keys=keys, args=argv))
 
     def forget(self, crawl_id: str, fingerprints: Sequence[str], task_ids: Sequence[str]) -> None:
         """Undo seed admissions whose messages could not be published."""

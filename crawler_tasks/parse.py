@@ -39,6 +39,7 @@ class Parsed:
     title: str | None
     text: str
     links: list[str] = field(default_factory=list)
+    links_over_cap: int = 0
     nofollow: bool = False
     encoding: str | None = None
 
@@ -55,12 +56,14 @@ def decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
 
 
 def parse_html(body: bytes, *, url: str, content_type: str | None, text_maxsize: int,
-               robots_header: str = "") -> Parsed:
+               robots_header: str = "", max_links: int = 0) -> Parsed:
     """Title, bounded visible text and absolute outlinks of an HTML page.
 
     Links resolve against ``<base href>`` and ``url``; fragments are dropped;
     non-http(s) links and ``rel=nofollow`` links are skipped; a robots
-    ``nofollow`` (meta or ``X-Robots-Tag``) yields no links at all.
+    ``nofollow`` (meta or ``X-Robots-Tag``) yields no links at all. At most
+    ``max_links`` distinct links are kept (0 = all); ``links_over_cap`` counts
+    the candidates past the cap.
     """
     encoding, text = decode_html(body, content_type)
     root = _document(text)
@@ -68,9 +71,10 @@ def parse_html(body: bytes, *, url: str, content_type: str | None, text_maxsize:
         return Parsed(title=None, text="", encoding=encoding)
     nofollow = "nofollow" in robots_header.lower() or _meta_nofollow(root)
     title = _title(root)
-    links = [] if nofollow else _links(root, url)
+    links, over = ([], 0) if nofollow else _links(root, url, max_links)
     text = _visible_text(root, text_maxsize)
-    return Parsed(title=title, text=text, links=links, nofollow=nofollow, encoding=encoding)
+    return Parsed(title=title, text=text, links=links, links_over_cap=over, nofollow=nofollow,
+                  encoding=encoding)
 
 
 def _document(text: str) -> lxml.html.HtmlElement | None:
@@ -106,7 +110,8 @@ def _visible_text(root: lxml.html.HtmlElement, limit: int) -> str:
     return " ".join(" ".join(node.itertext()).split())[:limit]
 
 
-def _links(root: lxml.html.HtmlElement, url: str) -> list[str]:
+def _links(root: lxml.html.HtmlElement, url: str, cap: int = 0) -> tuple[list[str], int]:
+    """Distinct absolute links in document order, at most ``cap`` (0 = all), and how many more."""
     base = url
     base_el = root.find(".//base[@href]")
     if base_el is not None:
@@ -115,10 +120,14 @@ def _links(root: lxml.html.HtmlElement, url: str) -> list[str]:
     origin = f"{parts.scheme}://{parts.netloc}"
     seen: set[str] = set()
     links: list[str] = []
+    over = 0
     for el in root.iter("a", "area"):
         href = (el.get("href") or "").strip()
         if not href or href.startswith("#") or "nofollow" in (el.get("rel") or "").lower().split():
             continue  # a bare fragment points into this same document
+        if cap and len(links) >= cap:
+            over += 1  # not resolved, not kept: past the cap only the count matters
+            continue
         if href.startswith("/") and not href.startswith("//"):
             link = _absolute_path(origin, href)  # the same on every page of the site: cached
         else:
@@ -126,7 +135,7 @@ def _links(root: lxml.html.HtmlElement, url: str) -> list[str]:
         if link and link not in seen:
             seen.add(link)
             links.append(link)
-    return links
+    return links, over
 
 
 @functools.lru_cache(maxsize=URL_CACHE_SIZE)
@@ -166,23 +175,27 @@ def _inherited_meta(req: CrawlRequest) -> dict:
     return {k: v for k, v in req.meta.items() if k not in ("NotExtract", "url_id")}
 
 
-def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord, body: bytes) -> list[CrawlRequest]:
-    """Fill ``record`` from its HTML ``body``; return the requests for the links to follow."""
+def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord,
+               body: bytes) -> tuple[list[CrawlRequest], dict[str, int]]:
+    """Fill ``record`` from its HTML ``body``; return the requests for the links to follow
+    and the parse's counters (``links/over_cap``: links past ``CRAWLER_MAX_LINKS_PER_PAGE``)."""
     parsed = parse_html(body, url=record.url, content_type=record.headers.get("content-type"),
                         text_maxsize=rt.settings.text_maxsize,
-                        robots_header=record.headers.get("x-robots-tag", ""))
+                        robots_header=record.headers.get("x-robots-tag", ""),
+                        max_links=rt.settings.max_links_per_page)
     record.title = parsed.title
     record.text = parsed.text
     record.links = parsed.links
     record.encoding = parsed.encoding
+    counts = {"links/over_cap": parsed.links_over_cap} if parsed.links_over_cap else {}
     if not req.extract_links:
-        return []
-    return follow(req, parsed.links, rt.limits(req.crawl_id))
+        return [], counts
+    return follow(req, parsed.links, rt.limits(req.crawl_id)), counts
 
 
 def parse_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
     """The split pipeline's parse step: parse the page ``claim_id``, enqueue links, send to store."""
     record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True)
-    children = parse_page(rt, req, record, body or b"")
+    children, counts = parse_page(rt, req, record, body or b"")
     rt.claims.write(req.crawl_id, claim_id, record)
-    enqueue.complete(rt, req, task_id, children, {}, stage=routing.STORE_TASK, claim_id=claim_id)
+    enqueue.complete(rt, req, task_id, children, counts, stage=routing.STORE_TASK, claim_id=claim_id)

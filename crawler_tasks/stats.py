@@ -12,13 +12,13 @@ Counter names a user reads in ``crawler-tasks stats``:
 ``redirect/offsite`` redirects to a host the crawl may not visit ·
 ``retry/reason_count/<reason>`` retries per reason (``timeout``, ``http_503``...) ·
 ``errors`` / ``errors/<Exception>`` tasks ended by an unexpected error ·
-``state/retries`` tasks retried because the state Redis failed ·
 ``worker_lost`` tasks given up after their worker died under them too often.
 
-Counters that end a task (everything but ``retries``, ``retry/…``,
-``state/retries`` and ``store/retries``) move in the same atomic call that
-removes the task from its crawl's outstanding set, so a redelivered task never
-counts twice.
+Counters that end a task move in the same atomic call that ends it in its
+crawl's outstanding set (:mod:`crawler_tasks.gate`); a step that does not end it
+(a retry, a store retry) is counted once per step and attempt while the task is
+outstanding (:meth:`~crawler_tasks.gate.Gate.count_once`). A redelivered task
+never counts twice.
 """
 
 from __future__ import annotations

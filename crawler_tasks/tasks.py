@@ -13,8 +13,8 @@ once: through :func:`crawler_tasks.enqueue.complete` when it finished its work,
 or through :meth:`crawler_tasks.gate.Gate.abandon` (counted under
 ``errors/<Exception>``) when it raised something unexpected, ran out of
 retries, or its worker died under it too often. A failing state Redis is
-retried (``state/retries``); a broker that cannot take a publish puts the
-message back.
+retried with backoff (``StateUnavailable`` in the worker log); a broker that
+cannot take a publish puts the message back.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def _retry_store(task: Task, rt: Runtime, req: CrawlRequest, claim_id: str,
         return
     countdown = backoff(rt.settings, retries)
     log.warning("store of %s failed, retry in %.1fs: %s", req.url, countdown, exc)
-    rt.stats.add(req.crawl_id, {"store/retries": 1})
+    rt.gate.count_once(req.crawl_id, task.request.id, f"store:{retries}", {"store/retries": 1})
     _resend(task, exc=exc, countdown=countdown,
             priority=routing.pipeline_priority(redis=rt.settings.broker_is_redis))
 
