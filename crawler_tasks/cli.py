@@ -76,7 +76,8 @@ def _terminate(signum: int, frame: object) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _terminate)
     try:
         return COMMANDS[args.command](args)
     except BadInput as exc:
@@ -146,19 +147,25 @@ def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Set
 
 
 def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
-    """Run workers on this machine, submit ``requests`` and wait until their crawl drains."""
+    """Run workers on this machine, submit ``requests`` and wait until their crawl drains.
+
+    On SIGINT or SIGTERM the workers stop warm (running tasks finish, the rest
+    goes back to the queue); a second signal stops them at once. Nothing this
+    started outlives it.
+    """
     from .local import CrawlWatch, EmbeddedRedis, Workers, reachable, wait_drained
 
     settings = _validate_crawl_options(args, Settings.from_env())
     crawl_id = requests[0].crawl_id
-    embedded = None
-    if not reachable(settings):
-        print("broker not reachable: starting an embedded Redis", file=sys.stderr)
-        embedded = EmbeddedRedis().start()
-        settings = settings.replace(broker_url=embedded.url, redis_url=embedded.url)
-    os.environ.update(settings.to_env())
-    workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h")
+    embedded: EmbeddedRedis | None = None
+    workers: Workers | None = None
     try:
+        if not reachable(settings):
+            print("broker not reachable: starting an embedded Redis", file=sys.stderr)
+            embedded = EmbeddedRedis().start()
+            settings = settings.replace(broker_url=embedded.url, redis_url=embedded.url)
+        os.environ.update(settings.to_env())
+        workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h")
         from .celery_app import app
         from .runtime import current
         from .seed import submit_requests
@@ -174,12 +181,28 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
         progress.done()
         elapsed = time.monotonic() - started
         stats = rt.stats.read(crawl_id)
+    except KeyboardInterrupt:
+        print(f"\nstopping: running tasks finish, the rest stays queued (a second signal "
+              f"stops at once); resume with --crawl-id {crawl_id}", file=sys.stderr)
+        raise
     finally:
-        workers.stop()
-        if embedded is not None:
-            embedded.stop()
+        _shut_down(settings, workers, embedded)
     return {"crawl_id": crawl_id, "seeds_accepted": accepted, "elapsed": elapsed,
             "store": settings.store, "stats": stats, "embedded": embedded is not None}
+
+
+def _shut_down(settings: Settings, workers: Any, embedded: Any) -> None:
+    """Stop the workers warm (at once on a second signal), then the embedded Redis."""
+    try:
+        if workers is not None:
+            try:
+                workers.stop(timeout=settings.download_timeout + 10)
+            except KeyboardInterrupt:
+                workers.kill()
+                raise
+    finally:
+        if embedded is not None:
+            embedded.stop()
 
 
 class _Progress:

@@ -135,7 +135,7 @@ class Workers:
     def kill(self) -> None:
         """SIGKILL every worker process and its pool children."""
         for proc in self.procs:
-            if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
