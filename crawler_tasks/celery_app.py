@@ -60,6 +60,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_prefetch_multiplier": 1,
         "worker_pool": settings.worker_pool,
         "worker_concurrency": settings.worker_concurrency,
+        "worker_max_memory_per_child": settings.worker_max_memory * 1024 or None,  # KiB
         # Events cost a broker publish per task state; Flower switches the
         # workers' on by itself (enable_events), CRAWLER_TASK_EVENTS=1 from the start.
         "worker_send_task_events": settings.task_events,

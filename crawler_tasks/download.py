@@ -123,9 +123,10 @@ def _request_error(exc: requests.exceptions.RequestException, timeout: float, *,
         return FetchError(f"TLS error: {_ssl_reason(exc)}", retryable=False, reason="tls")
     if isinstance(cause, transport.HeadersCutOff):
         return FetchError("response cut off inside its headers", retryable=True, reason="headers_cut")
-    if isinstance(cause, http.client.IncompleteRead):
-        return FetchError(f"response ended early: {cause.partial and len(cause.partial) or 0} bytes read, "
-                          f"{cause.expected} more expected", retryable=True, reason="incomplete")
+    if isinstance(cause, http.client.IncompleteRead):  # urllib3's too: ``partial`` an int there
+        got = cause.partial if isinstance(cause.partial, int) else len(cause.partial or b"")
+        return FetchError(f"response ended early: {got} bytes read, {cause.expected} more expected",
+                          retryable=True, reason="incomplete")
     if isinstance(cause, (http.client.LineTooLong, http.client.HTTPException)) and \
             not isinstance(cause, http.client.RemoteDisconnected):
         return FetchError(f"malformed response: {cause}", retryable=False, reason="bad_response")

@@ -16,6 +16,14 @@ from .urls import fingerprint, validate_url
 
 DEFAULT_CRAWL_ID = "default"
 METHODS = ("GET", "HEAD")
+_CRAWL_ID_FORBIDDEN = frozenset(":{}")
+#: Meta keys the retry policy turns into numbers.
+_INTEGER_META = ("max_retry_times", "retry_priority_adjust")
+
+
+def _is_int(value: Any) -> bool:
+    """True for an int that is not a bool (JSON true is no priority)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -46,13 +54,26 @@ class CrawlRequest:
         object.__setattr__(self, "method", method)
         if not isinstance(self.meta, dict):
             raise BadInput("meta: must be a JSON object")
-        if not isinstance(self.headers, dict):
-            raise BadInput("headers: must be a JSON object")
-        if not self.crawl_id or not isinstance(self.crawl_id, str) or ":" in self.crawl_id:
-            raise BadInput(f"crawl_id: {self.crawl_id!r} must be a non-empty string without ':'")
+        for key in _INTEGER_META:  # read by the retry policy, in the worker
+            if key in self.meta and not _is_int(self.meta[key]):
+                raise BadInput(f"meta: {key} must be an integer")
+        if not isinstance(self.headers, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items()):
+            raise BadInput("headers: must be a JSON object of strings")
+        crawl_id = self.crawl_id
+        if (not isinstance(crawl_id, str) or not crawl_id or not crawl_id.isprintable()
+                or not _CRAWL_ID_FORBIDDEN.isdisjoint(crawl_id)):
+            # ':' separates key parts, '{' and '}' would break the Redis Cluster hash tag.
+            raise BadInput(f"crawl_id: {crawl_id!r:.80} must be a non-empty printable string "
+                           "without ':', '{' or '}'")
         for name in ("priority", "depth", "retries", "redirects"):
-            if not isinstance(getattr(self, name), int):
+            value = getattr(self, name)
+            if not _is_int(value):
                 raise BadInput(f"{name}: must be an integer")
+            if name != "priority" and value < 0:
+                raise BadInput(f"{name}: must be 0 or more")
+        if not isinstance(self.dont_filter, bool):
+            raise BadInput("dont_filter: must be true or false")
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -80,7 +101,7 @@ class CrawlRequest:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
-            raise BadInput(f"request: unknown field(s) {', '.join(sorted(unknown))}")
+            raise BadInput(f"request: unknown field(s) {', '.join(sorted(map(repr, unknown)))}")
         return cls(**data)
 
     @classmethod
@@ -94,8 +115,11 @@ class CrawlRequest:
             return cls(url=seed, **defaults)
         if not isinstance(seed, dict) or "url" not in seed:
             raise InvalidURL(f"seed: expected a URL or an object with a 'url', got {seed!r:.80}")
+        meta = seed.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise BadInput("meta: must be a JSON object")
         fields = dict(defaults)
-        fields["meta"] = {**defaults.get("meta", {}), **(seed.get("meta") or {})}
+        fields["meta"] = {**defaults.get("meta", {}), **meta}
         for key in ("method", "headers", "priority", "crawl_id", "dont_filter"):
             if key in seed:
                 fields[key] = seed[key]

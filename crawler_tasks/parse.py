@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -31,6 +32,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _INVISIBLE = ("script", "style", "noscript", "template", "svg")
+#: Bodies above this many bytes are parsed one at a time per worker process: a
+#: parse tree costs tens of times its body, so 32 threads parsing 10 MiB pages at
+#: once would need gigabytes. Parsing holds the GIL anyway, so little is lost.
+LARGE_BODY = 1 << 20
+_large_parse = threading.Lock()
 _SPACE = re.compile(r"\s+")
 
 
@@ -65,6 +71,14 @@ def parse_html(body: bytes, *, url: str, content_type: str | None, text_maxsize:
     ``max_links`` distinct links are kept (0 = all); ``links_over_cap`` counts
     the candidates past the cap.
     """
+    if len(body) > LARGE_BODY:
+        with _large_parse:
+            return _parse_html(body, url, content_type, text_maxsize, robots_header, max_links)
+    return _parse_html(body, url, content_type, text_maxsize, robots_header, max_links)
+
+
+def _parse_html(body: bytes, url: str, content_type: str | None, text_maxsize: int,
+                robots_header: str, max_links: int) -> Parsed:
     encoding, text = decode_html(body, content_type)
     root = _document(text)
     if root is None:

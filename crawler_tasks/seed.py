@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import enqueue
+from .errors import BadInput
 from .models import DEFAULT_CRAWL_ID, CrawlRequest
 from .runtime import Runtime, current
 from .urls import host_of
@@ -26,6 +27,10 @@ def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]],
     """Validated requests for ``seeds``; raises :class:`~crawler_tasks.errors.BadInput`."""
     if isinstance(seeds, (str, dict)):
         seeds = [seeds]
+    elif not isinstance(seeds, Iterable):
+        raise BadInput(f"seeds: expected a URL, a seed object or a list of them, got {seeds!r:.80}")
+    if meta is not None and not isinstance(meta, dict):
+        raise BadInput("meta: must be a JSON object")
     defaults = {"priority": priority, "meta": dict(meta or {}),
                 "crawl_id": crawl_id or DEFAULT_CRAWL_ID, "dont_filter": dont_filter}
     return [CrawlRequest.from_seed(s, **defaults) for s in seeds]

@@ -69,6 +69,10 @@ SPECS: tuple[Spec, ...] = (
          "(`threads`, `prefork`, `solo`); `-P` overrides it."),
     Spec("CRAWLER_WORKER_CONCURRENCY", "worker_concurrency", int, 32,
          "Tasks in flight per worker process (threads) or pool processes (prefork); `-c` overrides it."),
+    Spec("CRAWLER_WORKER_MAX_MEMORY", "worker_max_memory", int, 1024,
+         "MiB a prefork pool process may reach before it is replaced after its task "
+         "(Celery's `worker_max_memory_per_child`; 0 = never). Threads workers are bounded "
+         "instead by the size cap, the link cap and one large parse at a time."),
     Spec("CRAWLER_PIPELINE", "pipeline", str.lower, "local",
          "`local`: parse and store in the task that fetched the page; `split`: separate "
          "`crawl.parse`/`crawl.store` tasks (bodies by claim check), for parse-only nodes."),
@@ -158,6 +162,7 @@ class Settings:
     task_events: bool = _DEFAULTS["task_events"]
     worker_pool: str = _DEFAULTS["worker_pool"]
     worker_concurrency: int = _DEFAULTS["worker_concurrency"]
+    worker_max_memory: int = _DEFAULTS["worker_max_memory"]
     pipeline: str = _DEFAULTS["pipeline"]
     state_max_retries: int = _DEFAULTS["state_max_retries"]
     stall_timeout: float = _DEFAULTS["stall_timeout"]
@@ -172,7 +177,7 @@ class Settings:
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         for name in ("max_depth", "max_retries", "redirect_max_times", "store_max_retries",
-                     "state_max_retries", "max_links_per_page"):
+                     "state_max_retries", "max_links_per_page", "worker_max_memory"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name}: must be 0 or more")
         for name in ("worker_concurrency", "stall_timeout"):

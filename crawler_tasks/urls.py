@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url as _w3lib_canonicalize
 from w3lib.url import safe_url_string
@@ -26,7 +26,9 @@ def validate_url(url: str) -> str:
     Raises :class:`UnsupportedScheme` for schemes other than http/https and
     :class:`InvalidURL` for anything without a usable host or port.
     """
-    if not isinstance(url, str) or not url.strip():
+    if not isinstance(url, str):
+        raise InvalidURL(f"invalid URL {url!r:.80}: not a string")
+    if not url.strip():
         raise InvalidURL(f"invalid URL {url!r}: empty")
     return _validated(url.strip())
 
@@ -35,31 +37,58 @@ def validate_url(url: str) -> str:
 def _validated(url: str) -> str:
     if any(ch in url for ch in " \t\r\n"):
         raise InvalidURL(f"invalid URL {url!r}: contains white space")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise InvalidURL(f"invalid URL {url!r}: {exc}") from None
+    parts, port = _split(url)
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         what = f"scheme {scheme!r}" if scheme else "no scheme"
         raise UnsupportedScheme(f"invalid URL {url!r}: {what} (only http and https)")
-    host = parts.hostname or ""
-    if not host or host.startswith(".") or ".." in host:
+    if not _has_host(parts):
         raise InvalidURL(f"invalid URL {url!r}: no host")
     if port == 0:
         raise InvalidURL(f"invalid URL {url!r}: port 0")
-    return safe_url_string(urlunsplit(parts._replace(fragment="")))
+    try:
+        safe = safe_url_string(urlunsplit(parts._replace(fragment="")))
+    except ValueError as exc:  # UnicodeError: a lone surrogate cannot be encoded
+        raise InvalidURL(f"invalid URL {url!r}: {exc}") from None
+    # Everything but a host IDNA could not encode is percent-encoded by now.
+    if not safe.isprintable() or " " in safe:
+        raise InvalidURL(f"invalid URL {url!r}: control or white-space character in the host")
+    # w3lib parses as browsers do, where "\\" also ends the host: what it made needs one too.
+    if not _has_host(_split(safe)[0]):
+        raise InvalidURL(f"invalid URL {url!r}: no host")
+    return safe
+
+
+def _split(url: str) -> tuple[SplitResult, int | None]:
+    """``urlsplit`` and the port; :class:`InvalidURL` for what it cannot parse."""
+    try:
+        parts = urlsplit(url)
+        return parts, parts.port
+    except ValueError as exc:
+        raise InvalidURL(f"invalid URL {url!r}: {exc}") from None
+
+
+def _has_host(parts: SplitResult) -> bool:
+    """True when ``parts`` names a host with no empty label."""
+    host = parts.hostname or ""
+    return bool(host) and not host.startswith(".") and ".." not in host
 
 
 def canonicalize_url(url: str) -> str:
     """Canonical form used for identity: lower-case scheme and host, no default
-    port, sorted query, no fragment, normalised percent-encoding (w3lib)."""
-    canonical = _w3lib_canonicalize(url, keep_fragments=False)
-    parts = urlsplit(canonical)
-    if parts.port is not None and parts.port == _DEFAULT_PORTS.get(parts.scheme):
-        host = parts.hostname or ""
-        userinfo = parts.netloc.rpartition("@")[0]
+    port, sorted query, no fragment, normalised percent-encoding (w3lib).
+
+    Raises :class:`InvalidURL` for text w3lib cannot parse.
+    """
+    try:
+        canonical = _w3lib_canonicalize(url, keep_fragments=False)
+        parts = urlsplit(canonical)
+        port = parts.port
+    except ValueError as exc:  # UnicodeError included
+        raise InvalidURL(f"invalid URL {url!r}: {exc}") from None
+    if port is not None and port == _DEFAULT_PORTS.get(parts.scheme):
+        userinfo, _, hostport = parts.netloc.rpartition("@")
+        host = hostport.rpartition(":")[0].lower()  # an IPv6 host keeps its brackets
         netloc = f"{userinfo}@{host}" if userinfo else host
         canonical = urlunsplit(parts._replace(netloc=netloc))
     return canonical

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -47,6 +48,14 @@ class SQLiteStore:
     def __init__(self, path: str) -> None:
         if not path:
             raise UnknownStore("sqlite store: empty path")
+        try:
+            mode: int | None = os.stat(path).st_mode
+        except OSError:
+            mode = None  # not there yet (the first write creates it), or the write will say why
+        except ValueError as exc:  # a NUL byte, a character the file system cannot encode
+            raise UnknownStore(f"sqlite store {path!r}: {exc}") from None
+        if mode is not None and not stat.S_ISREG(mode):
+            raise UnknownStore(f"sqlite store {path!r}: not a file (a directory?)")
         self.path = Path(path)
         self._local = threading.local()
         self._conns: list[tuple[int, sqlite3.Connection]] = []
@@ -72,8 +81,15 @@ class SQLiteStore:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
-            raise StoreUnavailable(f"sqlite store {self.path}: {exc}") from None
+            raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
         return conn
+
+    def _exists(self) -> bool:
+        """Whether the file is there yet; :class:`StoreUnavailable` when that cannot be told."""
+        try:
+            return self.path.exists()
+        except OSError as exc:  # name too long, permission denied
+            raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
 
     def upsert(self, records: Sequence[PageRecord]) -> None:
         rows = [(r.fingerprint, r.url, r.crawl_id, r.status, r.fetched_at, r.description,
@@ -82,10 +98,10 @@ class SQLiteStore:
             with self.conn:
                 self.conn.executemany(_UPSERT, rows)
         except sqlite3.Error as exc:
-            raise StoreUnavailable(f"sqlite store {self.path}: {exc}") from None
+            raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
 
     def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
-        if not self.path.exists():
+        if not self._exists():
             return
         sql, args = "SELECT record FROM pages ORDER BY rowid", ()
         if crawl_id is not None:
@@ -94,7 +110,7 @@ class SQLiteStore:
             yield PageRecord.from_dict(json.loads(raw))
 
     def count(self, crawl_id: str | None = None) -> int:
-        if not self.path.exists():
+        if not self._exists():
             return 0
         if crawl_id is None:
             return self.conn.execute("SELECT count(*) FROM pages").fetchone()[0]

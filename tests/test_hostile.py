@@ -1,0 +1,120 @@
+"""A crawl of a site of hostile responses: every one ends in a record with a clear
+description, in bounded time, with bounded worker memory, and the crawl drains."""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+
+from crawler_tasks.backends import open_store
+from crawler_tasks.celery_app import create_app
+from crawler_tasks.local import Workers, wait_drained
+from crawler_tasks.runtime import Runtime
+from crawler_tasks.seed import build_requests, submit_requests
+from crawler_tasks.settings import Settings
+
+from .conftest import REDIS, flush, token
+from .hostile_site import HOSTILE_PATHS, HostileSite
+
+pytestmark = pytest.mark.slow
+
+HOSTILE_DB = 5
+TIMEOUT = 2.0
+MAX_RETRIES = 1
+MAX_LINKS = 1000
+
+#: path -> (status of the record, text its description must contain); None = a stored page.
+EXPECTED = {
+    "/drip": (None, f"timeout after {TIMEOUT}s ({MAX_RETRIES + 1} attempts)"),
+    "/stall-headers": (None, f"timeout after {TIMEOUT}s ({MAX_RETRIES + 1} attempts)"),
+    "/cut-headers": (None, "response cut off inside its headers"),
+    "/gzip-bomb": (200, None),
+    "/deflate-bomb": (200, None),
+    "/redirects/10000": (302, None),
+    "/links/1000000": (200, None),
+    "/deep": (200, None),
+    "/bad-utf8": (200, None),
+    "/mixed-encoding": (200, None),
+    "/many-headers": (None, "malformed response: got more than 100 headers"),
+    "/cl-short": (None, "response ended early"),
+    "/cl-long": (200, None),
+}
+
+
+@pytest.fixture(scope="module")
+def hostile() -> HostileSite:
+    site = HostileSite(warm=True).start()
+    yield site
+    site.stop()
+
+
+def tree_rss(procs: list[psutil.Process]) -> int:
+    total = 0
+    for proc in procs:
+        try:
+            total += sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def test_hostile_site_crawl_drains_with_a_described_record_for_everything(hostile, tmp_path):
+    assert set(EXPECTED) == set(HOSTILE_PATHS)
+    flush(HOSTILE_DB)
+    store = str(tmp_path / "pages.db")
+    settings = Settings(broker_url=f"{REDIS}/{HOSTILE_DB}", key_prefix=f"hostile{token()}",
+                        store=store, download_timeout=TIMEOUT, max_retries=MAX_RETRIES,
+                        retry_backoff=0.1, retry_backoff_max=1, max_links_per_page=MAX_LINKS,
+                        allowed_domains=("127.0.0.1", "localhost"), max_depth=2)
+    rt = Runtime(settings, create_app(settings))
+    crawl_id = "hostile"
+    workers = Workers(settings, processes=2, concurrency=8, name=f"hostile{token()}@%h",
+                      log_path=str(tmp_path / "workers.log")).start()
+    procs = [psutil.Process(p.pid) for p in workers.procs]
+    peak, started = 0, time.monotonic()
+    try:
+        submit_requests(rt, build_requests([hostile.url + "/", hostile.tls_url + "/ok"],
+                                           crawl_id=crawl_id))
+
+        def drained() -> bool:
+            nonlocal peak
+            peak = max(peak, tree_rss(procs))
+            return rt.crawls.outstanding(crawl_id) == 0
+
+        wait_drained(drained, timeout=180, workers=workers, poll=0.2)
+    finally:
+        workers.stop()
+    elapsed = time.monotonic() - started
+    print(f"\nhostile crawl: drained in {elapsed:.1f}s, peak RSS of both workers {peak / 2**20:.0f} MB")
+
+    records = {r.url: r for r in open_store(store).records(crawl_id)}
+    for path, (status, text) in EXPECTED.items():
+        record = records[hostile.url + path]
+        if status is not None:
+            assert record.status == status, (path, record.status, record.description)
+        if text is not None:
+            assert text in (record.description or ""), (path, record.description)
+            assert record.status in (None, 0), (path, record.status)
+    tls = records[hostile.tls_url + "/ok"]
+    assert "TLS error: certificate verify failed" in tls.description
+
+    bombs = [records[hostile.url + p] for p in ("/gzip-bomb", "/deflate-bomb")]
+    assert all(r.truncated and r.size == settings.download_maxsize for r in bombs)
+    links = records[hostile.url + "/links/1000000"]
+    assert links.truncated and len(links.links) == MAX_LINKS
+    stats = rt.stats.read(crawl_id)
+    assert stats["links/over_cap"] > 100_000
+    # The redirect chain is cut at CRAWLER_REDIRECT_MAX_TIMES hops, each hop stored once.
+    hops = [r for r in records.values() if "/redirects/" in r.url]
+    assert len(hops) == settings.redirect_max_times + 1
+    assert [r.description for r in hops if r.description] == [
+        f"redirect not followed: redirect hops exceeded ({settings.redirect_max_times})"]
+    # Exactly what the store holds is what the counters say.
+    assert stats["stored"] == len(records)
+    assert stats.get("errors", 0) == 0 and stats.get("worker_lost", 0) == 0
+    # Each hostile response costs at most its attempts' timeouts plus backoff, run in parallel.
+    assert elapsed < 120
+    assert peak < 1.2 * 2**30
+    rt.close()
