@@ -11,7 +11,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from kombu.exceptions import OperationalError
+
 from . import routing
+from .connection import safe_url
+from .errors import BrokerUnavailable
 from .gate import Candidate, Verdict
 from .models import CrawlRequest
 
@@ -29,7 +33,7 @@ def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:
     """Gate seed ``requests`` (all of one crawl) in one round trip and publish the admitted ones.
 
     Returns how many were published. If publishing fails part-way, what was not
-    published is not marked seen (the error propagates).
+    published is not marked seen, and :class:`BrokerUnavailable` says so.
     """
     if not requests:
         return 0
@@ -43,10 +47,13 @@ def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:
     for i, (request, _, task_id) in enumerate(admitted):
         try:
             publish_fetch(rt, request, task_id)
-        except Exception:
+        except Exception as exc:
             rest = admitted[i:]
             rt.gate.forget(crawl_id, [c.fingerprint for _, c, _ in rest if not c.dont_filter],
                            [t for _, _, t in rest])
+            if isinstance(exc, OperationalError):
+                raise BrokerUnavailable(f"broker at {safe_url(rt.settings.broker_url)} did not take "
+                                        f"the seeds ({i} of {len(admitted)} enqueued): {exc}") from None
             raise
     return len(admitted)
 
@@ -69,7 +76,7 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
     stage_id = None
     if stage is not None:
         stage_id = stage_task_id(claim_id or task_id, stage)
-        candidates.append(Candidate(f"stage:{stage_id}", stage_id, dont_filter=True))
+        candidates.append(Candidate(f"stage:{stage_id}", stage_id, dont_filter=True, stage=True))
     done = rt.gate.complete(crawl_id, candidates, task_id=task_id, counts=counts,
                             max_pages=rt.limits(crawl_id).max_pages)
     if done.verdict is Verdict.STALE:

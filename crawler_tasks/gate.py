@@ -32,7 +32,8 @@ from .keys import Keys
 # KEYS[4] replay HASH of the finishing task (any key for seeds: unused)
 # ARGV[1] finishing task id ('' for seeds) · ARGV[2] max pages (0 = none) ·
 # ARGV[3] replay TTL (s) · ARGV[4] n counters, then n (name, amount) pairs,
-# then (fingerprint, task id, bypass '1'/'0') triples, fingerprints unique.
+# then (fingerprint, task id, kind) triples, fingerprints unique; kind '0' gated,
+# '1' bypass (dont_filter), 's' a pipeline stage (bypass, not counted as admitted).
 _COMPLETE = """
 local me, limit, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local first = 5 + 2 * n
@@ -40,9 +41,10 @@ local CHUNK = 1000
 local function each_chunk(list, fn)
   for i = 1, #list, CHUNK do fn(unpack(list, i, math.min(i + CHUNK - 1, #list))) end
 end
-local fps, tids, bypass = {}, {}, {}
+local fps, tids, bypass, stage = {}, {}, {}, {}
 for i = first, #ARGV, 3 do
-  fps[#fps + 1], tids[#tids + 1], bypass[#bypass + 1] = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1'
+  local n = #fps + 1
+  fps[n], tids[n], bypass[n], stage[n] = ARGV[i], ARGV[i + 1], ARGV[i + 2] ~= '0', ARGV[i + 2] == 's'
 end
 if me ~= '' then
   if redis.call('SISMEMBER', KEYS[1], me) == 0 then return {'stale'} end
@@ -81,7 +83,7 @@ for i = 1, #fps do
     end
   end
   if ok then
-    admitted = admitted + 1
+    if not stage[i] then admitted = admitted + 1 end
     new_tids[#new_tids + 1] = tids[i]
     pairs_[#pairs_ + 1] = fps[i]
     pairs_[#pairs_ + 1] = tids[i]
@@ -140,6 +142,8 @@ class Candidate:
     fingerprint: str
     task_id: str
     dont_filter: bool = False
+    #: A pipeline step of the finishing task (parse/store), not a new URL: not counted as admitted.
+    stage: bool = False
 
 
 class Verdict(Enum):
@@ -184,7 +188,7 @@ class Gate:
         for name, amount in counted:
             argv += [name, amount]
         for c in candidates:
-            argv += [c.fingerprint, c.task_id, "1" if c.dont_filter else "0"]
+            argv += [c.fingerprint, c.task_id, "s" if c.stage else "1" if c.dont_filter else "0"]
         raw = [v.decode() if isinstance(v, bytes) else v for v in self._complete(keys=keys, args=argv)]
         return Completion(Verdict(raw[0]), [tid or None for tid in raw[1:]])
 

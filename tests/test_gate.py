@@ -125,3 +125,24 @@ def test_racing_submitters_publish_each_url_exactly_once():
     assert sorted(urls) == sorted(set(a) | set(b))
     assert sum(accepted) == 900
     client.flushdb()
+
+
+def test_a_pipeline_stage_is_tracked_but_neither_counted_nor_budgeted():
+    g, _ = gate()
+    g.admit("c", [Candidate("fp1", "t1")], max_pages=2)
+    done = g.complete("c", [Candidate("stage:t1.store", "t1.store", dont_filter=True, stage=True),
+                            Candidate("fp2", "t2")], task_id="t1", max_pages=2)
+    assert done.task_ids == ["t1.store", "t2"]
+    assert g.client.hget(g.keys.stats("c"), "gate/admitted") == b"2"
+    assert g.client.sismember(g.keys.outstanding("c"), "t1.store")
+
+
+def test_a_step_counts_once_and_only_while_its_task_is_outstanding():
+    g, _ = gate()
+    g.admit("c", [Candidate("fp1", "t1")])
+    assert g.count_once("c", "t1", "retry:1", {"retries": 1})
+    assert not g.count_once("c", "t1", "retry:1", {"retries": 1})  # a redelivery repeats the step
+    assert g.count_once("c", "t1", "retry:2", {"retries": 1})
+    g.finish("c", "t1")
+    assert not g.count_once("c", "t1", "retry:3", {"retries": 1})  # a late duplicate delivery
+    assert g.client.hget(g.keys.stats("c"), "retries") == b"2"

@@ -3,7 +3,10 @@
 Safe with several worker processes on one node and with the threads pool: each
 thread of each process opens its own connection (SQLite connections must not
 cross threads), WAL lets readers run beside the single writer, and a busy
-timeout makes writers wait instead of failing.
+timeout makes writers wait their turn. A write still locked out after
+``BUSY_TIMEOUT`` counts as a store that is down (:class:`StoreUnavailable`): the
+record goes to a ``crawl.store`` task that retries with backoff, and the
+fetching thread moves on.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from pathlib import Path
 
 from ..errors import StoreUnavailable, UnknownStore
 from ..models import PageRecord
+
+BUSY_TIMEOUT = 5.0  # seconds a writer waits for the lock
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pages (
@@ -75,7 +80,7 @@ class SQLiteStore:
     def _connect(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None,
                                    check_same_thread=False)  # closed by close() from any thread
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
