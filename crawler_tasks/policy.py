@@ -146,7 +146,7 @@ def plan_retry(req: CrawlRequest, settings: Settings, *, max_retries: int | None
 
 def backoff(settings: Settings, retries: int) -> float:
     """Seconds before retry number ``retries + 1``: doubling from ``retry_backoff``, capped."""
-    return min(settings.retry_backoff * 2 ** retries, settings.retry_backoff_max)
+    return min(settings.retry_backoff * 2 ** min(retries, 64), settings.retry_backoff_max)
 
 
 def retry_delay(req: CrawlRequest, settings: Settings, retry_after: float | None) -> float:

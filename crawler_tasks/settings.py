@@ -7,6 +7,7 @@ Only :meth:`Settings.from_env` reads the environment. Components take a
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,6 +30,14 @@ def _bool(raw: str) -> bool:
     if value in ("0", "false", "no", "off"):
         return False
     raise ValueError(raw)
+
+
+def _number(raw: str) -> float:
+    """A finite float ('nan' and 'inf' are refused)."""
+    value = float(raw)
+    if not math.isfinite(value):
+        raise ValueError(raw)
+    return value
 
 
 def _csv(raw: str) -> tuple[str, ...]:
@@ -78,7 +87,7 @@ SPECS: tuple[Spec, ...] = (
          "`crawl.parse`/`crawl.store` tasks (bodies by claim check), for parse-only nodes."),
     Spec("CRAWLER_STORE", "store", str, DEFAULT_STORE,
          "Store URI: a path or `sqlite:///path` (embedded SQLite)."),
-    Spec("CRAWLER_DOWNLOAD_TIMEOUT", "download_timeout", float, None,
+    Spec("CRAWLER_DOWNLOAD_TIMEOUT", "download_timeout", _number, None,
          "Seconds one download may take in all: connect, headers and the whole body.",
          f"`{DOWNLOAD_TIMEOUT}`, or half of `CRAWLER_VISIBILITY_TIMEOUT` if that is less"),
     Spec("CRAWLER_MAX_DEPTH", "max_depth", int, 0,
@@ -101,9 +110,9 @@ SPECS: tuple[Spec, ...] = (
          "Added to a request's priority for its redirect target (higher = sooner)."),
     Spec("CRAWLER_RETRY_PRIORITY_ADJUST", "retry_priority_adjust", int, -1,
          "Added to a request's priority on each retry."),
-    Spec("CRAWLER_RETRY_BACKOFF", "retry_backoff", float, 1.0,
+    Spec("CRAWLER_RETRY_BACKOFF", "retry_backoff", _number, 1.0,
          "Seconds before the first retry; doubles on each retry."),
-    Spec("CRAWLER_RETRY_BACKOFF_MAX", "retry_backoff_max", float, None,
+    Spec("CRAWLER_RETRY_BACKOFF_MAX", "retry_backoff_max", _number, None,
          "Longest wait before a retry, `Retry-After` included (seconds); with a Redis broker "
          "it must stay below the visibility timeout.",
          f"`{RETRY_BACKOFF_MAX}`, or half of `CRAWLER_VISIBILITY_TIMEOUT` if that is less"),
@@ -123,7 +132,7 @@ SPECS: tuple[Spec, ...] = (
          "Prefix of every Redis key this package writes."),
     Spec("CRAWLER_STATE_MAX_RETRIES", "state_max_retries", int, 10,
          "Retries of a task whose state-Redis commands failed (backoff as for fetches)."),
-    Spec("CRAWLER_STALL_TIMEOUT", "stall_timeout", float, 300.0,
+    Spec("CRAWLER_STALL_TIMEOUT", "stall_timeout", _number, 300.0,
          "`crawler-tasks crawl` gives up (exit 1, saying what is stuck) when nothing moved "
          "this many seconds while work was outstanding."),
     Spec("CRAWLER_TASK_EVENTS", "task_events", _bool, False,
@@ -200,9 +209,8 @@ class Settings:
         A task (its download included) and a retry's countdown must end well
         before a Redis broker hands the message to another worker.
         """
-        if not isinstance(self.visibility_timeout, (int, float)) or self.visibility_timeout <= 0:
-            return  # refused with a clear message below
-        half = self.visibility_timeout / 2
+        vt = self.visibility_timeout
+        half = vt / 2 if isinstance(vt, (int, float)) and vt > 0 else math.inf  # else refused below
         derived = []
         for name, ceiling in (("download_timeout", DOWNLOAD_TIMEOUT),
                               ("retry_backoff_max", RETRY_BACKOFF_MAX)):
@@ -237,7 +245,7 @@ class Settings:
             try:
                 values[spec.attr] = spec.parse(raw)
             except ValueError:
-                kind = {int: "integer", float: "number", _bool: "boolean (1/0)"}.get(spec.parse, "value")
+                kind = {int: "integer", _number: "number", _bool: "boolean (1/0)"}.get(spec.parse, "value")
                 raise SettingsError(f"{spec.env}: {raw!r} is not a valid {kind}") from None
         values.update(overrides)
         return cls(**values)
