@@ -150,3 +150,80 @@ def test_crawl_that_stops_moving_exits_non_zero_saying_what_is_stuck(site):
 def _tidy() -> None:
     yield
     flush(TASKS_DB)
+
+
+class _Evil:
+    """Unpickling this runs a shell command: what a pickled message could do to a worker."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _junk(rng, depth: int = 0):
+    """A random JSON value that is never a valid request (no 'url' that validates)."""
+    kinds = ["int", "str", "float", "none", "bool"] + (["list", "dict", "request"] if depth < 3 else [])
+    kind = rng.choice(kinds)
+    if kind == "int":
+        return rng.choice([0, -1, 2**63, -(2**70), rng.randint(-1000, 1000)])
+    if kind == "str":
+        return rng.choice(["", "javascript:alert(1)", "http://", "\udcff", "x" * 10_000,
+                           "ftp://a.test/", "{}", "http:// a.test", "\x00"])
+    if kind == "float":
+        return rng.choice([1e308, -0.0, 3.5])
+    if kind == "none":
+        return None
+    if kind == "bool":
+        return rng.choice([True, False])
+    if kind == "list":
+        return [_junk(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    if kind == "dict":
+        return {rng.choice(["url", "meta", "priority", "crawl_id", "x"]): _junk(rng, depth + 1)
+                for _ in range(rng.randint(0, 4))}
+    return {"url": rng.choice(["mailto:a@b.test", "http://", 7, None, "http://a.test/\udcff"]),
+            "crawl_id": rng.choice(["}{", "a:b", "", 5, "ok"]), "priority": rng.choice(["1", True, 1.5])}
+
+
+def _queues_empty(rt: Runtime) -> bool:
+    from crawler_tasks.queues import queue_depths
+
+    return all(q["total"] == 0 for q in queue_depths(rt.app, rt.settings).values())
+
+
+def test_pickled_and_malformed_messages_are_refused_and_the_worker_goes_on(rt, worker, site, tmp_path):
+    import pickle
+    import random
+
+    from kombu import Connection
+
+    from crawler_tasks import routing
+
+    marker = tmp_path / "pickle-ran"
+    with Connection(rt.settings.broker_url) as conn:
+        conn.Producer().publish(
+            pickle.dumps([_Evil(marker)]), routing_key=routing.FETCH_QUEUE, exchange="",
+            content_type="application/x-python-serialize", content_encoding="binary",
+            headers={"task": routing.FETCH_TASK, "id": f"pickled-{token()}", "lang": "py"})
+    rng = random.Random(6)
+    keys_before = {k for k in rt.redis.keys(f"{rt.settings.key_prefix}:*")}
+    for _ in range(150):  # fuzzed arguments of every task another app may send
+        name = rng.choice([routing.FETCH_TASK, routing.PARSE_TASK, routing.STORE_TASK, routing.SUBMIT_TASK])
+        args = [_junk(rng) for _ in range(rng.randint(0, 3))]
+        kwargs = {rng.choice(["urls", "priority", "meta", "crawl_id", "dont_filter", "zz"]): _junk(rng)
+                  for _ in range(rng.randint(0, 3))}
+        rt.app.send_task(name, args=args, kwargs=kwargs, **routing.ROUTES[name])
+    wait_drained(lambda: _queues_empty(rt), timeout=60, workers=worker)
+
+    # The worker is alive and still crawls; nothing of the junk reached the gate or the queues.
+    crawl_id, t = f"after{token()}", token()
+    submit_requests(rt, build_requests(f"{site.url}/page/{t}", crawl_id=crawl_id),
+                    store=str(tmp_path / "pages.db"))
+    wait_drained(lambda: drained(rt, crawl_id), timeout=30, workers=worker)
+    assert rt.stats.read(crawl_id)["stored"] == 1
+    assert not marker.exists()
+    new_keys = {k for k in rt.redis.keys(f"{rt.settings.key_prefix}:*")} - keys_before
+    assert all(crawl_id.encode() in k for k in new_keys if b":crawls" not in k), new_keys
+    log = Path(worker.log_path).read_text()
+    assert "ContentDisallowed" in log or "Refusing to deserialize" in log
