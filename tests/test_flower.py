@@ -16,15 +16,19 @@ from crawler_tasks.local import free_port
 from .conftest import token
 
 
-@pytest.fixture
-def flower(worker, tmp_path) -> Iterator[str]:
+def start_flower(tmp_path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
     port = free_port()
     log = open(tmp_path / "flower.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "crawler_tasks", "flower", "--address=127.0.0.1",
          f"--port={port}", f"--db={tmp_path / 'flower.db'}"],
-        env={**os.environ, "FLOWER_UNAUTHENTICATED_API": "true"}, stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}"
+        env={**os.environ, **env}, stdout=log, stderr=log)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def flower(worker, tmp_path) -> Iterator[str]:
+    proc, url = start_flower(tmp_path, {"FLOWER_UNAUTHENTICATED_API": "true"})
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -69,3 +73,26 @@ def test_flower_shows_workers_crawl_tasks_and_queues(flower, crawl, site, settin
         return  # Flower reads RabbitMQ queue lengths only through --broker-api (management plugin)
     queues = requests.get(f"{flower}/api/queues/length", timeout=10).json()["active_queues"]
     assert {q["name"] for q in queues} >= {"crawl.fetch", "crawl.parse", "crawl.store"}
+
+
+def test_flower_as_docker_runs_it_requires_a_password(worker, tmp_path):
+    from pathlib import Path
+
+    compose = (Path(__file__).resolve().parents[1] / "docker" / "compose.yml").read_text()
+    assert "FLOWER_BASIC_AUTH: ${FLOWER_BASIC_AUTH:?" in compose  # compose refuses to start without it
+    proc, url = start_flower(tmp_path, {"FLOWER_BASIC_AUTH": "admin:s3cret-pw"})
+    try:
+        assert poll(lambda: _status(f"{url}/api/workers") not in (None,), 30)
+        assert _status(f"{url}/api/workers") == 401 and _status(f"{url}/") == 401
+        assert requests.get(f"{url}/api/workers", auth=("admin", "s3cret-pw"), timeout=10).ok
+        assert _status(f"{url}/api/workers", auth=("admin", "wrong")) == 401
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _status(url: str, **kwargs) -> int | None:
+    try:
+        return requests.get(url, timeout=5, **kwargs).status_code
+    except requests.ConnectionError:
+        return None
