@@ -16,4 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-beat_schedule: dict[str, dict[str, Any]] = {}
+beat_schedule: dict[str, dict[str, Any]] = {
+    # Seeds other programs push onto the Redis list <prefix>:start_urls (scrapy-redis style).
+    "feed-start-urls": {
+        "task": "crawl.feed",
+        "schedule": 5.0,
+        "options": {"expires": 5.0},
+    },
+}

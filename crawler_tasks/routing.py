@@ -25,6 +25,7 @@ FETCH_TASK = "crawl.fetch"
 PARSE_TASK = "crawl.parse"
 STORE_TASK = "crawl.store"
 SUBMIT_TASK = "crawl.submit"
+FEED_TASK = "crawl.feed"
 
 #: Consumption order of a worker that serves every queue: pages in flight first.
 QUEUE_ORDER = (PARSE_QUEUE, STORE_QUEUE, SEED_QUEUE, FETCH_QUEUE)
@@ -36,7 +37,8 @@ QUEUE_ORDER = (PARSE_QUEUE, STORE_QUEUE, SEED_QUEUE, FETCH_QUEUE)
 ROUTES = {
     task: {"queue": queue}
     for task, queue in ((FETCH_TASK, FETCH_QUEUE), (PARSE_TASK, PARSE_QUEUE),
-                        (STORE_TASK, STORE_QUEUE), (SUBMIT_TASK, SEED_QUEUE))
+                        (STORE_TASK, STORE_QUEUE), (SUBMIT_TASK, SEED_QUEUE),
+                        (FEED_TASK, SEED_QUEUE))
 }
 
 MIN_BAND, NORMAL_BAND, MAX_BAND = 0, 5, 9

@@ -6,10 +6,19 @@ A seed is a URL string or an object in the upstream seed format::
      "meta": {"url_id": "42", "NotExtract": true}, "_encoding": "utf-8"}
 
 Every seed is validated before any is enqueued, so one bad URL enqueues nothing.
+
+Other programs may also push seeds onto the Redis list ``<prefix>:start_urls``
+(``RPUSH``; one URL or JSON seed object per item, which may name its
+``crawl_id``); :func:`feed` drains it (Beat runs ``crawl.feed`` every few
+seconds). Each item is judged on its own: a malformed one goes to
+``<prefix>:start_urls:rejected`` with its one-line reason, the rest are gated
+and enqueued.
 """
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -70,3 +79,59 @@ def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]], *
     requests = build_requests(url_or_urls, priority=priority, meta=meta,
                               crawl_id=crawl_id, dont_filter=dont_filter)
     return submit_requests(current(app), requests)
+
+
+#: Rejected start-URL items kept for a user to look at.
+REJECTED_KEPT = 1000
+_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+
+
+def feed(rt: Runtime, batch: int = 500, lock_ttl: int = 60) -> tuple[int, int]:
+    """Move up to ``batch`` items of the start-URL list into the crawl; (enqueued, rejected).
+
+    Items leave the list only after they were submitted (at least once: a
+    worker dying half-way makes the next feed submit them again, and the gate
+    refuses the repeats). One feeder at a time holds the lock.
+    """
+    keys, client = rt.keys, rt.redis
+    token = uuid.uuid4().hex
+    if not client.set(keys.feed_lock(), token, nx=True, ex=lock_ttl):
+        return 0, 0
+    try:
+        items = client.lrange(keys.start_urls(), 0, batch - 1)
+        accepted, rejected = _feed_items(rt, items)
+        with rt.pipeline() as pipe:
+            for entry in rejected:
+                pipe.lpush(keys.start_urls_rejected(), entry)
+            pipe.ltrim(keys.start_urls_rejected(), 0, REJECTED_KEPT - 1)
+            pipe.ltrim(keys.start_urls(), len(items), -1)
+            pipe.execute()
+        return accepted, len(rejected)
+    finally:
+        client.eval(_RELEASE, 1, keys.feed_lock(), token)
+
+
+def _feed_items(rt: Runtime, items: list[bytes]) -> tuple[int, list[str]]:
+    requests, rejected = [], []
+    for raw in items:
+        text = raw.decode("utf-8", errors="replace").strip()
+        try:
+            requests.append(_start_url_request(text))
+        except BadInput as exc:
+            rejected.append(json.dumps({"item": text[:500], "error": str(exc)}, ensure_ascii=False))
+    return (submit_requests(rt, requests) if requests else 0), rejected
+
+
+def _start_url_request(text: str) -> CrawlRequest:
+    """The request for one start-URL item; :class:`BadInput` when it is not a usable seed."""
+    if text.startswith("{"):
+        try:
+            seed = json.loads(text)
+        except ValueError:
+            raise BadInput("not a JSON seed object") from None
+        if not isinstance(seed, dict):
+            raise BadInput("not a JSON seed object")
+        [request] = build_requests([seed])  # the object may name its crawl_id
+        return request
+    [request] = build_requests([text])
+    return request

@@ -7,6 +7,7 @@ Task names are stable; other apps may ``send_task`` them:
 ``crawl.fetch``   args ``[request]`` — one request object; bypasses the gate.
 ``crawl.parse``   args ``[claim_id, request]`` — internal (split pipeline).
 ``crawl.store``   args ``[claim_id, request]`` — internal (split pipeline, store retries).
+``crawl.feed``    no arguments — drains the Redis start-URL list (Beat runs it).
 
 However a crawl task ends, its id leaves its crawl's outstanding set exactly
 once: through :func:`crawler_tasks.enqueue.complete` when it finished its work,
@@ -179,6 +180,16 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
     except BadInput as exc:
         log.error("refused seeds: %s", exc)
         return 0
+
+
+@app.task(name=routing.FEED_TASK, bind=True, ignore_result=True)
+def feed_start_urls(self: Task) -> int:
+    """Move seeds other programs pushed onto ``<prefix>:start_urls`` into their crawls."""
+    accepted, rejected = seed.feed(current(self.app))
+    if rejected:
+        log.warning("start-URL list: %s item(s) refused, see %s", rejected,
+                    current(self.app).keys.start_urls_rejected())
+    return accepted
 
 
 def _refetch(rt: Runtime, req: CrawlRequest, task_id: str) -> None:
