@@ -4,6 +4,10 @@ Every process that talks to the queues (workers, Beat, Flower, other apps that
 ``apply_async``) must load this configuration: the Redis transport computes list
 names from ``sep`` and ``priority_steps`` on both sides, and a message sent
 without a priority must land in the normal band (celery-notes §1.1).
+
+A ``rediss://`` or ``amqps://`` broker gets ``broker_use_ssl`` from its URL
+(:func:`~crawler_tasks.connection.broker_params`): certificates are verified
+unless the URL says ``ssl_cert_reqs=none``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 from celery import Celery
 
 from . import routing
+from .connection import broker_params
 from .settings import Settings
 
 
@@ -39,8 +44,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     from beat_schedule import beat_schedule
 
     redis = settings.broker_is_redis
+    broker_url, broker_ssl = broker_params(settings.broker_url)
     return {
-        "broker_url": settings.broker_url,
+        "broker_url": broker_url,
+        "broker_use_ssl": broker_ssl or False,
         "broker_transport_options": _transport_options(settings),
         "broker_connection_retry_on_startup": True,
         "task_serializer": "json",
