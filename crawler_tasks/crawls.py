@@ -18,6 +18,9 @@ from .keys import Keys
 from .settings import Settings
 from .urls import domain_allowed, host_of
 
+#: Config hash fields ``domain:<name>`` list the domains a crawl may follow links to.
+DOMAIN_FIELD = "domain:"
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -72,7 +75,7 @@ class Crawls:
     def register(self, crawl_id: str, *, domains: Iterable[str] = (), max_depth: int | None = None,
                  max_pages: int | None = None, store: str | None = None) -> None:
         """Record a crawl and add ``domains``; limits given here override worker settings."""
-        fields: dict[str, str | int] = {}
+        fields: dict[str, str | int] = {f"{DOMAIN_FIELD}{d}": 1 for d in domains if d}
         if max_depth is not None:
             fields["max_depth"] = max_depth
         if max_pages is not None:
@@ -83,9 +86,6 @@ class Crawls:
         pipe.sadd(self.keys.crawls(), crawl_id)
         if fields:
             pipe.hset(self.keys.crawl(crawl_id), mapping=fields)
-        domains = [d for d in domains if d]
-        if domains:
-            pipe.sadd(self.keys.domains(crawl_id), *domains)
         pipe.execute()
         self._cache.pop(crawl_id, None)
 
@@ -94,14 +94,10 @@ class Crawls:
         hit = self._cache.get(crawl_id)
         if hit and time.monotonic() - hit[0] < self.CACHE_SECONDS:
             return hit[1]
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hgetall(self.keys.crawl(crawl_id))
-        pipe.smembers(self.keys.domains(crawl_id))
-        fields, domains = pipe.execute()
-        fields = {k.decode(): v.decode() for k, v in fields.items()}
+        fields = {k.decode(): v.decode() for k, v in self.client.hgetall(self.keys.crawl(crawl_id)).items()}
         config = CrawlConfig(
             crawl_id=crawl_id,
-            domains=frozenset(d.decode() for d in domains),
+            domains=frozenset(k[len(DOMAIN_FIELD):] for k in fields if k.startswith(DOMAIN_FIELD)),
             max_depth=int(fields["max_depth"]) if "max_depth" in fields else None,
             max_pages=int(fields.get("max_pages", 0)),
             store=fields.get("store"),

@@ -43,12 +43,9 @@ class Keys:
         return self._crawl(crawl_id, "errors")
 
     def crawl(self, crawl_id: str) -> str:
-        """HASH of one crawl's configuration (max depth, max pages, store)."""
+        """HASH of one crawl's configuration: max depth, max pages, store, and a
+        ``domain:<name>`` field per domain it may follow links to."""
         return self._crawl(crawl_id, "config")
-
-    def domains(self, crawl_id: str) -> str:
-        """SET of domains one crawl may follow links to."""
-        return self._crawl(crawl_id, "domains")
 
     def stats(self, crawl_id: str) -> str:
         """HASH of one crawl's counters (the overall figures are their sum)."""
