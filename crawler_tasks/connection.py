@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 import redis
 from kombu import Connection
 
-from .errors import BrokerUnavailable, SettingsError
+from .errors import BrokerRefused, BrokerUnavailable, SettingsError
 
 CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
 
@@ -52,12 +52,12 @@ def redis_from_url(url: str, *, check: bool = True, max_connections: int | None 
     except (ValueError, TypeError):
         raise SettingsError(f"Redis URL {safe_url(url)} {MALFORMED}") from None
     except (redis.RedisError, OSError) as exc:
-        raise BrokerUnavailable(_unavailable(f"Redis at {safe_url(url)}", exc, url)) from None
+        raise _unavailable(f"Redis at {safe_url(url)}", exc, url) from None
     if check:
         try:
             client.ping()
         except (redis.RedisError, OSError) as exc:
-            raise BrokerUnavailable(_unavailable(f"Redis at {safe_url(url)}", exc, url)) from None
+            raise _unavailable(f"Redis at {safe_url(url)}", exc, url) from None
     return client
 
 
@@ -73,7 +73,7 @@ def check_broker(url: str, timeout: float = 3.0) -> None:
     except ValueError:  # e.g. a port that is not a number: the URL was cut in the wrong place
         raise SettingsError(f"broker URL {safe_url(url)} {MALFORMED}") from None
     except Exception as exc:  # kombu raises transport-specific errors
-        raise BrokerUnavailable(_unavailable(f"broker at {safe_url(url)}", exc, url)) from None
+        raise _unavailable(f"broker at {safe_url(url)}", exc, url) from None
 
 
 def broker_params(url: str) -> tuple[str, dict[str, Any] | None]:
@@ -145,11 +145,18 @@ def _hostname(url: str) -> str | None:
         raise SettingsError(f"broker URL {safe_url(url)} {MALFORMED}") from None
 
 
-def _unavailable(what: str, exc: BaseException, url: str) -> str:
-    """One line: ``what`` does not answer, and why (with any password in the reason masked)."""
+#: Words of an error that mean the server answered and refused us, not that nothing is there.
+_REFUSAL = ("CERTIFICATE_VERIFY_FAILED", "WRONGPASS", "NOAUTH", "ACCESS_REFUSED", "invalid password",
+            "invalid username-password", "Authentication", "SSL", "certificate")
+
+
+def _unavailable(what: str, exc: BaseException, url: str) -> BrokerUnavailable:
+    """The one-line error: ``what`` does not answer (or refused us), and why, password masked."""
     reason = _scrub(str(exc), url)
     hint = TLS_HINT if "CERTIFICATE_VERIFY_FAILED" in reason and "ssl_ca_certs" not in url else ""
-    return f"{what} does not answer: {reason}{hint}"
+    if isinstance(exc, (ssl.SSLError, redis.AuthenticationError)) or any(w in reason for w in _REFUSAL):
+        return BrokerRefused(f"{what} refused the connection: {reason}{hint}")
+    return BrokerUnavailable(f"{what} does not answer: {reason}{hint}")
 
 
 def _split_userinfo(url: str) -> tuple[str, str, str]:

@@ -9,6 +9,7 @@
     │   ├── SettingsError         an environment variable with a bad value
     │   └── UnknownStore          a store URI no backend understands
     ├── BrokerUnavailable         the broker or the state Redis does not answer
+    │   ├── BrokerRefused         it answers but refuses us (password, TLS certificate)
     │   └── StateUnavailable      a state-Redis command failed mid-task: safe to retry
     ├── CrawlStalled              nothing moved for CRAWLER_STALL_TIMEOUT while work was outstanding
     ├── FetchError                a download failed; ``retryable`` says if trying again may help
@@ -45,6 +46,10 @@ class UnknownStore(BadInput):
 
 class BrokerUnavailable(CrawlerError):
     """The broker or the state Redis did not answer."""
+
+
+class BrokerRefused(BrokerUnavailable):
+    """The broker or the state Redis answered but refused us: a password or TLS certificate."""
 
 
 class StateUnavailable(BrokerUnavailable):

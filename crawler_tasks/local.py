@@ -22,7 +22,7 @@ import redis
 
 from . import routing
 from .connection import check_broker, redis_from_url
-from .errors import BrokerUnavailable, CrawlerError, CrawlStalled
+from .errors import BrokerRefused, BrokerUnavailable, CrawlerError, CrawlStalled
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -78,10 +78,17 @@ class EmbeddedRedis:
 
 
 def reachable(settings: Settings) -> bool:
-    """True when both the broker and the state Redis answer."""
+    """True when both the broker and the state Redis answer, False when one is not there.
+
+    One that answers but refuses us (a password, a TLS certificate) raises
+    :class:`BrokerRefused`: that is a configuration to fix, not a reason to
+    crawl somewhere else.
+    """
     try:
         check_broker(settings.broker_url)
         redis_from_url(settings.redis_url).close()
+    except BrokerRefused:
+        raise
     except BrokerUnavailable:
         return False
     return True

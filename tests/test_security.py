@@ -286,6 +286,16 @@ def test_error_paths_do_not_show_the_password(tls_redis, pki):
     assert queued(tls_redis.client()) == []
 
 
+def test_crawl_with_a_refused_password_or_certificate_stops_instead_of_crawling_elsewhere(tls_redis, pki, tmp_path):
+    # Nothing listening means an embedded Redis; a server that refuses us is a setting to fix.
+    for url in (rediss(tls_redis, password=f"x{CORE}", ca=pki.ca_file), rediss(tls_redis)):
+        result = cli("crawl", "http://127.0.0.1:9/a", "--store", str(tmp_path / "p.db"),
+                     env={"CRAWLER_BROKER_URL": url, "CRAWLER_REDIS_URL": url})
+        assert_one_line_error(result, 3)
+        assert "refused the connection" in result.stderr and "embedded" not in result.stderr
+        assert_no_secret("crawl error", result.stdout + result.stderr, ENCODED, PASSWORD)
+
+
 # -- RabbitMQ over TLS -------------------------------------------------------
 
 def rabbitmq_vhost() -> None:
