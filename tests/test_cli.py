@@ -78,6 +78,18 @@ def test_unreachable_broker_is_one_line_exit_3(command):
     assert_one_line_error(result, 3)
 
 
+def test_a_short_visibility_timeout_alone_just_works(empty_broker):
+    # The settings that must fit inside it (download timeout, retry backoff) follow it;
+    # only values the user set that cannot work together are refused.
+    env = {**cli_env(), "CRAWLER_VISIBILITY_TIMEOUT": "10", "CRAWLER_RETRY_BACKOFF_MAX": "",
+           "CRAWLER_DOWNLOAD_TIMEOUT": ""}
+    result = cli("submit", "http://127.0.0.1:9/vt", env=env)
+    assert result.returncode == 0, result.stderr
+    result = cli("submit", "http://127.0.0.1:9/vt2", env={**env, "CRAWLER_RETRY_BACKOFF_MAX": "30"})
+    assert_one_line_error(result, 2)
+    assert "retry_backoff_max: must be below visibility_timeout (30.0 >= 10)" in result.stderr
+
+
 def test_submit_reads_urls_and_seed_objects_and_reports_duplicates(empty_broker, tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("# seeds\nhttp://127.0.0.1:9/a\n"
