@@ -113,12 +113,13 @@ class Workers:
     def __init__(self, settings: Settings, *, name: str, processes: int = 1,
                  pool: str | None = None, concurrency: int | None = None,
                  queues: tuple[str, ...] = routing.QUEUE_ORDER,
-                 log_path: str | None = None, extra_env: dict[str, str] | None = None) -> None:
+                 log_path: str | None = None, extra_env: dict[str, str] | None = None,
+                 loglevel: str = "WARNING") -> None:
         pool = pool or settings.worker_pool
         concurrency = concurrency or settings.worker_concurrency
         base, _, host = name.partition("@")
         self.cmds = [worker_command(name=f"{base}-{i}@{host}" if processes > 1 else name,
-                                    pool=pool, concurrency=concurrency, queues=queues)
+                                    pool=pool, concurrency=concurrency, queues=queues, loglevel=loglevel)
                      for i in range(1, processes + 1)]
         self.env = {**os.environ, **settings.to_env(), **(extra_env or {})}
         self.log_path = log_path

@@ -71,7 +71,7 @@ class FaultCrawl:
     def start_workers(self) -> Workers:
         n = len(self.workers) + 1
         w = Workers(self.settings, concurrency=4, name=f"{self.crawl_id}-{n}@%h",
-                    log_path=str(self.tmp_path / f"w{n}.log")).start()
+                    log_path=str(self.tmp_path / f"w{n}.log"), loglevel="INFO").start()
         self.workers.append(w)
         return w
 
