@@ -68,7 +68,8 @@ class Spec:
 
 SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_BROKER_URL", "broker_url", str, DEFAULT_BROKER_URL,
-         "Celery broker: `redis://…` or `amqp://…`."),
+         "Celery broker: `redis://…`, `amqp://…`, or with TLS `rediss://…`, `amqps://…` "
+         "(certificates verified; `?ssl_ca_certs=` names a CA file)."),
     Spec("CRAWLER_REDIS_URL", "redis_url", str, "",
          "Redis for the gate, stats, crawl tracking and claim checks; "
          "`redis+cluster://host:port` for a Redis Cluster.",
