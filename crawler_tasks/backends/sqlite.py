@@ -16,6 +16,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -78,15 +79,34 @@ class SQLiteStore:
         return held[1]
 
     def _connect(self) -> sqlite3.Connection:
+        """A connection in WAL mode with the schema in place.
+
+        Switching to WAL and creating the schema can meet "database is locked"
+        without SQLite calling its busy handler (several processes opening the
+        file at once), so that step is tried again until ``BUSY_TIMEOUT``.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        while True:
+            try:
+                return self._open()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
+                time.sleep(0.05)
+            except (OSError, sqlite3.Error) as exc:
+                raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None,
+                               check_same_thread=False)  # closed by close() from any thread
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None,
-                                   check_same_thread=False)  # closed by close() from any thread
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _exists(self) -> bool:
