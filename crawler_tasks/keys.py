@@ -26,7 +26,8 @@ class Keys:
 
         The field ``~`` marks that the task's completion already ran (and was
         counted). A redelivered task publishes its children again under the
-        same ids instead of losing them to the gate.
+        same ids instead of losing them to the gate. Fields such as ``retry:2``
+        mark steps already counted (:meth:`~crawler_tasks.gate.Gate.count_once`).
         """
         return self._crawl(crawl_id, f"replay:{task_id}")
 

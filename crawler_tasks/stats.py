@@ -24,7 +24,6 @@ never counts twice.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 
 import redis
 
@@ -32,23 +31,11 @@ from .keys import Keys
 
 
 class Stats:
-    """Increments and reads crawl counters."""
+    """Reads crawl counters; they are written only by the gate's atomic scripts."""
 
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.client = client
         self.keys = keys
-
-    def incr(self, pipe: redis.client.Pipeline, crawl_id: str, counts: Mapping[str, int]) -> None:
-        """Queue HINCRBYs for the crawl's hash on ``pipe``."""
-        for name, amount in counts.items():
-            if amount:
-                pipe.hincrby(self.keys.stats(crawl_id), name, amount)
-
-    def add(self, crawl_id: str, counts: Mapping[str, int]) -> None:
-        """Increment counters now, in one round trip."""
-        with self.client.pipeline(transaction=False) as pipe:
-            self.incr(pipe, crawl_id, counts)
-            pipe.execute()
 
     def read(self, crawl_id: str | None = None) -> dict[str, int]:
         """Counters of one crawl, or summed over every crawl when ``crawl_id`` is None."""

@@ -185,10 +185,10 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
 @app.task(name=routing.FEED_TASK, bind=True, ignore_result=True)
 def feed_start_urls(self: Task) -> int:
     """Move seeds other programs pushed onto ``<prefix>:start_urls`` into their crawls."""
-    accepted, rejected = seed.feed(current(self.app))
+    rt = current(self.app)
+    accepted, rejected = seed.feed(rt)
     if rejected:
-        log.warning("start-URL list: %s item(s) refused, see %s", rejected,
-                    current(self.app).keys.start_urls_rejected())
+        log.warning("start-URL list: %s item(s) refused, see %s", rejected, rt.keys.start_urls_rejected())
     return accepted
 
 

@@ -15,6 +15,7 @@ cloud-metadata addresses.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import http.client
 import ipaddress
@@ -178,7 +179,9 @@ class _GuardedMixin:
         return super().getresponse()  # type: ignore[misc]
 
 
+@functools.cache
 def _pool_classes(deny_private: bool) -> dict[str, type]:
+    """urllib3 pool classes on the guarded connections (built once per flag)."""
     http_conn = type("GuardedHTTPConnection", (_GuardedMixin, HTTPConnection), {"deny_private": deny_private})
     https_conn = type("GuardedHTTPSConnection", (_GuardedMixin, HTTPSConnection), {"deny_private": deny_private})
     return {
@@ -197,4 +200,3 @@ class GuardedAdapter(HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = _pool_classes(self.deny_private)
-        self.poolmanager.key_fn_by_scheme = dict(self.poolmanager.key_fn_by_scheme)
