@@ -14,13 +14,19 @@ later release; an entry looks like::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-beat_schedule: dict[str, dict[str, Any]] = {
-    # Seeds other programs push onto the Redis list <prefix>:start_urls (scrapy-redis style).
-    "feed-start-urls": {
-        "task": "crawl.feed",
-        "schedule": 5.0,
-        "options": {"expires": 5.0},
-    },
-}
+if TYPE_CHECKING:
+    from crawler_tasks.settings import Settings
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The entries for ``settings``; ``celery_config`` loads them."""
+    return {
+        # Seeds other programs push onto CRAWLER_START_URLS_KEY (scrapy-redis style).
+        "feed-start-urls": {
+            "task": "crawl.feed",
+            "schedule": settings.start_urls_interval,
+            "options": {"expires": settings.start_urls_interval},
+        },
+    }

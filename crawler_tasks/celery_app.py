@@ -78,7 +78,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_send_task_events": settings.task_events,
         "task_send_sent_event": settings.task_events,
         "worker_hijack_root_logger": True,
-        "beat_schedule": beat_schedule,
+        "beat_schedule": beat_schedule(settings),
         "timezone": "UTC",
     }
 

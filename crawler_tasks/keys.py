@@ -59,15 +59,3 @@ class Keys:
     def crawls(self) -> str:
         """SET of every crawl id seen."""
         return f"{self.prefix}:crawls"
-
-    def start_urls(self) -> str:
-        """LIST other programs push seeds onto (URL or JSON seed object per item)."""
-        return f"{self.prefix}:start_urls"
-
-    def start_urls_rejected(self) -> str:
-        """LIST of ``{"item", "error"}`` JSON for start-URL items that were refused (capped)."""
-        return f"{self.prefix}:start_urls:rejected"
-
-    def feed_lock(self) -> str:
-        """STRING held while one worker drains the start-URL list."""
-        return f"{self.prefix}:start_urls:lock"

@@ -7,12 +7,12 @@ A seed is a URL string or an object in the upstream seed format::
 
 Every seed is validated before any is enqueued, so one bad URL enqueues nothing.
 
-Other programs may also push seeds onto the Redis list ``<prefix>:start_urls``
-(``RPUSH``; one URL or JSON seed object per item, which may name its
-``crawl_id``); :func:`feed` drains it (Beat runs ``crawl.feed`` every few
-seconds). Each item is judged on its own: a malformed one goes to
-``<prefix>:start_urls:rejected`` with its one-line reason, the rest are gated
-and enqueued.
+Other programs may also push seeds onto the Redis key ``CRAWLER_START_URLS_KEY``
+(default ``<prefix>:start_urls``; a list, a set or a sorted set; one URL or
+JSON seed object per entry, which may name its ``crawl_id``); :func:`feed`
+drains it (Beat runs ``crawl.feed`` every ``CRAWLER_START_URLS_INTERVAL``
+seconds). Each entry is judged on its own: a malformed one goes to
+``<key>:rejected`` with its one-line reason, the rest are gated and enqueued.
 """
 
 from __future__ import annotations
@@ -86,29 +86,47 @@ REJECTED_KEPT = 1000
 _RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
-def feed(rt: Runtime, batch: int = 500, lock_ttl: int = 60) -> tuple[int, int]:
-    """Move up to ``batch`` items of the start-URL list into the crawl; (enqueued, rejected).
+def feed(rt: Runtime, batch: int | None = None, lock_ttl: int = 60) -> tuple[int, int]:
+    """Move up to ``batch`` entries of the start-URL key into the crawl; (enqueued, rejected).
 
-    Items leave the list only after they were submitted (at least once: a
-    worker dying half-way makes the next feed submit them again, and the gate
-    refuses the repeats). One feeder at a time holds the lock.
+    The key (``CRAWLER_START_URLS_KEY``) may be a list (taken from the head), a
+    set or a sorted set (lowest scores first). Entries leave it only after they
+    were submitted (at least once: a worker dying half-way makes the next feed
+    submit them again, and the gate refuses the repeats). One feeder at a time
+    holds the lock.
     """
-    keys, client = rt.keys, rt.redis
+    key, client = rt.settings.start_urls_key, rt.redis
+    batch = batch or rt.settings.start_urls_batch
     token = uuid.uuid4().hex
-    if not client.set(keys.feed_lock(), token, nx=True, ex=lock_ttl):
+    if not client.set(f"{key}:lock", token, nx=True, ex=lock_ttl):
         return 0, 0
     try:
-        items = client.lrange(keys.start_urls(), 0, batch - 1)
+        kind = client.type(key).decode()
+        if kind not in _TAKE:
+            return 0, 0  # missing (nothing pushed yet), or of a type we do not read
+        items = _TAKE[kind](client, key, batch)
         accepted, rejected = _feed_items(rt, items)
         with rt.pipeline() as pipe:
             for entry in rejected:
-                pipe.lpush(keys.start_urls_rejected(), entry)
-            pipe.ltrim(keys.start_urls_rejected(), 0, REJECTED_KEPT - 1)
-            pipe.ltrim(keys.start_urls(), len(items), -1)
+                pipe.lpush(f"{key}:rejected", entry)
+            pipe.ltrim(f"{key}:rejected", 0, REJECTED_KEPT - 1)
+            _DONE[kind](pipe, key, items)
             pipe.execute()
         return accepted, len(rejected)
     finally:
-        client.eval(_RELEASE, 1, keys.feed_lock(), token)
+        client.eval(_RELEASE, 1, f"{key}:lock", token)
+
+
+_TAKE = {
+    "list": lambda client, key, n: client.lrange(key, 0, n - 1),
+    "set": lambda client, key, n: client.srandmember(key, n),
+    "zset": lambda client, key, n: client.zrange(key, 0, n - 1),
+}
+_DONE = {
+    "list": lambda pipe, key, items: pipe.ltrim(key, len(items), -1),
+    "set": lambda pipe, key, items: items and pipe.srem(key, *items),
+    "zset": lambda pipe, key, items: items and pipe.zrem(key, *items),
+}
 
 
 def _feed_items(rt: Runtime, items: list[bytes]) -> tuple[int, list[str]]:

@@ -125,6 +125,14 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_DENY_PRIVATE_NETWORKS", "deny_private_networks", _bool, False,
          "Refuse to fetch (and to follow redirects to) loopback, private, link-local and "
          "cloud-metadata addresses, judged by the address actually connected to."),
+    Spec("CRAWLER_START_URLS_KEY", "start_urls_key", str, "",
+         "Redis key other programs push seeds onto (a list, set or sorted set: URLs or "
+         "JSON seed objects), drained by Beat's `crawl.feed`.",
+         "`<CRAWLER_KEY_PREFIX>:start_urls`"),
+    Spec("CRAWLER_START_URLS_BATCH", "start_urls_batch", int, 500,
+         "Start-URL entries taken per `crawl.feed` tick."),
+    Spec("CRAWLER_START_URLS_INTERVAL", "start_urls_interval", _number, 5.0,
+         "Seconds between Beat's `crawl.feed` ticks."),
     Spec("CRAWLER_TEXT_MAXSIZE", "text_maxsize", int, 65536,
          "Characters of visible text kept per page."),
     Spec("CRAWLER_CLAIM_TTL", "claim_ttl", int, 86400,
@@ -166,6 +174,9 @@ class Settings:
     store_max_retries: int = _DEFAULTS["store_max_retries"]
     max_links_per_page: int = _DEFAULTS["max_links_per_page"]
     deny_private_networks: bool = _DEFAULTS["deny_private_networks"]
+    start_urls_key: str = _DEFAULTS["start_urls_key"]
+    start_urls_batch: int = _DEFAULTS["start_urls_batch"]
+    start_urls_interval: float = _DEFAULTS["start_urls_interval"]
     text_maxsize: int = _DEFAULTS["text_maxsize"]
     claim_ttl: int = _DEFAULTS["claim_ttl"]
     key_prefix: str = _DEFAULTS["key_prefix"]
@@ -190,7 +201,10 @@ class Settings:
                      "state_max_retries", "max_links_per_page", "worker_max_memory"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name}: must be 0 or more")
-        for name in ("worker_concurrency", "stall_timeout"):
+        if not self.start_urls_key:
+            object.__setattr__(self, "start_urls_key", f"{self.key_prefix}:start_urls")
+            object.__setattr__(self, "_derived", (*self._derived, "start_urls_key"))
+        for name in ("worker_concurrency", "stall_timeout", "start_urls_batch", "start_urls_interval"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         for name, allowed in (("worker_pool", POOLS), ("pipeline", PIPELINES)):

@@ -7,7 +7,7 @@ Task names are stable; other apps may ``send_task`` them:
 ``crawl.fetch``   args ``[request]`` — one request object; bypasses the gate.
 ``crawl.parse``   args ``[claim_id, request]`` — internal (split pipeline).
 ``crawl.store``   args ``[claim_id, request]`` — internal (split pipeline, store retries).
-``crawl.feed``    no arguments — drains the Redis start-URL list (Beat runs it).
+``crawl.feed``    no arguments — drains the Redis start-URL key (Beat runs it).
 
 However a crawl task ends, its id leaves its crawl's outstanding set exactly
 once: through :func:`crawler_tasks.enqueue.complete` when it finished its work,
@@ -184,11 +184,11 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
 
 @app.task(name=routing.FEED_TASK, bind=True, ignore_result=True)
 def feed_start_urls(self: Task) -> int:
-    """Move seeds other programs pushed onto ``<prefix>:start_urls`` into their crawls."""
+    """Move seeds other programs pushed onto ``CRAWLER_START_URLS_KEY`` into their crawls."""
     rt = current(self.app)
     accepted, rejected = seed.feed(rt)
     if rejected:
-        log.warning("start-URL list: %s item(s) refused, see %s", rejected, rt.keys.start_urls_rejected())
+        log.warning("start URLs: %s entries refused, see %s:rejected", rejected, rt.settings.start_urls_key)
     return accepted
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from crawler_tasks import routing
 from crawler_tasks.local import wait_drained
 from crawler_tasks.seed import feed
@@ -14,8 +16,8 @@ from .test_tasks import _junk
 
 
 def test_the_start_url_list_feeds_good_items_and_refuses_fuzzed_ones(rt, worker, site, tmp_path):
-    keys = rt.keys
-    rt.redis.delete(keys.start_urls(), keys.start_urls_rejected())
+    key = rt.settings.start_urls_key
+    rt.redis.delete(key, f"{key}:rejected")
     crawl_id, t = f"feed{token()}", token()
     good = [f"{site.url}/page/{t}-a",
             json.dumps({"url": f"{site.url}/page/{t}-b", "crawl_id": crawl_id, "meta": {"url_id": "7"}}),
@@ -26,13 +28,13 @@ def test_the_start_url_list_feeds_good_items_and_refuses_fuzzed_ones(rt, worker,
          "http://", "[1, 2]", "{\"url\": \"mailto:a@b.test\"}"])
         for _ in range(200)]
     items = junk[:100] + good + junk[100:]
-    rt.redis.rpush(keys.start_urls(), *[i.encode("utf-8", "surrogatepass") for i in items])
-    rt.redis.rpush(keys.start_urls(), b"\xff\xfe\x00 raw bytes")
+    rt.redis.rpush(key, *[i.encode("utf-8", "surrogatepass") for i in items])
+    rt.redis.rpush(key, b"\xff\xfe\x00 raw bytes")
 
     enqueued, rejected = feed(rt, batch=1000)
     assert enqueued == 3 and rejected == len(items) - 3 + 1
-    assert rt.redis.llen(keys.start_urls()) == 0
-    reasons = [json.loads(r) for r in rt.redis.lrange(keys.start_urls_rejected(), 0, -1)]
+    assert rt.redis.llen(key) == 0
+    reasons = [json.loads(r) for r in rt.redis.lrange(f"{key}:rejected", 0, -1)]
     assert len(reasons) == rejected and all(r["error"] and "\n" not in r["error"] for r in reasons)
 
     # The good seeds are crawled: the plain URL in the default crawl, the objects in theirs.
@@ -42,9 +44,31 @@ def test_the_start_url_list_feeds_good_items_and_refuses_fuzzed_ones(rt, worker,
 
 
 def test_beat_s_feed_task_runs_on_the_worker(rt, worker, site):
-    keys = rt.keys
+    key = rt.settings.start_urls_key
     crawl_id, t = f"feedtask{token()}", token()
-    rt.redis.rpush(keys.start_urls(), json.dumps({"url": f"{site.url}/page/{t}", "crawl_id": crawl_id}))
+    rt.redis.rpush(key, json.dumps({"url": f"{site.url}/page/{t}", "crawl_id": crawl_id}))
     rt.app.send_task(routing.FEED_TASK, **routing.ROUTES[routing.FEED_TASK])
     wait_drained(lambda: rt.stats.read(crawl_id).get("stored") == 1, timeout=30, workers=worker)
-    assert rt.redis.llen(keys.start_urls()) == 0
+    assert rt.redis.llen(key) == 0
+
+
+@pytest.mark.parametrize("kind", ["set", "zset"])
+def test_a_start_url_set_or_sorted_set_is_drained_in_batches(rt, worker, site, kind):
+    key = rt.settings.start_urls_key
+    rt.redis.delete(key, f"{key}:rejected")
+    crawl_id, t = f"feed{kind}{token()}", token()
+    entries = [json.dumps({"url": f"{site.url}/page/{t}-{i}", "crawl_id": crawl_id}) for i in range(5)]
+    if kind == "set":
+        rt.redis.sadd(key, *entries, "not a url")
+    else:
+        rt.redis.zadd(key, {e: i for i, e in enumerate(entries)} | {"not a url": 9})
+    accepted, rejected = feed(rt, batch=4)
+    assert accepted + rejected == 4  # one batch
+    if kind == "zset":
+        assert (accepted, rejected) == (4, 0)  # lowest scores first: the bad entry scores 9
+    while rt.redis.exists(key):
+        feed(rt, batch=4)
+    wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=30, workers=worker)
+    assert rt.stats.read(crawl_id)["stored"] == 5
+    assert rt.redis.llen(f"{key}:rejected") == 1
+
