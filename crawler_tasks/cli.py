@@ -250,6 +250,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 def _read_seeds(args: argparse.Namespace) -> list[Any]:
+    from .seed import parse_seed_line
+
     seeds: list[Any] = list(args.urls)
     if args.file:
         try:
@@ -261,13 +263,10 @@ def _read_seeds(args: argparse.Namespace) -> list[Any]:
                 line = line.strip()
                 if not line or line.startswith("#"):
                     continue
-                if line.startswith("{"):
-                    try:
-                        seeds.append(json.loads(line))
-                    except ValueError:
-                        raise BadInput(f"{args.file}:{n}: not a JSON seed object") from None
-                else:
-                    seeds.append(line)
+                try:
+                    seeds.append(parse_seed_line(line))
+                except BadInput as exc:
+                    raise BadInput(f"{args.file}:{n}: {exc}") from None
     if not seeds:
         raise BadInput("no URL given (pass URLs or --file)")
     return seeds

@@ -142,14 +142,18 @@ def _feed_items(rt: Runtime, items: list[bytes]) -> tuple[int, list[str]]:
 
 def _start_url_request(text: str) -> CrawlRequest:
     """The request for one start-URL item; :class:`BadInput` when it is not a usable seed."""
-    if text.startswith("{"):
-        try:
-            seed = json.loads(text)
-        except ValueError:
-            raise BadInput("not a JSON seed object") from None
-        if not isinstance(seed, dict):
-            raise BadInput("not a JSON seed object")
-        [request] = build_requests([seed])  # the object may name its crawl_id
-        return request
-    [request] = build_requests([text])
+    [request] = build_requests([parse_seed_line(text)])  # an object may name its crawl_id
     return request
+
+
+def parse_seed_line(line: str) -> str | dict[str, Any]:
+    """One line of a seed file or start-URL entry: a JSON seed object (``{...}``) or a URL."""
+    if not line.startswith("{"):
+        return line
+    try:
+        seed = json.loads(line)
+    except ValueError:
+        raise BadInput("not a JSON seed object") from None
+    if not isinstance(seed, dict):
+        raise BadInput("not a JSON seed object")
+    return seed

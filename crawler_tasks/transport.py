@@ -52,7 +52,8 @@ class _Entry:
     __slots__ = ("sock", "armed", "fired")
 
     def __init__(self, sock: socket.socket) -> None:
-        self.sock, self.armed, self.fired = sock, True, False
+        self.sock: socket.socket | None = sock
+        self.armed, self.fired = True, False
 
 
 class Watchdog:
@@ -81,10 +82,11 @@ class Watchdog:
                 while not self._heap or self._heap[0][0] > time.monotonic():
                     self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
                 _, _, entry = heapq.heappop(self._heap)
-            if entry.armed:
+            sock = entry.sock
+            if entry.armed and sock is not None:
                 entry.fired = True
                 try:
-                    entry.sock.shutdown(socket.SHUT_RDWR)
+                    sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
 
@@ -124,6 +126,7 @@ class _Deadline:
     def disarm(self) -> None:
         for entry in self.entries:
             entry.armed = False
+            entry.sock = None  # the heap keeps the entry until its deadline: not the socket
 
 
 class _StrictResponse(http.client.HTTPResponse):
