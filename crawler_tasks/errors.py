@@ -11,6 +11,7 @@
     ├── BrokerUnavailable         the broker or the state Redis does not answer
     │   ├── BrokerRefused         it answers but refuses us (password, TLS certificate)
     │   └── StateUnavailable      a state-Redis command failed mid-task: safe to retry
+    ├── QueueFull                 more fetches wait in the broker than CRAWLER_MAX_QUEUED
     ├── CrawlStalled              nothing moved for CRAWLER_STALL_TIMEOUT while work was outstanding
     ├── FetchError                a download failed; ``retryable`` says if trying again may help
     ├── StoreUnavailable          a backend could not take a write: safe to retry
@@ -54,6 +55,10 @@ class BrokerRefused(BrokerUnavailable):
 
 class StateUnavailable(BrokerUnavailable):
     """A command to the state Redis failed while a task ran; the task is retried."""
+
+
+class QueueFull(CrawlerError):
+    """More fetches wait in the broker than ``CRAWLER_MAX_QUEUED``: try again later."""
 
 
 class CrawlStalled(CrawlerError):

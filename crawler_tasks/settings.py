@@ -21,6 +21,7 @@ DOWNLOAD_TIMEOUT = 30.0
 RETRY_BACKOFF_MAX = 60.0
 POOLS = ("threads", "prefork", "solo")
 PIPELINES = ("local", "split")
+DEDUP_MODES = ("set", "bloom")
 
 
 def _bool(raw: str) -> bool:
@@ -42,6 +43,11 @@ def _number(raw: str) -> float:
 
 def _csv(raw: str) -> tuple[str, ...]:
     return tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+
+
+def _list(raw: str) -> tuple[str, ...]:
+    """A comma list kept as written (URLs are case-sensitive past the host)."""
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,31 @@ SPECS: tuple[Spec, ...] = (
          "Start-URL entries taken per `crawl.feed` tick."),
     Spec("CRAWLER_START_URLS_INTERVAL", "start_urls_interval", _number, 5.0,
          "Seconds between Beat's `crawl.feed` ticks."),
+    Spec("CRAWLER_DEDUP", "dedup", str.lower, "set",
+         "Gate of each crawl: `set` (exact, a Redis SET, about 80 bytes per URL) or `bloom` "
+         "(a scalable Bloom filter on Redis bitmaps, about 2 bytes per URL; may refuse a new "
+         "URL at `CRAWLER_BLOOM_ERROR_RATE`)."),
+    Spec("CRAWLER_BLOOM_CAPACITY", "bloom_capacity", int, 10_000_000,
+         "URLs the first Bloom slice of a crawl holds at its error rate; past it the filter "
+         "adds larger slices with tighter rates, so the bound holds as it grows."),
+    Spec("CRAWLER_BLOOM_ERROR_RATE", "bloom_error_rate", _number, 0.001,
+         "Bound on the share of new URLs a Bloom gate wrongly refuses as seen."),
+    Spec("CRAWLER_RECRAWL_AFTER", "recrawl_after", _number, 0.0,
+         "Seconds after which an admitted URL passes the gate again (re-fetched with "
+         "`If-None-Match`/`If-Modified-Since`); 0 = never."),
+    Spec("CRAWLER_MAX_QUEUED", "max_queued", int, 0,
+         "While more fetches than this wait in the broker, feeds skip their tick and "
+         "`submit()` raises `QueueFull`; 0 = no cap."),
+    Spec("CRAWLER_SEED_FILE", "seed_file", str, "",
+         "File of seeds (URLs or JSON seed objects, one per line) Beat feeds every "
+         "`CRAWLER_SEED_INTERVAL` s; empty = off."),
+    Spec("CRAWLER_SEED_INTERVAL", "seed_interval", _number, 300.0,
+         "Seconds between Beat's feeds of `CRAWLER_SEED_FILE` and `CRAWLER_SITEMAP_URLS`."),
+    Spec("CRAWLER_SITEMAP_URLS", "sitemap_urls", _list, (),
+         "Comma list of sitemap.xml URLs (indexes and `.xml.gz` too) Beat feeds; a newer "
+         "`lastmod` re-admits a URL."),
+    Spec("CRAWLER_SEED_CRAWL_ID", "seed_crawl_id", str, "default",
+         "Crawl id of the seeds Beat's feeds enqueue, unless a seed names its own."),
     Spec("CRAWLER_TEXT_MAXSIZE", "text_maxsize", int, 65536,
          "Characters of visible text kept per page."),
     Spec("CRAWLER_CLAIM_TTL", "claim_ttl", int, 86400,
@@ -177,6 +208,15 @@ class Settings:
     start_urls_key: str = _DEFAULTS["start_urls_key"]
     start_urls_batch: int = _DEFAULTS["start_urls_batch"]
     start_urls_interval: float = _DEFAULTS["start_urls_interval"]
+    dedup: str = _DEFAULTS["dedup"]
+    bloom_capacity: int = _DEFAULTS["bloom_capacity"]
+    bloom_error_rate: float = _DEFAULTS["bloom_error_rate"]
+    recrawl_after: float = _DEFAULTS["recrawl_after"]
+    max_queued: int = _DEFAULTS["max_queued"]
+    seed_file: str = _DEFAULTS["seed_file"]
+    seed_interval: float = _DEFAULTS["seed_interval"]
+    sitemap_urls: tuple[str, ...] = _DEFAULTS["sitemap_urls"]
+    seed_crawl_id: str = _DEFAULTS["seed_crawl_id"]
     text_maxsize: int = _DEFAULTS["text_maxsize"]
     claim_ttl: int = _DEFAULTS["claim_ttl"]
     key_prefix: str = _DEFAULTS["key_prefix"]
@@ -198,16 +238,20 @@ class Settings:
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         for name in ("max_depth", "max_retries", "redirect_max_times", "store_max_retries",
-                     "state_max_retries", "max_links_per_page", "worker_max_memory"):
+                     "state_max_retries", "max_links_per_page", "worker_max_memory",
+                     "recrawl_after", "max_queued"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name}: must be 0 or more")
         if not self.start_urls_key:
             object.__setattr__(self, "start_urls_key", f"{self.key_prefix}:start_urls")
             object.__setattr__(self, "_derived", (*self._derived, "start_urls_key"))
-        for name in ("worker_concurrency", "stall_timeout", "start_urls_batch", "start_urls_interval"):
+        for name in ("worker_concurrency", "stall_timeout", "start_urls_batch", "start_urls_interval",
+                     "seed_interval", "bloom_capacity"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
-        for name, allowed in (("worker_pool", POOLS), ("pipeline", PIPELINES)):
+        if not 0 < self.bloom_error_rate < 1:
+            raise SettingsError("bloom_error_rate: must be between 0 and 1")
+        for name, allowed in (("worker_pool", POOLS), ("pipeline", PIPELINES), ("dedup", DEDUP_MODES)):
             if getattr(self, name) not in allowed:
                 raise SettingsError(f"{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}")
         if self.broker_is_redis and self.retry_backoff_max >= self.visibility_timeout:
