@@ -17,7 +17,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, NoReturn
 
-from .errors import BadInput, BrokerUnavailable, CrawlerError
+from .errors import BadInput, BrokerUnavailable, CrawlerError, QueueFull
 from .settings import Settings
 
 EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_ERROR, EXIT_INTERRUPTED = 2, 3, 1, 130
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except BadInput as exc:
         return _fail(exc, EXIT_BAD_INPUT)
-    except BrokerUnavailable as exc:
+    except (BrokerUnavailable, QueueFull) as exc:
         return _fail(exc, EXIT_UNAVAILABLE)
     except CrawlerError as exc:
         return _fail(exc, EXIT_ERROR)

@@ -15,9 +15,10 @@ from kombu.exceptions import OperationalError
 
 from . import routing
 from .connection import safe_url
-from .errors import BrokerUnavailable
+from .errors import BrokerUnavailable, QueueFull
 from .gate import Candidate, Verdict
 from .models import CrawlRequest
+from .queues import waiting_fetches
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -27,6 +28,17 @@ def new_task_ids(n: int) -> list[str]:
     """``n`` fresh task ids: one random 96-bit stem per page, a counter per link."""
     stem = uuid.uuid4().hex[:24]
     return [f"{stem}{i:x}" for i in range(n)]
+
+
+def ensure_room(rt: Runtime) -> None:
+    """Raise :class:`QueueFull` while more fetches wait than ``CRAWLER_MAX_QUEUED`` (0 = no cap)."""
+    cap = rt.settings.max_queued
+    if not cap:
+        return
+    waiting = waiting_fetches(rt.app, rt.settings)
+    if waiting > cap:
+        raise QueueFull(f"{waiting} fetches wait in the broker, more than CRAWLER_MAX_QUEUED={cap}; "
+                        "try again when the workers have caught up")
 
 
 def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:

@@ -24,6 +24,11 @@ def queue_depths(app: Celery, settings: Settings) -> dict[str, dict[str, int]]:
     return _amqp_depths(app)
 
 
+def waiting_fetches(app: Celery, settings: Settings) -> int:
+    """Fetch messages waiting in the broker (not those a worker has taken)."""
+    return queue_depths(app, settings)[routing.FETCH_QUEUE]["total"]
+
+
 def _redis_depths(url: str) -> dict[str, dict[str, int]]:
     client = redis.Redis.from_url(url)
     pipe = client.pipeline(transaction=False)

@@ -47,7 +47,12 @@ def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]],
 
 def submit_requests(rt: Runtime, requests: list[CrawlRequest], *, max_depth: int | None = None,
                     max_pages: int | None = None, store: str | None = None) -> int:
-    """Register each crawl (seed hosts become its allowed domains), gate and publish."""
+    """Register each crawl (seed hosts become its allowed domains), gate and publish.
+
+    Raises :class:`~crawler_tasks.errors.QueueFull` first when the broker holds
+    more fetches than ``CRAWLER_MAX_QUEUED``.
+    """
+    enqueue.ensure_room(rt)
     by_crawl: dict[str, list[CrawlRequest]] = defaultdict(list)
     for req in requests:
         by_crawl[req.crawl_id].append(req)

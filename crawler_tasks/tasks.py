@@ -32,7 +32,7 @@ from kombu.exceptions import OperationalError
 
 from . import enqueue, fetch, parse, routing, seed, store
 from .celery_app import app
-from .errors import BadInput, ClaimMissing, StateUnavailable, StoreUnavailable
+from .errors import BadInput, ClaimMissing, QueueFull, StateUnavailable, StoreUnavailable
 from .models import CrawlRequest
 from .policy import Retry, backoff
 from .runtime import Runtime, current
@@ -173,13 +173,21 @@ def _retry_store(task: Task, rt: Runtime, req: CrawlRequest, claim_id: str,
 @app.task(name=routing.SUBMIT_TASK, bind=True)
 def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] | None = None,
            crawl_id: str | None = None, dont_filter: bool = False) -> int:
-    """Gate and enqueue seeds sent by another app; returns how many were enqueued."""
+    """Gate and enqueue seeds sent by another app; returns how many were enqueued.
+
+    While the broker holds more fetches than ``CRAWLER_MAX_QUEUED`` the seeds
+    wait in this task's retries (in the seed queue), not in the fetch queue.
+    """
+    rt = current(self.app)
     try:
-        return seed.submit_to(current(self.app), urls, priority=priority, meta=meta,
+        return seed.submit_to(rt, urls, priority=priority, meta=meta,
                               crawl_id=crawl_id, dont_filter=dont_filter)
     except BadInput as exc:
         log.error("refused seeds: %s", exc)
         return 0
+    except QueueFull as exc:
+        log.info("seeds wait: %s", exc)
+        raise self.retry(countdown=min(rt.settings.retry_backoff_max, 30.0), max_retries=None) from None
 
 
 @app.task(name=routing.FEED_TASK, bind=True, ignore_result=True)
