@@ -228,6 +228,14 @@ class Gate:
                 argv += [name, amount]
         return bool(self._count_once(keys=keys, args=argv))
 
+    def add_counts(self, crawl_id: str, counts: Mapping[str, int]) -> None:
+        """Add ``counts`` to a crawl's counters outside any task (e.g. ``seeds/invalid`` of a feed)."""
+        pipe = self.client.pipeline(transaction=False)
+        for name, amount in counts.items():
+            if amount:
+                pipe.hincrby(self.keys.stats(crawl_id), name, amount)
+        pipe.execute()
+
     def forget(self, crawl_id: str, fingerprints: Sequence[str], task_ids: Sequence[str]) -> None:
         """Undo seed admissions whose messages could not be published."""
         if not task_ids:

@@ -20,7 +20,8 @@ import pytest
 import redis
 
 REDIS = "redis://127.0.0.1:6379"
-TEST_DB = 13
+#: CRAWLER_TEST_DB lets a second run (another checkout's) use its own database.
+TEST_DB = int(os.environ.get("CRAWLER_TEST_DB", "13"))
 os.environ.update({
     "CRAWLER_BROKER_URL": os.environ.get("CRAWLER_TEST_BROKER", f"{REDIS}/{TEST_DB}"),
     "CRAWLER_REDIS_URL": f"{REDIS}/{TEST_DB}",
