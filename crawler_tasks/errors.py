@@ -12,6 +12,7 @@
     │   ├── BrokerRefused         it answers but refuses us (password, TLS certificate)
     │   └── StateUnavailable      a state-Redis command failed mid-task: safe to retry
     ├── QueueFull                 more fetches wait in the broker than CRAWLER_MAX_QUEUED
+    ├── FeedSourceUnavailable     a seed feed could not read its source (seed file, sitemap)
     ├── CrawlStalled              nothing moved for CRAWLER_STALL_TIMEOUT while work was outstanding
     ├── FetchError                a download failed; ``retryable`` says if trying again may help
     ├── StoreUnavailable          a backend could not take a write: safe to retry
@@ -59,6 +60,14 @@ class StateUnavailable(BrokerUnavailable):
 
 class QueueFull(CrawlerError):
     """More fetches wait in the broker than ``CRAWLER_MAX_QUEUED``: try again later."""
+
+
+class FeedSourceUnavailable(CrawlerError):
+    """A seed feed could not read its source (a missing seed file, a sitemap that failed).
+
+    The feed logs one line and counts the tick (or that sitemap) as failed; the
+    next tick tries again.
+    """
 
 
 class CrawlStalled(CrawlerError):

@@ -59,3 +59,20 @@ class Keys:
     def crawls(self) -> str:
         """SET of every crawl id seen."""
         return f"{self.prefix}:crawls"
+
+    def feed(self, name: str) -> str:
+        """HASH of one seed feed's status: ``last_tick``, ``last_outcome``, ``ticks``,
+        ``admitted``, ``duplicates``, ``refused``, ``skipped/<why>``, ``failed``."""
+        return f"{self.prefix}:feed:{name}"
+
+    def feed_lock(self, name: str) -> str:
+        """STRING held (random token, with a TTL) by the one tick feeding ``name`` now."""
+        return f"{self.prefix}:feed:{name}:lock"
+
+    def feed_slot(self, name: str) -> str:
+        """STRING set by the tick that fed ``name`` in the current interval; expires, never deleted."""
+        return f"{self.prefix}:feed:{name}:slot"
+
+    def sitemap_lastmod(self, crawl_id: str) -> str:
+        """HASH fingerprint -> ``<lastmod>`` (ISO UTC) a sitemap gave when that URL was last fed."""
+        return self._crawl(crawl_id, "sitemap_lastmod")
