@@ -1,8 +1,14 @@
 """Celery Beat entries for crawler_tasks, loaded into ``app.conf.beat_schedule``.
 
-Run exactly one Beat for the cluster: ``celery -A crawler_tasks beat``.
-Incremental recrawl entries (``crawl.submit`` with ``dont_filter``) arrive in a
-later release; an entry looks like::
+``celery -A crawler_tasks beat`` sends one ``crawl.feed`` tick per enabled seed
+feed (:mod:`crawler_tasks.feeds`) every interval: the Redis start-URL key every
+``CRAWLER_START_URLS_INTERVAL`` s, ``CRAWLER_SEED_FILE`` and
+``CRAWLER_SITEMAP_URLS`` every ``CRAWLER_SEED_INTERVAL`` s. A tick expires after
+one interval, so ticks do not pile up while no worker takes them. A second Beat
+(for availability) does not feed twice: each tick takes its feed's lock and the
+file and sitemap feeds feed once per interval (see the feeds module).
+
+More entries may be added here, e.g. a recrawl of a fixed list::
 
     "recrawl-home": {
         "task": "crawl.submit",
@@ -21,12 +27,15 @@ if TYPE_CHECKING:
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
-    """The entries for ``settings``; ``celery_config`` loads them."""
+    """The entries for ``settings`` (one per enabled feed); ``celery_config`` loads them."""
+    from crawler_tasks.feeds import configured
+
     return {
-        # Seeds other programs push onto CRAWLER_START_URLS_KEY (scrapy-redis style).
-        "feed-start-urls": {
+        f"feed-{feed.name.replace('_', '-')}": {
             "task": "crawl.feed",
-            "schedule": settings.start_urls_interval,
-            "options": {"expires": settings.start_urls_interval},
-        },
+            "schedule": feed.interval,
+            "args": [feed.name],
+            "options": {"expires": feed.interval},
+        }
+        for feed in configured(settings) if feed.enabled
     }

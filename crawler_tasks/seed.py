@@ -6,19 +6,13 @@ A seed is a URL string or an object in the upstream seed format::
      "meta": {"url_id": "42", "NotExtract": true}, "_encoding": "utf-8"}
 
 Every seed is validated before any is enqueued, so one bad URL enqueues nothing.
-
-Other programs may also push seeds onto the Redis key ``CRAWLER_START_URLS_KEY``
-(default ``<prefix>:start_urls``; a list, a set or a sorted set; one URL or
-JSON seed object per entry, which may name its ``crawl_id``); :func:`feed`
-drains it (Beat runs ``crawl.feed`` every ``CRAWLER_START_URLS_INTERVAL``
-seconds). Each entry is judged on its own: a malformed one goes to
-``<key>:rejected`` with its one-line reason, the rest are gated and enqueued.
+The feeds Beat runs (the Redis start-URL key, a seed file, sitemaps) live in
+:mod:`crawler_tasks.feeds` and submit through :func:`submit_requests`.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -84,71 +78,6 @@ def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]], *
     requests = build_requests(url_or_urls, priority=priority, meta=meta,
                               crawl_id=crawl_id, dont_filter=dont_filter)
     return submit_requests(current(app), requests)
-
-
-#: Rejected start-URL items kept for a user to look at.
-REJECTED_KEPT = 1000
-_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-
-
-def feed(rt: Runtime, batch: int | None = None, lock_ttl: int = 60) -> tuple[int, int]:
-    """Move up to ``batch`` entries of the start-URL key into the crawl; (enqueued, rejected).
-
-    The key (``CRAWLER_START_URLS_KEY``) may be a list (taken from the head), a
-    set or a sorted set (lowest scores first). Entries leave it only after they
-    were submitted (at least once: a worker dying half-way makes the next feed
-    submit them again, and the gate refuses the repeats). One feeder at a time
-    holds the lock.
-    """
-    key, client = rt.settings.start_urls_key, rt.redis
-    batch = batch or rt.settings.start_urls_batch
-    token = uuid.uuid4().hex
-    if not client.set(f"{key}:lock", token, nx=True, ex=lock_ttl):
-        return 0, 0
-    try:
-        kind = client.type(key).decode()
-        if kind not in _TAKE:
-            return 0, 0  # missing (nothing pushed yet), or of a type we do not read
-        items = _TAKE[kind](client, key, batch)
-        accepted, rejected = _feed_items(rt, items)
-        with rt.pipeline() as pipe:
-            for entry in rejected:
-                pipe.lpush(f"{key}:rejected", entry)
-            pipe.ltrim(f"{key}:rejected", 0, REJECTED_KEPT - 1)
-            _DONE[kind](pipe, key, items)
-            pipe.execute()
-        return accepted, len(rejected)
-    finally:
-        client.eval(_RELEASE, 1, f"{key}:lock", token)
-
-
-_TAKE = {
-    "list": lambda client, key, n: client.lrange(key, 0, n - 1),
-    "set": lambda client, key, n: client.srandmember(key, n),
-    "zset": lambda client, key, n: client.zrange(key, 0, n - 1),
-}
-_DONE = {
-    "list": lambda pipe, key, items: pipe.ltrim(key, len(items), -1),
-    "set": lambda pipe, key, items: items and pipe.srem(key, *items),
-    "zset": lambda pipe, key, items: items and pipe.zrem(key, *items),
-}
-
-
-def _feed_items(rt: Runtime, items: list[bytes]) -> tuple[int, list[str]]:
-    requests, rejected = [], []
-    for raw in items:
-        text = raw.decode("utf-8", errors="replace").strip()
-        try:
-            requests.append(_start_url_request(text))
-        except BadInput as exc:
-            rejected.append(json.dumps({"item": text[:500], "error": str(exc)}, ensure_ascii=False))
-    return (submit_requests(rt, requests) if requests else 0), rejected
-
-
-def _start_url_request(text: str) -> CrawlRequest:
-    """The request for one start-URL item; :class:`BadInput` when it is not a usable seed."""
-    [request] = build_requests([parse_seed_line(text)])  # an object may name its crawl_id
-    return request
 
 
 def parse_seed_line(line: str) -> str | dict[str, Any]:

@@ -7,7 +7,8 @@ Task names are stable; other apps may ``send_task`` them:
 ``crawl.fetch``   args ``[request]`` — one request object; bypasses the gate.
 ``crawl.parse``   args ``[claim_id, request]`` — internal (split pipeline).
 ``crawl.store``   args ``[claim_id, request]`` — internal (split pipeline, store retries).
-``crawl.feed``    no arguments — drains the Redis start-URL key (Beat runs it).
+``crawl.feed``    args ``[feed]`` (optional, default ``start_urls``; or ``seed_file``,
+                  ``sitemaps``) — one tick of a seed feed (Beat runs them).
 
 However a crawl task ends, its id leaves its crawl's outstanding set exactly
 once: through :func:`crawler_tasks.enqueue.complete` when it finished its work,
@@ -30,7 +31,7 @@ from celery import Task, signals
 from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
 
-from . import enqueue, fetch, parse, routing, seed, store
+from . import enqueue, feeds, fetch, parse, routing, seed, store
 from .celery_app import app
 from .errors import BadInput, ClaimMissing, QueueFull, StateUnavailable, StoreUnavailable
 from .models import CrawlRequest
@@ -191,13 +192,19 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
 
 
 @app.task(name=routing.FEED_TASK, bind=True, ignore_result=True)
-def feed_start_urls(self: Task) -> int:
-    """Move seeds other programs pushed onto ``CRAWLER_START_URLS_KEY`` into their crawls."""
+def feed(self: Task, name: str = feeds.START_URLS) -> int:
+    """One tick of the seed feed ``name``; returns how many seeds it admitted."""
     rt = current(self.app)
-    accepted, rejected = seed.feed(rt)
-    if rejected:
-        log.warning("start URLs: %s entries refused, see %s:rejected", rejected, rt.settings.start_urls_key)
-    return accepted
+    try:
+        result = feeds.tick(rt, name)
+    except BadInput as exc:
+        log.error("crawl.feed: %s", exc)
+        return 0
+    log.info("feed %s: %s", result.feed, result.describe())
+    if result.fed and result.fed.invalid and result.feed == feeds.START_URLS:
+        log.warning("start URLs: %s entries refused, see %s:rejected",
+                    result.fed.invalid, rt.settings.start_urls_key)
+    return result.fed.admitted if result.fed else 0
 
 
 def _refetch(rt: Runtime, req: CrawlRequest, task_id: str) -> None:
