@@ -1,4 +1,4 @@
-"""``crawler-tasks``: crawl, demo, submit, export, stats.
+"""``crawler-tasks``: crawl, demo, submit, export, stats, seeds.
 
 Every error a user can cause ends as one line on stderr and a non-zero exit:
 2 bad input, 3 broker or Redis unreachable, 1 any other crawler error,
@@ -56,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("stats", help="show counters and queue depth per band")
     t.add_argument("--json", action="store_true")
     t.add_argument("--crawl-id", default=None)
+
+    f = sub.add_parser("seeds", help="show the seed feeds Beat runs and how their ticks went")
+    f.add_argument("--json", action="store_true")
     return p
 
 
@@ -346,8 +349,50 @@ def _print_stats(report: dict[str, Any]) -> None:
             print(f"  error: {line}")
 
 
+def cmd_seeds(args: argparse.Namespace) -> int:
+    from .connection import check_broker
+    from .feeds import START_URLS, configured, status, waiting
+
+    settings = Settings.from_env()
+    check_broker(settings.broker_url)
+    from .celery_app import app
+    from .runtime import current
+
+    rt = current(app)
+    report = {"feeds": [{"name": feed.name, "enabled": feed.enabled, "reads": feed.source,
+                         "interval": feed.interval, "status": status(rt, feed.name),
+                         **({"waiting": waiting(rt)} if feed.name == START_URLS else {})}
+                        for feed in configured(settings)],
+              "crawl_id": settings.seed_crawl_id, "max_queued": settings.max_queued}
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+    else:
+        _print_seeds(report)
+    return 0
+
+
+def _print_seeds(report: dict[str, Any]) -> None:
+    print(f"seeds join crawl {report['crawl_id']}"
+          + (f"; ticks skip while more than {report['max_queued']} fetches wait" if report["max_queued"] else ""))
+    for feed in report["feeds"]:
+        state = f"every {feed['interval']:g}s" if feed["enabled"] else "off"
+        reads = feed["reads"] or "-"
+        if "waiting" in feed:
+            reads = f"Redis key {reads} ({feed['waiting']} waiting)"
+        print(f"{feed['name']:<12}{state:<14}reads: {reads}")
+        st = feed["status"]
+        if st["last_tick"] is None:
+            print("  no tick yet")
+            continue
+        print(f"  last tick   {st['last_tick']}  {st['last_outcome']}")
+        skipped = ", ".join(f"{k.partition('/')[2]} {v}" for k, v in st.items() if k.startswith("skipped/"))
+        print(f"  ticks {st['ticks']} · admitted {st['admitted']} · duplicates {st['duplicates']}"
+              f" · refused {st['refused']} · failed {st['failed']} · skipped {st['skipped']}"
+              + (f" ({skipped})" if skipped else ""))
+
+
 COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,
-            "export": cmd_export, "stats": cmd_stats}
+            "export": cmd_export, "stats": cmd_stats, "seeds": cmd_seeds}
 
 
 if __name__ == "__main__":

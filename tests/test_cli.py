@@ -71,7 +71,7 @@ def test_bad_setting_is_one_line(empty_broker):
     assert_one_line_error(cli("stats", env={**cli_env(), "CRAWLER_MAX_RETRIES": "many"}), 2)
 
 
-@pytest.mark.parametrize("command", [["submit", "http://127.0.0.1:9/"], ["stats"]])
+@pytest.mark.parametrize("command", [["submit", "http://127.0.0.1:9/"], ["stats"], ["seeds"]])
 def test_unreachable_broker_is_one_line_exit_3(command):
     dead = f"redis://127.0.0.1:{free_port()}/0"
     result = cli(*command, env={"CRAWLER_BROKER_URL": dead, "CRAWLER_REDIS_URL": dead})
