@@ -6,10 +6,15 @@ A task ends with one Lua call (:meth:`Gate.complete`) that, atomically:
   delivery's work was already accounted for (``stale``);
 * replays — the task completed before but died before publishing: its children
   come back under their first task ids, uncounted (``replay``);
-* otherwise tests all candidate fingerprints of the page in one ``SMISMEMBER``,
-  admits the new ones (``SADD``) within the crawl's ``max_pages`` budget
-  (``dont_filter`` candidates bypass the SET), adds their task ids to the
-  crawl's outstanding set and applies the task's counters (``ok``).
+* otherwise tests all candidate fingerprints of the page against the crawl's
+  seen filter, admits the new ones within the crawl's ``max_pages`` budget
+  (kept in its own counter, ``gate/admitted``; ``dont_filter`` candidates
+  bypass the filter), adds their task ids to the crawl's outstanding set and
+  applies the task's counters (``ok``).
+
+The seen filter is a strategy (:mod:`crawler_tasks.seen`: an exact SET, a
+SET with a recrawl window, or a scalable Bloom filter) whose Lua test and add
+are part of this same script, so each page costs one round trip in every mode.
 
 Counters move only on that first completion, so a redelivered task never
 counts twice. Seeds go through the same script with no finishing task. The
@@ -20,6 +25,7 @@ never looks drained while work is in flight.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -27,20 +33,26 @@ from enum import Enum
 import redis
 
 from .keys import Keys
+from .seen import SeenFilter, SeenInfo, SeenSet
 
-# KEYS[1] outstanding SET · KEYS[2] seen SET · KEYS[3] stats HASH ·
+# KEYS[1] outstanding SET · KEYS[2] the seen filter's key · KEYS[3] stats HASH ·
 # KEYS[4] replay HASH of the finishing task (any key for seeds: unused)
 # ARGV[1] finishing task id ('' for seeds) · ARGV[2] max pages (0 = none) ·
-# ARGV[3] replay TTL (s) · ARGV[4] n counters, then n (name, amount) pairs,
-# then (fingerprint, task id, kind) triples, fingerprints unique; kind '0' gated,
-# '1' bypass (dont_filter), 's' a pipeline stage (bypass, not counted as admitted).
-_COMPLETE = """
-local me, limit, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local first = 5 + 2 * n
+# ARGV[3] replay TTL (s) · ARGV[4] the filter's params (JSON) · ARGV[5] n counters,
+# then n (name, amount) pairs, then (fingerprint, task id, kind) triples, fingerprints
+# unique; kind '0' gated, '1' bypass (dont_filter), 's' a pipeline stage (bypass, not
+# counted as admitted). Returns the verdict, then per candidate its task id or a
+# refusal: '-d' duplicate, '-b' over the page budget.
+_HEAD = """
+local me, limit, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[5])
+local P = cjson.decode(ARGV[4])
+local first = 6 + 2 * n
 local CHUNK = 1000
 local function each_chunk(list, fn)
   for i = 1, #list, CHUNK do fn(unpack(list, i, math.min(i + CHUNK - 1, #list))) end
 end
+"""
+_BODY = """
 local fps, tids, bypass, stage = {}, {}, {}, {}
 for i = first, #ARGV, 3 do
   local n = #fps + 1
@@ -51,17 +63,14 @@ if me ~= '' then
   if redis.call('HEXISTS', KEYS[4], '~') == 1 then
     local out = {'replay'}
     each_chunk(fps, function(...)
-      for _, tid in ipairs(redis.call('HMGET', KEYS[4], ...)) do out[#out + 1] = tid or '' end
+      for _, tid in ipairs(redis.call('HMGET', KEYS[4], ...)) do out[#out + 1] = tid or '-d' end
     end)
     return out
   end
 end
 local filtered = {}
 for i = 1, #fps do if not bypass[i] then filtered[#filtered + 1] = fps[i] end end
-local member = {}
-each_chunk(filtered, function(...)
-  for _, m in ipairs(redis.call('SMISMEMBER', KEYS[2], ...)) do member[#member + 1] = m end
-end)
+local member = seen_test(filtered)
 local limited, room = limit > 0, 0
 if limited then
   room = math.max(0, limit - tonumber(redis.call('HGET', KEYS[3], 'gate/admitted') or '0'))
@@ -69,13 +78,14 @@ end
 local out, new_fps, new_tids, pairs_ = {'ok'}, {}, {}, {}
 local admitted, duplicates, over, j = 0, 0, 0, 0
 for i = 1, #fps do
-  local ok = bypass[i]
+  local ok, refusal = bypass[i], '-d'
   if not ok then
     j = j + 1
-    if member[j] == 1 then
+    if member[j] then
       duplicates = duplicates + 1
     elseif limited and room == 0 then
       over = over + 1
+      refusal = '-b'
     else
       ok = true
       new_fps[#new_fps + 1] = fps[i]
@@ -89,10 +99,10 @@ for i = 1, #fps do
     pairs_[#pairs_ + 1] = tids[i]
     out[#out + 1] = tids[i]
   else
-    out[#out + 1] = ''
+    out[#out + 1] = refusal
   end
 end
-each_chunk(new_fps, function(...) redis.call('SADD', KEYS[2], ...) end)
+seen_add(new_fps)
 each_chunk(new_tids, function(...) redis.call('SADD', KEYS[1], ...) end)
 if me ~= '' then
   pairs_[#pairs_ + 1] = '~'
@@ -100,7 +110,7 @@ if me ~= '' then
   each_chunk(pairs_, function(...) redis.call('HSET', KEYS[4], ...) end)
   redis.call('EXPIRE', KEYS[4], ttl)
 end
-for i = 5, first - 1, 2 do
+for i = 6, first - 1, 2 do
   if ARGV[i] == 'duplicates' then
     duplicates = duplicates + tonumber(ARGV[i + 1])
   else
@@ -112,6 +122,12 @@ if duplicates > 0 then redis.call('HINCRBY', KEYS[3], 'duplicates', duplicates) 
 if over > 0 then redis.call('HINCRBY', KEYS[3], 'gate/over_budget', over) end
 return out
 """
+
+
+def complete_script(seen: SeenFilter) -> str:
+    """The gate's one script with ``seen``'s membership test and add in it."""
+    return _HEAD + seen.LUA + _BODY
+
 
 # KEYS[1] outstanding SET · KEYS[2] stats HASH · KEYS[3] replay HASH · KEYS[4] errors LIST
 # ARGV[1] task id · ARGV[2] error line · ARGV[3] n counters, then (name, amount) pairs
@@ -154,22 +170,49 @@ class Verdict(Enum):
     STALE = "stale"
 
 
+class Admission(Enum):
+    """What the gate decided for one candidate."""
+
+    ADMITTED = "admitted"
+    DUPLICATE = "duplicate"      # seen before (or, in a Bloom gate, a false positive)
+    OVER_BUDGET = "over_budget"  # the crawl's max_pages is used up
+
+
+_REFUSALS = {"-d": Admission.DUPLICATE, "-b": Admission.OVER_BUDGET}
+
+
 @dataclass(frozen=True)
 class Completion:
-    """The gate's answer: the verdict and, per candidate, its task id or None if refused."""
+    """The gate's answer: the verdict and, per candidate, its task id (None if refused)
+    and what was decided."""
 
     verdict: Verdict
     task_ids: list[str | None]
+    admissions: list[Admission]
+
+    @classmethod
+    def parse(cls, raw: list[bytes | str]) -> Completion:
+        values = [v.decode() if isinstance(v, bytes) else v for v in raw]
+        refusals = [_REFUSALS.get(v) for v in values[1:]]
+        return cls(Verdict(values[0]),
+                   [None if r else v for v, r in zip(values[1:], refusals)],
+                   [r or Admission.ADMITTED for r in refusals])
 
 
 class Gate:
-    """Admits each fingerprint once per crawl, cluster-wide, and tracks outstanding tasks."""
+    """Admits each fingerprint once per crawl, cluster-wide, and tracks outstanding tasks.
 
-    def __init__(self, client: redis.Redis, keys: Keys, replay_ttl: int) -> None:
+    ``seen`` (default: an exact SET) keeps what was admitted; see :mod:`crawler_tasks.seen`.
+    """
+
+    def __init__(self, client: redis.Redis, keys: Keys, replay_ttl: int,
+                 seen: SeenFilter | None = None) -> None:
         self.client = client
         self.keys = keys
         self.replay_ttl = replay_ttl
-        self._complete = client.register_script(_COMPLETE)
+        self.seen = seen or SeenSet(keys)
+        self._params = json.dumps(self.seen.params())
+        self._complete = client.register_script(complete_script(self.seen))
         self._abandon = client.register_script(_ABANDON)
         self._count_once = client.register_script(_COUNT_ONCE)
 
@@ -181,16 +224,15 @@ class Gate:
         Without ``task_id`` (seeds) nothing is finishing: candidates are just gated.
         Candidates must have distinct fingerprints.
         """
-        keys = [self.keys.outstanding(crawl_id), self.keys.seen(crawl_id),
+        keys = [self.keys.outstanding(crawl_id), self.seen.key(crawl_id),
                 self.keys.stats(crawl_id), self.keys.replay(crawl_id, task_id or "-")]
         counted = [(name, amount) for name, amount in (counts or {}).items() if amount]
-        argv: list[str | int] = [task_id or "", max_pages, self.replay_ttl, len(counted)]
+        argv: list[str | int] = [task_id or "", max_pages, self.replay_ttl, self._params, len(counted)]
         for name, amount in counted:
             argv += [name, amount]
         for c in candidates:
             argv += [c.fingerprint, c.task_id, "s" if c.stage else "1" if c.dont_filter else "0"]
-        raw = [v.decode() if isinstance(v, bytes) else v for v in self._complete(keys=keys, args=argv)]
-        return Completion(Verdict(raw[0]), [tid or None for tid in raw[1:]])
+        return Completion.parse(self._complete(keys=keys, args=argv))
 
     def admit(self, crawl_id: str, candidates: Sequence[Candidate], *, max_pages: int = 0,
               counts: Mapping[str, int] | None = None) -> list[str | None]:
@@ -236,17 +278,25 @@ class Gate:
                 pipe.hincrby(self.keys.stats(crawl_id), name, amount)
         pipe.execute()
 
-    def forget(self, crawl_id: str, fingerprints: Sequence[str], task_ids: Sequence[str]) -> None:
-        """Undo seed admissions whose messages could not be published."""
+    def forget(self, crawl_id: str, fingerprints: Sequence[str], task_ids: Sequence[str]) -> bool:
+        """Undo seed admissions whose messages could not be published.
+
+        The tasks leave the outstanding set and the budget either way; False
+        when the filter cannot forget (Bloom): the fingerprints stay seen.
+        """
         if not task_ids:
-            return
+            return True
         pipe = self.client.pipeline(transaction=False)
-        if fingerprints:
-            pipe.srem(self.keys.seen(crawl_id), *fingerprints)
+        self.seen.forget(pipe, crawl_id, list(fingerprints))
         pipe.srem(self.keys.outstanding(crawl_id), *task_ids)
         pipe.hincrby(self.keys.stats(crawl_id), "gate/admitted", -len(task_ids))
         pipe.execute()
+        return self.seen.can_forget
+
+    def info(self, crawl_id: str) -> SeenInfo:
+        """The crawl's filter: mode, items, bytes (and a Bloom gate's capacity, error rate)."""
+        return self.seen.info(self.client, crawl_id)
 
     def seen_count(self, crawl_id: str) -> int:
-        """How many fingerprints the crawl has admitted."""
-        return int(self.client.scard(self.keys.seen(crawl_id)))
+        """How many fingerprints the crawl's filter holds."""
+        return self.info(crawl_id).items

@@ -22,6 +22,7 @@ from .crawls import Crawls, Limits
 from .download import make_session
 from .gate import Gate
 from .keys import Keys
+from .seen import make_filter
 from .settings import Settings
 from .stats import Stats
 
@@ -37,7 +38,8 @@ class Runtime:
         self.app = app
         self.redis = redis_from_url(settings.redis_url, max_connections=settings.redis_max_connections)
         self.keys = Keys(settings.key_prefix)
-        self.gate = Gate(self.redis, self.keys, replay_ttl=settings.replay_ttl)
+        self.gate = Gate(self.redis, self.keys, replay_ttl=settings.replay_ttl,
+                         seen=make_filter(settings, self.keys))
         self.crawls = Crawls(self.redis, self.keys)
         self.claims = Claims(self.redis, self.keys, ttl=settings.claim_ttl)
         self.stats = Stats(self.redis, self.keys)
