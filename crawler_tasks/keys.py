@@ -21,6 +21,19 @@ class Keys:
         """SET of request fingerprints admitted by the gate for one crawl."""
         return self._crawl(crawl_id, "seen")
 
+    def seen_recent(self, crawl_id: str) -> str:
+        """ZSET fingerprint -> admission time, with a recrawl window (``CRAWLER_RECRAWL_AFTER``)."""
+        return self._crawl(crawl_id, "seen:recent")
+
+    def bloom(self, crawl_id: str) -> str:
+        """Stem of a crawl's Bloom gate: a HASH of its geometry at the stem (per generation
+        ``<stem>:<gen>`` with a recrawl window) and bit strings at ``<stem>:<slice>:<segment>``."""
+        return self._crawl(crawl_id, "bloom")
+
+    def unpublished(self, crawl_id: str) -> str:
+        """LIST of seed requests (JSON) a Bloom gate admitted but the broker did not take."""
+        return self._crawl(crawl_id, "unpublished")
+
     def replay(self, crawl_id: str, task_id: str) -> str:
         """HASH fingerprint -> child task id of the links one task admitted.
 
