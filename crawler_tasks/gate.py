@@ -95,8 +95,10 @@ for i = 1, #fps do
   if ok then
     if not stage[i] then admitted = admitted + 1 end
     new_tids[#new_tids + 1] = tids[i]
-    pairs_[#pairs_ + 1] = fps[i]
-    pairs_[#pairs_ + 1] = tids[i]
+    if me ~= '' then
+      pairs_[#pairs_ + 1] = fps[i]
+      pairs_[#pairs_ + 1] = tids[i]
+    end
     out[#out + 1] = tids[i]
   else
     out[#out + 1] = refusal

@@ -194,25 +194,40 @@ if P.window > 0 then
   gen = math.floor(tonumber(clock[1]) / P.window)
   stems = {KEYS[2] .. ':' .. gen, KEYS[2] .. ':' .. (gen - 1)}
 end
-local band, bor = bit.band, bit.bor
--- Block index and the k bit numbers (0..511) of fp in a slice of `blocks` blocks, each
--- from its own 12 bits of a SHA1: the fingerprint itself for slice 0, a SHA1 of it and
--- the slice number for the others (and more SHA1s while k needs more bits).
-local function place(fp, blocks, k, slice)
+local bor, sbyte, schar, floor, call, sha1 = bit.bor, string.byte, string.char, math.floor, redis.call, redis.sha1hex
+local HEX = setmetatable({}, {__index = function() return 0 end})
+for i = 0, 9 do HEX[48 + i] = i end
+for i = 0, 5 do HEX[97 + i] = 10 + i; HEX[65 + i] = 10 + i end
+local MASK = {1, 2, 4, 8, 16, 32, 64, 128}
+-- Where fp lies in a slice of `blocks` blocks: its block, and its k bits in that block
+-- (bits(j) → byte 1..64 and mask), each from its own 12 bits of a SHA1: the fingerprint
+-- itself in slice 0, a SHA1 of it and the slice number in the others (more while k needs).
+local d = {}
+local placed = {}  -- (slice * 2 + si) -> fp -> {block index, digits} of this call
+local function place(fp, blocks, k, slice, si)
+  local by = placed[slice * 2 + si]
+  if not by then by = {}; placed[slice * 2 + si] = by end
+  local hit = by[fp]
+  if hit then d = hit[2]; return hit[1] end
   local digits = fp
-  if slice > 0 or #fp ~= 40 or not tonumber(string.sub(fp, 1, 10), 16) then
-    digits = redis.sha1hex(fp .. ':' .. slice)
-  end
-  while #digits < 10 + 3 * k do digits = digits .. redis.sha1hex(digits) end
-  local bits = {}
-  for j = 1, k do
-    local at = 8 + 3 * j
-    bits[j] = tonumber(string.sub(digits, at, at + 2), 16) % 512
-  end
-  return tonumber(string.sub(digits, 1, 10), 16) % blocks, bits
+  if slice > 0 or #fp ~= 40 then digits = sha1(fp .. ':' .. slice) end
+  while #digits < 10 + 3 * k do digits = digits .. sha1(digits) end
+  d = {sbyte(digits, 1, 10 + 3 * k)}
+  local x = 0
+  for i = 1, 10 do x = x * 16 + HEX[d[i]] end
+  x = x % blocks
+  by[fp] = {x, d}
+  return x
+end
+-- Byte number and mask of bit j of the fingerprint last placed.
+local function bit_of(j)
+  local i = 8 + 3 * j
+  local v = (HEX[d[i]] * 256 + HEX[d[i + 1]] * 16 + HEX[d[i + 2]]) % 512
+  local low = v % 8
+  return (v - low) / 8 + 1, MASK[low + 1]
 end
 local function load(stem)
-  local v = redis.call('HMGET', stem, 'geometry', 'slices')
+  local v = call('HMGET', stem, 'geometry', 'slices')
   if not v[1] then return nil end
   if v[1] ~= P.id then
     error('bloom gate ' .. stem .. ' was made for capacity/error rate ' .. v[1] .. ', not ' .. P.id ..
@@ -221,77 +236,63 @@ local function load(stem)
   local meta = {slices = tonumber(v[2]), n = {}}
   local fields = {}
   for i = 0, meta.slices - 1 do fields[#fields + 1] = 'n' .. i end
-  local counts = redis.call('HMGET', stem, unpack(fields))
+  local counts = call('HMGET', stem, unpack(fields))
   for i = 0, meta.slices - 1 do meta.n[i] = tonumber(counts[i + 1] or '0') end
   return meta
 end
--- The string and byte offset of block `index` of a slice (names made once per call).
+-- Names of the strings of filter `si` (1 = this generation, 2 = the last), made once per call.
 local names = {}
-local function locate(stem, slice, index)
-  local byte = index * BLOCK
-  local seg = math.floor(byte / SEG)
-  local id = (stem == stems[1] and 0 or 1) * 1e6 + slice * 1e4 + seg
+local function segment(si, slice, seg)
+  local id = (seg * 16 + slice) * 2 + si
   local key = names[id]
-  if not key then key = stem .. ':' .. slice .. ':' .. seg; names[id] = key end
-  return key, byte - seg * SEG
+  if not key then key = stems[si] .. ':' .. slice .. ':' .. seg; names[id] = key end
+  return key
 end
--- Blocks read (or written) in this call and each fingerprint's place, by slice.
-local blocks, placed = {}, {}
-local function where(stem, slice, fp)
+-- Blocks read or written in this call.
+local blocks = {}
+local function read(si, slice, fp)
   local g = P.geo[slice + 1]
-  local by = placed[slice]
-  if not by then by = {}; placed[slice] = by end
-  local at = by[fp]
-  if not at then
-    local index, bits = place(fp, g[1], g[2], slice)
-    local key, off = locate(stem, slice, index)
-    at = {key, off, bits}
-    by[fp] = at
-  end
-  return at
-end
-local function read(at)
-  local id = at[1] .. '@' .. at[2]
+  local index = place(fp, g[1], g[2], slice, si)
+  local seg = floor(index * BLOCK / SEG)
+  local key, off, id = segment(si, slice, seg), index * BLOCK - seg * SEG, (index * 16 + slice) * 2 + si
   local block = blocks[id]
   if not block then
-    block = redis.call('GETRANGE', at[1], at[2], at[2] + BLOCK - 1)
+    block = call('GETRANGE', key, off, off + BLOCK - 1)
     blocks[id] = block
   end
-  return block, id
+  return block, g[2], key, off, id
 end
-local function has(stem, slice, fp)
-  local at = where(stem, slice, fp)
-  local block = read(at)
+local function has(si, slice, fp)
+  local block, k = read(si, slice, fp)
   if #block == 0 then return false end
-  for _, n in ipairs(at[3]) do
-    local byte = string.byte(block, math.floor(n / 8) + 1) or 0
-    if band(byte, 2 ^ (n % 8)) == 0 then return false end
+  for j = 1, k do
+    local at, mask = bit_of(j)
+    if (sbyte(block, at) or 0) % (mask * 2) < mask then return false end
   end
   return true
 end
-local function put(stem, slice, fp)
-  local at = where(stem, slice, fp)
-  local block, id = read(at)
-  local bytes = {string.byte(block, 1, BLOCK)}
-  for i = #bytes + 1, BLOCK do bytes[i] = 0 end
-  for _, n in ipairs(at[3]) do
-    local i = math.floor(n / 8) + 1
-    bytes[i] = bor(bytes[i], 2 ^ (n % 8))
+local function put(si, slice, fp)
+  local block, k, key, off, id = read(si, slice, fp)
+  local t = {sbyte(block, 1, BLOCK)}
+  for i = #t + 1, BLOCK do t[i] = 0 end
+  for j = 1, k do
+    local at, mask = bit_of(j)
+    t[at] = bor(t[at], mask)
   end
-  block = string.char(unpack(bytes))
+  block = schar(unpack(t))
   blocks[id] = block
-  redis.call('SETRANGE', at[1], at[2], block)
-  return at[1]
+  call('SETRANGE', key, off, block)
+  return key
 end
 local function seen_test(fps)
   local r = {}
   for i = 1, #fps do r[i] = false end
-  for _, stem in ipairs(stems) do
+  for si, stem in ipairs(stems) do
     local meta = load(stem)
     if meta then
       for slice = meta.slices - 1, 0, -1 do
         for i = 1, #fps do
-          if not r[i] and has(stem, slice, fps[i]) then r[i] = true end
+          if not r[i] and has(si, slice, fps[i]) then r[i] = true end
         end
       end
     end
@@ -309,16 +310,16 @@ local function seen_add(fps)
       slice = slice + 1
       meta.n[slice] = 0
     end
-    touched[put(stem, slice, fps[i])] = true
+    touched[put(1, slice, fps[i])] = true
     meta.n[slice] = meta.n[slice] + 1
   end
   local fields = {'geometry', P.id, 'slices', slice + 1}
   for i = 0, slice do fields[#fields + 1] = 'n' .. i; fields[#fields + 1] = meta.n[i] end
-  redis.call('HSET', stem, unpack(fields))
+  call('HSET', stem, unpack(fields))
   if gen then
     local expiry = (gen + 2) * P.window + 60
-    redis.call('EXPIREAT', stem, expiry)
-    for key in pairs(touched) do redis.call('EXPIREAT', key, expiry) end
+    call('EXPIREAT', stem, expiry)
+    for key in pairs(touched) do call('EXPIREAT', key, expiry) end
   end
 end
 """
