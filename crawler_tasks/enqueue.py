@@ -7,6 +7,7 @@ then lets the task leave its crawl's outstanding set.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -45,12 +46,16 @@ def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:
     """Gate seed ``requests`` (all of one crawl) in one round trip and publish the admitted ones.
 
     Returns how many were published. If publishing fails part-way, what was not
-    published is not marked seen, and :class:`BrokerUnavailable` says so.
+    published is not marked seen (an exact gate forgets it), or, as a Bloom gate
+    cannot forget, it is kept in the crawl's ``unpublished`` list and published
+    by the crawl's next seed call; :class:`BrokerUnavailable` says so either way.
     """
     if not requests:
         return 0
     crawl_id = requests[0].crawl_id
     requests, repeats = _unique(requests)
+    taken = _take_unpublished(rt, crawl_id)
+    requests = taken + requests
     candidates = [Candidate(r.fingerprint, tid, r.dont_filter)
                   for r, tid in zip(requests, new_task_ids(len(requests)))]
     task_ids = rt.gate.admit(crawl_id, candidates, max_pages=rt.limits(crawl_id).max_pages,
@@ -60,14 +65,39 @@ def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:
         try:
             publish_fetch(rt, request, task_id)
         except Exception as exc:
-            rest = admitted[i:]
-            rt.gate.forget(crawl_id, [c.fingerprint for _, c, _ in rest if not c.dont_filter],
-                           [t for _, _, t in rest])
+            _unpublished(rt, crawl_id, admitted[i:], taken=taken)
             if isinstance(exc, OperationalError):
                 raise BrokerUnavailable(f"broker at {safe_url(rt.settings.broker_url)} did not take "
                                         f"the seeds ({i} of {len(admitted)} enqueued): {exc}") from None
             raise
     return len(admitted)
+
+
+#: Unpublished seeds taken back per seed call.
+UNPUBLISHED_BATCH = 500
+
+
+def _take_unpublished(rt: Runtime, crawl_id: str) -> list[CrawlRequest]:
+    """Seeds a Bloom gate admitted earlier but the broker did not take (removed as taken)."""
+    if rt.gate.seen.can_forget:
+        return []
+    raw = rt.redis.lpop(rt.keys.unpublished(crawl_id), UNPUBLISHED_BATCH) or []
+    return [CrawlRequest.from_dict(json.loads(item)) for item in raw]
+
+
+def _unpublished(rt: Runtime, crawl_id: str, rest: Sequence[tuple[CrawlRequest, Candidate, str]],
+                 taken: Sequence[CrawlRequest]) -> None:
+    """Undo the admissions of ``rest``; keep what the gate cannot forget for the next seed call.
+
+    Kept seeds bypass the gate when taken back (they passed it already).
+    """
+    forgot = rt.gate.forget(crawl_id, [c.fingerprint for _, c, _ in rest if not c.dont_filter],
+                            [t for _, _, t in rest])
+    again = {id(r) for r in taken}
+    kept = [r for r, c, _ in rest if id(r) in again or (not forgot and not c.dont_filter)]
+    if kept:
+        rt.redis.rpush(rt.keys.unpublished(crawl_id),
+                       *[json.dumps(r.replace(dont_filter=True).to_dict()) for r in kept])
 
 
 def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[CrawlRequest],

@@ -243,3 +243,29 @@ def test_broker_down_at_submit_is_one_line_and_leaves_no_gate_state(tmp_path):
         submit_to(rt, ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"], crawl_id="down")
     assert rt.gate.seen_count("down") == 0 and rt.crawls.outstanding("down") == 0
     rt.close()
+
+
+def test_a_bloom_gate_keeps_seeds_the_broker_did_not_take_and_publishes_them_next_time():
+    flush(FAULT_DB)
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    settings = Settings(broker_url=dead, redis_url=f"{REDIS}/{FAULT_DB}", key_prefix=f"down{token()}",
+                        dedup="bloom", bloom_capacity=1000)
+    rt = Runtime(settings, create_app(settings))
+    seeds = ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"]
+    with pytest.raises(BrokerUnavailable, match="did not take the seeds"):
+        submit_to(rt, seeds, crawl_id="down")
+    # A Bloom filter cannot forget: the seeds stay seen, and are kept to publish later.
+    assert rt.gate.seen_count("down") == 2 and rt.crawls.outstanding("down") == 0
+    assert rt.redis.llen(rt.keys.unpublished("down")) == 2
+    with pytest.raises(BrokerUnavailable):  # still no broker: taken back, and kept again
+        submit_to(rt, seeds, crawl_id="down")
+    assert rt.redis.llen(rt.keys.unpublished("down")) == 2
+    rt.close()
+
+    live = settings.replace(broker_url=f"{REDIS}/{FAULT_DB}")
+    rt = Runtime(live, create_app(live))
+    assert submit_to(rt, ["http://127.0.0.1:9/c"], crawl_id="down") == 3
+    assert rt.redis.llen(rt.keys.unpublished("down")) == 0
+    assert rt.crawls.outstanding("down") == 3 and rt.stats.read("down")["gate/admitted"] == 3
+    rt.close()
+    flush(FAULT_DB)
