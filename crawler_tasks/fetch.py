@@ -17,7 +17,7 @@ from . import enqueue, parse, routing, store
 from .download import download
 from .errors import FetchError, StoreUnavailable
 from .models import CrawlRequest, PageRecord
-from .policy import Counts, Defer, Fail, HandOn, Outcome, Redirect, Retry, Skip, decide
+from .policy import Counts, Defer, Fail, HandOn, Outcome, Redirect, Retry, Skip, conditional, decide
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -28,11 +28,13 @@ log = logging.getLogger(__name__)
 def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
     """Fetch ``req`` as task ``task_id``; a returned Retry tells the task to re-send it."""
     s = rt.settings
+    before = store.previous(rt, req)
     try:
-        result = download(rt.session, req, timeout=s.download_timeout, maxsize=s.download_maxsize)
+        result = download(rt.session, conditional(req, before), timeout=s.download_timeout,
+                          maxsize=s.download_maxsize)
     except FetchError as err:
         result = err  # type: ignore[assignment]
-    return apply(rt, req, task_id, decide(req, result, s, rt.limits(req.crawl_id)))
+    return apply(rt, req, task_id, decide(req, result, s, rt.limits(req.crawl_id), previous=before))
 
 
 def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome) -> Retry | None:

@@ -83,16 +83,40 @@ class Skip:
 Outcome = HandOn | Redirect | Retry | Fail | Defer | Skip
 
 
+def conditional(req: CrawlRequest, previous: PageRecord | None) -> CrawlRequest:
+    """``req`` revalidating ``previous`` (``If-None-Match`` / ``If-Modified-Since`` from its
+    ``ETag`` / ``Last-Modified``); ``req`` itself when there is nothing to revalidate."""
+    if previous is None or previous.status != 200:
+        return req
+    validators = {name: previous.headers[source] for name, source in VALIDATORS
+                  if previous.headers.get(source)}
+    if not validators:
+        return req
+    return req.replace(headers={**req.headers, **validators})
+
+
+#: Request header -> the response header (as stored, lower case) it echoes.
+VALIDATORS = (("If-None-Match", "etag"), ("If-Modified-Since", "last-modified"))
+
+
 def decide(req: CrawlRequest, result: Download | FetchError, settings: Settings,
-           limits: Limits) -> Outcome:
-    """The outcome of fetching ``req``: ``result`` is its response, or why none came."""
+           limits: Limits, *, previous: PageRecord | None = None) -> Outcome:
+    """The outcome of fetching ``req``: ``result`` is its response, or why none came.
+
+    ``previous`` is the stored record a recrawl revalidated: a 304 keeps it
+    (with a new ``fetched_at``) instead of storing an empty page.
+    """
     if isinstance(result, FetchError):
         return _on_error(req, result, None, settings)
     err = status_error(result)
     if err is not None:
         return _on_error(req, err, result, settings)
-    record = response_record(req, result)
     counts = download_counts(result)
+    if result.status == 304 and previous is not None:
+        kept = PageRecord.from_dict({**previous.to_dict(), "fetched_at": now_iso(),
+                                     "crawl_id": req.crawl_id, "depth": req.depth, "meta": req.meta})
+        return HandOn(kept, None, {**counts, "not_modified": 1})
+    record = response_record(req, result)
     location = result.headers.get("location")
     if result.status in REDIRECT_STATUSES and location:
         return _on_redirect(req, result.status, location, record, counts, settings, limits)

@@ -191,7 +191,7 @@ local clock, gen = nil, nil
 local stems = {KEYS[2]}
 if P.window > 0 then
   clock = redis.call('TIME')
-  gen = math.floor(tonumber(clock[1]) / P.window)
+  gen = math.floor((tonumber(clock[1]) + tonumber(clock[2]) / 1e6) / P.window)
   stems = {KEYS[2] .. ':' .. gen, KEYS[2] .. ':' .. (gen - 1)}
 end
 local bor, sbyte, schar, floor, call, sha1 = bit.bor, string.byte, string.char, math.floor, redis.call, redis.sha1hex
@@ -317,7 +317,7 @@ local function seen_add(fps)
   for i = 0, slice do fields[#fields + 1] = 'n' .. i; fields[#fields + 1] = meta.n[i] end
   call('HSET', stem, unpack(fields))
   if gen then
-    local expiry = (gen + 2) * P.window + 60
+    local expiry = math.ceil((gen + 2) * P.window) + 1
     call('EXPIREAT', stem, expiry)
     for key in pairs(touched) do call('EXPIREAT', key, expiry) end
   end

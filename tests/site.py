@@ -30,6 +30,8 @@ class Site:
     def __init__(self) -> None:
         self.hits: list[tuple[str, float]] = []
         self.counts: Counter[str] = Counter()
+        #: (path, If-None-Match, If-Modified-Since) of each /validated request.
+        self.validators: list[tuple[str, str | None, str | None]] = []
         self.lock = threading.Lock()
         site = self
 
@@ -98,6 +100,21 @@ class Site:
                 h.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):
                 pass
+
+    def r_validated(self, h, segs, q, count, head):
+        """A page with an ETag and a Last-Modified that answers 304 when they still match;
+        its content changes (version 2) from hit number ``?change=N`` on (0 = never)."""
+        change = int(q.get("change", ["0"])[0])
+        version = 2 if change and count >= change else 1
+        etag = f'"v{version}"'
+        modified = f"Mon, 0{version} Jan 2024 00:00:00 GMT"
+        with self.lock:
+            self.validators.append((h.path, h.headers.get("If-None-Match"),
+                                    h.headers.get("If-Modified-Since")))
+        headers = {"ETag": etag, "Last-Modified": modified}
+        if h.headers.get("If-None-Match") == etag:
+            return self.send(h, 304, b"", headers=headers, head=True)
+        self.send(h, 200, html(f"Version {version}"), headers=headers, head=head)
 
     def r_index(self, h, segs, q, count, head):
         self.send(h, 200, html("Index", links("/page/1", "/page/2")), head=head)

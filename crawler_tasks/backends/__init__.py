@@ -29,6 +29,9 @@ class Store(Protocol):
     def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
         """Every stored record (of one crawl), oldest first."""
 
+    def get(self, fingerprint: str) -> PageRecord | None:
+        """The stored record of ``fingerprint``, or None (a recrawl's validators come from it)."""
+
     def count(self, crawl_id: str | None = None) -> int:
         """How many records are stored (for one crawl)."""
 

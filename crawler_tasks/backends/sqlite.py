@@ -134,6 +134,16 @@ class SQLiteStore:
         for (raw,) in self.conn.execute(sql, args):
             yield PageRecord.from_dict(json.loads(raw))
 
+    def get(self, fingerprint: str) -> PageRecord | None:
+        if not self._exists():
+            return None
+        try:
+            row = self.conn.execute("SELECT record FROM pages WHERE fingerprint = ?",
+                                    (fingerprint,)).fetchone()
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
+        return PageRecord.from_dict(json.loads(row[0])) if row else None
+
     def count(self, crawl_id: str | None = None) -> int:
         if not self._exists():
             return 0
