@@ -199,9 +199,11 @@ local HEX = setmetatable({}, {__index = function() return 0 end})
 for i = 0, 9 do HEX[48 + i] = i end
 for i = 0, 5 do HEX[97 + i] = 10 + i; HEX[65 + i] = 10 + i end
 local MASK = {1, 2, 4, 8, 16, 32, 64, 128}
--- Where fp lies in a slice of `blocks` blocks: its block, and its k bits in that block
--- (bits(j) → byte 1..64 and mask), each from its own 12 bits of a SHA1: the fingerprint
--- itself in slice 0, a SHA1 of it and the slice number in the others (more while k needs).
+-- Where fp lies in a slice of `blocks` blocks: its block (the first 40 bits of the SHA1
+-- fingerprint modulo the slice's size), and its k bits in that block (bit_of(j): byte
+-- 1..64 and mask), each from its own next 12 bits (SHA1s of the digits extend them while
+-- k needs more). Slices share the digits: their error rates add up whether or not
+-- their false positives coincide, so the bound needs no independence between them.
 local d = {}
 local placed = {}  -- (slice * 2 + si) -> fp -> {block index, digits} of this call
 local function place(fp, blocks, k, slice, si)
@@ -210,7 +212,7 @@ local function place(fp, blocks, k, slice, si)
   local hit = by[fp]
   if hit then d = hit[2]; return hit[1] end
   local digits = fp
-  if slice > 0 or #fp ~= 40 then digits = sha1(fp .. ':' .. slice) end
+  if #fp ~= 40 then digits = sha1(fp) end
   while #digits < 10 + 3 * k do digits = digits .. sha1(digits) end
   d = {sbyte(digits, 1, 10 + 3 * k)}
   local x = 0

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import redis
 
 from crawler_tasks.gate import Candidate, Gate, Verdict
@@ -110,11 +111,13 @@ print(submit(urls, crawl_id="race"))
 """
 
 
-def test_racing_submitters_publish_each_url_exactly_once():
+@pytest.mark.parametrize("dedup", ["set", "bloom"])
+def test_racing_submitters_publish_each_url_exactly_once(dedup):
     client = redis.Redis.from_url(f"{REDIS}/{RACE_DB}")
     client.flushdb()
     env = {**os.environ, "CRAWLER_BROKER_URL": f"{REDIS}/{RACE_DB}",
-           "CRAWLER_REDIS_URL": f"{REDIS}/{RACE_DB}", "CRAWLER_KEY_PREFIX": "race"}
+           "CRAWLER_REDIS_URL": f"{REDIS}/{RACE_DB}", "CRAWLER_KEY_PREFIX": "race",
+           "CRAWLER_DEDUP": dedup, "CRAWLER_BLOOM_CAPACITY": "1000"}
     a = [f"http://127.0.0.1:9/p/{i}" for i in range(0, 600)]
     b = [f"http://127.0.0.1:9/p/{i}" for i in range(300, 900)]
     start = time.time() + 2.0
