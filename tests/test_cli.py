@@ -102,6 +102,28 @@ def test_submit_reads_urls_and_seed_objects_and_reports_duplicates(empty_broker,
     assert stats["crawls"]["default"]["duplicates"] == 1
 
 
+@pytest.mark.parametrize("dedup", ["set", "bloom"])
+def test_stats_shows_each_crawl_s_gate(empty_broker, dedup):
+    env = {**cli_env(), "CRAWLER_DEDUP": dedup, "CRAWLER_BLOOM_CAPACITY": "100000"}
+    assert cli("submit", "http://127.0.0.1:9/a", "http://127.0.0.1:9/b", env=env).returncode == 0
+    gate = json.loads(cli("stats", "--json", env=env).stdout)["crawls"]["default"]["gate"]
+    assert gate["mode"] == dedup and gate["items"] == 2 and gate["bytes"] > 0
+    if dedup == "bloom":
+        assert gate["capacity"] == 100_000 and gate["error_rate"] == 0.001
+        assert gate["bytes"] <= 100_000 * 2.4  # the first slice, allocated as URLs land in it
+    text = cli("stats", env=env).stdout
+    assert f"gate                    {dedup}: 2 URLs in" in text
+
+
+def test_submit_past_max_queued_is_one_line_and_enqueues_nothing(empty_broker):
+    env = {**cli_env(), "CRAWLER_MAX_QUEUED": "2"}
+    assert cli("submit", *[f"http://127.0.0.1:9/{i}" for i in range(3)], env=env).returncode == 0
+    result = cli("submit", "http://127.0.0.1:9/more", env=env)
+    assert_one_line_error(result, 3)
+    assert "CRAWLER_MAX_QUEUED=2" in result.stderr
+    assert json.loads(cli("stats", "--json", env=env).stdout)["queues"]["crawl.fetch"]["total"] == 3
+
+
 def test_crawl_on_embedded_redis_then_export(site, tmp_path):
     dead = f"redis://127.0.0.1:{free_port()}/0"
     store = str(tmp_path / "pages.db")
