@@ -7,6 +7,7 @@ broker or pool, as the README's promises require::
 
     CRAWLER_TEST_BROKER=amqp://guest:guest@127.0.0.1:5672// pytest
     CRAWLER_WORKER_POOL=prefork pytest
+    CRAWLER_DEDUP=bloom CRAWLER_BLOOM_CAPACITY=20000 pytest   # every crawl behind a Bloom gate
 """
 
 from __future__ import annotations
