@@ -58,8 +58,12 @@ def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:
     requests = taken + requests
     candidates = [Candidate(r.fingerprint, tid, r.dont_filter)
                   for r, tid in zip(requests, new_task_ids(len(requests)))]
-    task_ids = rt.gate.admit(crawl_id, candidates, max_pages=rt.limits(crawl_id).max_pages,
-                             counts={"duplicates": repeats})
+    try:
+        task_ids = rt.gate.admit(crawl_id, candidates, max_pages=rt.limits(crawl_id).max_pages,
+                                 counts={"duplicates": repeats})
+    except Exception:
+        _keep(rt, crawl_id, taken)
+        raise
     admitted = [(r, c, t) for r, c, t in zip(requests, candidates, task_ids) if t is not None]
     for i, (request, _, task_id) in enumerate(admitted):
         try:
@@ -94,10 +98,14 @@ def _unpublished(rt: Runtime, crawl_id: str, rest: Sequence[tuple[CrawlRequest, 
     forgot = rt.gate.forget(crawl_id, [c.fingerprint for _, c, _ in rest if not c.dont_filter],
                             [t for _, _, t in rest])
     again = {id(r) for r in taken}
-    kept = [r for r, c, _ in rest if id(r) in again or (not forgot and not c.dont_filter)]
-    if kept:
+    _keep(rt, crawl_id, [r for r, c, _ in rest if id(r) in again or (not forgot and not c.dont_filter)])
+
+
+def _keep(rt: Runtime, crawl_id: str, requests: Sequence[CrawlRequest]) -> None:
+    """Put ``requests`` (back) on the crawl's unpublished list, to bypass the gate when taken."""
+    if requests:
         rt.redis.rpush(rt.keys.unpublished(crawl_id),
-                       *[json.dumps(r.replace(dont_filter=True).to_dict()) for r in kept])
+                       *[json.dumps(r.replace(dont_filter=True).to_dict()) for r in requests])
 
 
 def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[CrawlRequest],

@@ -7,9 +7,9 @@ import pytest
 from crawler_tasks.crawls import Limits
 from crawler_tasks.download import Download
 from crawler_tasks.errors import FetchError
-from crawler_tasks.models import CrawlRequest
-from crawler_tasks.policy import (Fail, HandOn, Redirect, Retry, backoff, decide, plan_redirect,
-                                  plan_retry, retry_delay)
+from crawler_tasks.models import CrawlRequest, PageRecord
+from crawler_tasks.policy import (Fail, HandOn, Redirect, Retry, backoff, conditional, decide,
+                                  plan_redirect, plan_retry, retry_delay)
 from crawler_tasks.settings import Settings
 
 SETTINGS = Settings(max_retries=2, retry_backoff=1.0, retry_backoff_max=60.0,
@@ -152,3 +152,39 @@ def test_offsite_rule_allows_subdomains_and_falls_back_to_the_origin_host():
     none = Limits(domains=frozenset(), max_depth=0, max_pages=0, store="x.db")
     assert none.allows("http://c.test/y", origin="http://c.test/")
     assert not none.allows("http://d.test/y", origin="http://c.test/")
+
+
+# Recrawls: revalidation with the stored record's validators
+
+
+def stored(**fields) -> PageRecord:
+    return PageRecord(url="http://a.test/p", fingerprint=req().fingerprint, crawl_id="c", depth=0,
+                      fetched_at="2026-01-01T00:00:00+00:00", **fields)
+
+
+def test_a_recrawl_sends_the_stored_validators_and_nothing_without_them():
+    before = stored(status=200, headers={"etag": '"x1"', "last-modified": "Mon, 01 Jan 2024 00:00:00 GMT"})
+    sent = conditional(req(headers={"Accept": "text/html"}), before).headers
+    assert sent == {"Accept": "text/html", "If-None-Match": '"x1"',
+                    "If-Modified-Since": "Mon, 01 Jan 2024 00:00:00 GMT"}
+    assert conditional(req(), stored(status=200, headers={"etag": '"x1"'})).headers == {
+        "If-None-Match": '"x1"'}
+    assert conditional(req(), stored(status=200)).headers == {}
+    assert conditional(req(), stored(status=404, headers={"etag": '"x1"'})).headers == {}
+    assert conditional(req(), None).headers == {}
+
+
+def test_a_304_keeps_the_stored_page_with_a_new_fetch_time():
+    before = stored(status=200, title="Kept", text="body text", headers={"etag": '"x1"'})
+    outcome = decide(req(meta={"url_id": "9"}), response(304), SETTINGS, LIMITS, previous=before)
+    assert isinstance(outcome, HandOn) and outcome.body is None
+    kept = outcome.record
+    assert (kept.status, kept.title, kept.text, kept.meta) == (200, "Kept", "body text", {"url_id": "9"})
+    assert kept.fetched_at > before.fetched_at
+    assert outcome.counts["status/304"] == 1 and outcome.counts["not_modified"] == 1
+
+
+def test_a_304_nobody_asked_for_is_stored_as_it_came():
+    outcome = decide(req(), response(304), SETTINGS, LIMITS)
+    assert isinstance(outcome, HandOn) and outcome.record.status == 304
+    assert "not_modified" not in outcome.counts
