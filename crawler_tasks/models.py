@@ -153,6 +153,8 @@ class PageRecord:
     truncated: bool = False
     encoding: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    #: The response body as text (HTML and text types), when the store keeps bodies.
+    body: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-ready dict (shallow: its lists and dicts are shared)."""

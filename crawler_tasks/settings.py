@@ -94,6 +94,8 @@ SPECS: tuple[Spec, ...] = (
          "`crawl.parse`/`crawl.store` tasks (bodies by claim check), for parse-only nodes."),
     Spec("CRAWLER_STORE", "store", str, DEFAULT_STORE,
          "Store URI: a path or `sqlite:///path` (embedded SQLite)."),
+    Spec("CRAWLER_ES_API_KEY", "es_api_key", str, "",
+         "API key for an `elasticsearch://` store (instead of `user:password@` in its URI)."),
     Spec("CRAWLER_DOWNLOAD_TIMEOUT", "download_timeout", _number, None,
          "Seconds one download may take in all: connect, headers and the whole body.",
          f"`{DOWNLOAD_TIMEOUT}`, or half of `CRAWLER_VISIBILITY_TIMEOUT` if that is less"),
@@ -190,6 +192,7 @@ class Settings:
     broker_url: str = _DEFAULTS["broker_url"]
     redis_url: str = _DEFAULTS["redis_url"]
     store: str = _DEFAULTS["store"]
+    es_api_key: str = _DEFAULTS["es_api_key"]
     download_timeout: float = _DEFAULTS["download_timeout"]  # None: derived, see __post_init__
     max_depth: int = _DEFAULTS["max_depth"]
     max_retries: int = _DEFAULTS["max_retries"]

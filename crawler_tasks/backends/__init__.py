@@ -10,10 +10,20 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import UnknownStore
 from ..models import PageRecord
+
+
+@dataclass(frozen=True)
+class RecordFailure:
+    """A record a backend refused for good (e.g. an Elasticsearch mapping error): retrying
+    the same record cannot help, so it is reported rather than retried."""
+
+    fingerprint: str
+    reason: str
 
 
 class Store(Protocol):
