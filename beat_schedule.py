@@ -27,10 +27,11 @@ if TYPE_CHECKING:
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
-    """The entries for ``settings`` (one per enabled feed); ``celery_config`` loads them."""
+    """The entries for ``settings`` (one per enabled feed, and the statistics flush);
+    ``celery_config`` loads them."""
     from crawler_tasks.feeds import configured
 
-    return {
+    entries = {
         f"feed-{feed.name.replace('_', '-')}": {
             "task": "crawl.feed",
             "schedule": feed.interval,
@@ -39,3 +40,10 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         }
         for feed in configured(settings) if feed.enabled
     }
+    # Crawl counters into the stores that keep statistics (Elasticsearch's <index>-stats).
+    entries["flush-stats"] = {
+        "task": "crawl.flush_stats",
+        "schedule": settings.stats_flush_s,
+        "options": {"expires": settings.stats_flush_s},
+    }
+    return entries

@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="write stored records as JSON lines to stdout")
     e.add_argument("--store", default=None, help="store URI (default: CRAWLER_STORE)")
     e.add_argument("--crawl-id", default=None)
+    e.add_argument("--no-body", action="store_true", help="leave the page bodies out")
 
     t = sub.add_parser("stats", help="show counters and queue depth per band")
     t.add_argument("--json", action="store_true")
@@ -102,8 +103,11 @@ def _fail(message: object, code: int) -> int:
 
 
 def _absolute_store(uri: str) -> str:
-    """A plain path made absolute, so workers started elsewhere write the same file."""
-    return uri if "://" in uri else os.path.abspath(uri)
+    """Plain paths (of one URI or a list) made absolute, so workers started elsewhere write
+    the same file."""
+    from .backends import split_uris
+
+    return ",".join(u if "://" in u else os.path.abspath(u) for u in split_uris(uri)) or uri
 
 
 def _new_crawl_id() -> str:
@@ -142,7 +146,7 @@ def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Set
     if args.max_pages < 0 or (args.max_depth is not None and args.max_depth < 0):
         raise BadInput("--max-pages and --max-depth: must be 0 or more")
     store = _absolute_store(args.store or settings.store)
-    open_store(store).close()
+    open_store(store, settings).close()
     changes: dict[str, Any] = {"store": store}
     if args.max_depth is not None:
         changes["max_depth"] = args.max_depth
@@ -184,6 +188,7 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
         progress.done()
         elapsed = time.monotonic() - started
         stats = rt.stats.read(crawl_id)
+        _flush_stats(rt, crawl_id)
     except KeyboardInterrupt:
         print(f"\nstopping: running tasks finish, the rest stays queued (a second signal "
               f"stops at once); resume with --crawl-id {crawl_id}", file=sys.stderr)
@@ -192,6 +197,17 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
         _shut_down(settings, workers, embedded)
     return {"crawl_id": crawl_id, "seeds_accepted": accepted, "elapsed": elapsed,
             "store": settings.store, "stats": stats, "embedded": embedded is not None}
+
+
+def _flush_stats(rt: Any, crawl_id: str) -> None:
+    """The crawl's final counters into its store's statistics (when it keeps them)."""
+    from .errors import StoreUnavailable
+    from .store import flush_stats
+
+    try:
+        flush_stats(rt, [crawl_id])
+    except StoreUnavailable as exc:
+        print(f"crawl statistics not written to the store: {exc}", file=sys.stderr)
 
 
 def _shut_down(settings: Settings, workers: Any, embedded: Any) -> None:
@@ -296,13 +312,17 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from .backends import open_store
 
-    uri = args.store or Settings.from_env().store
+    settings = Settings.from_env()
+    uri = args.store or settings.store
     if "://" not in uri and not os.path.exists(uri):
         raise BadInput(f"no store at {uri}")
-    store = open_store(uri)
+    store = open_store(uri, settings)
     try:
         for record in store.records(args.crawl_id):
-            sys.stdout.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
+            data = record.to_dict()
+            if args.no_body:
+                data.pop("body", None)
+            sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     finally:
         store.close()
     return 0

@@ -71,14 +71,14 @@ def hand_on(rt: Runtime, req: CrawlRequest, task_id: str, record: PageRecord,
         children += links
         counts = {**counts, **parse_counts}
     try:
-        store.write(rt, req, [record])
+        stored = store.write(rt, req, [record])
     except StoreUnavailable as exc:
         # The backend is down: the record waits in a claim check for a
         # crawl.store task, which retries with backoff. Nothing is dropped.
         log.warning("store of %s failed, handing it to a store task: %s", req.url, exc)
         _hand_on_split(rt, req, task_id, record, None, counts, children, routing.STORE_TASK)
         return
-    enqueue.complete(rt, req, task_id, children, {**counts, "stored": 1})
+    enqueue.complete(rt, req, task_id, children, {**counts, **stored})
 
 
 def _hand_on_split(rt: Runtime, req: CrawlRequest, task_id: str, record: PageRecord,

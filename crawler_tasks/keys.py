@@ -69,6 +69,10 @@ class Keys:
         """HASH claim check of one fetched page: ``record`` (JSON) and ``body`` (zlib)."""
         return self._crawl(crawl_id, f"page:{task_id}")
 
+    def stats_flushed(self) -> str:
+        """HASH crawl id -> its counters (JSON) as last written to its store's statistics."""
+        return f"{self.prefix}:stats_flushed"
+
     def crawls(self) -> str:
         """SET of every crawl id seen."""
         return f"{self.prefix}:crawls"

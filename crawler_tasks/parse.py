@@ -48,6 +48,8 @@ class Parsed:
     links_over_cap: int = 0
     nofollow: bool = False
     encoding: str | None = None
+    #: The whole document decoded with ``encoding`` (the record's ``body``).
+    html: str = ""
 
 
 def detect_encoding(body: bytes) -> str | None:
@@ -79,16 +81,16 @@ def parse_html(body: bytes, *, url: str, content_type: str | None, text_maxsize:
 
 def _parse_html(body: bytes, url: str, content_type: str | None, text_maxsize: int,
                 robots_header: str, max_links: int) -> Parsed:
-    encoding, text = decode_html(body, content_type)
-    root = _document(text)
+    encoding, html = decode_html(body, content_type)
+    root = _document(html)
     if root is None:
-        return Parsed(title=None, text="", encoding=encoding)
+        return Parsed(title=None, text="", encoding=encoding, html=html)
     nofollow = "nofollow" in robots_header.lower() or _meta_nofollow(root)
     title = _title(root)
     links, over = ([], 0) if nofollow else _links(root, url, max_links)
     text = _visible_text(root, text_maxsize)
     return Parsed(title=title, text=text, links=links, links_over_cap=over, nofollow=nofollow,
-                  encoding=encoding)
+                  encoding=encoding, html=html)
 
 
 def _document(text: str) -> lxml.html.HtmlElement | None:
@@ -201,6 +203,8 @@ def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord,
     record.text = parsed.text
     record.links = parsed.links
     record.encoding = parsed.encoding
+    if rt.settings.store_body:
+        record.body = parsed.html
     counts = {"links/over_cap": parsed.links_over_cap} if parsed.links_over_cap else {}
     if not req.extract_links:
         return [], counts

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from urllib.parse import urljoin, urlsplit
 
+from w3lib.encoding import html_to_unicode
+
 from .crawls import Limits
 from .download import REDIRECT_STATUSES, Download, status_error
 from .errors import FetchError, InvalidURL
@@ -121,7 +123,25 @@ def decide(req: CrawlRequest, result: Download | FetchError, settings: Settings,
     if result.status in REDIRECT_STATUSES and location:
         return _on_redirect(req, result.status, location, record, counts, settings, limits)
     parse = result.content_type in HTML_TYPES and bool(result.body) and 200 <= result.status < 300
+    if settings.store_body and not parse and is_text(result.content_type) and result.body:
+        record.encoding, record.body = decode_text(result.body, result.headers.get("content-type"))
     return HandOn(record, result.body if parse else None, counts)
+
+
+#: Types whose body a record keeps as text besides ``text/*`` (HTML goes through the parser).
+TEXT_TYPES = frozenset({"application/json", "application/xml", "application/javascript",
+                        "application/rss+xml", "application/atom+xml", "application/ld+json"})
+
+
+def is_text(content_type: str) -> bool:
+    """Whether a body of ``content_type`` is kept as text."""
+    return content_type.startswith("text/") or content_type in TEXT_TYPES or content_type.endswith("+xml")
+
+
+def decode_text(body: bytes, content_type: str | None) -> tuple[str, str]:
+    """(encoding, text) of a text body: the header's charset, a BOM, or UTF-8 with replacement."""
+    encoding, text = html_to_unicode(content_type, body, auto_detect_fun=lambda _: "utf-8")
+    return encoding, text
 
 
 def _on_redirect(req: CrawlRequest, status: int, location: str, record: PageRecord,

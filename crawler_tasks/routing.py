@@ -26,6 +26,7 @@ PARSE_TASK = "crawl.parse"
 STORE_TASK = "crawl.store"
 SUBMIT_TASK = "crawl.submit"
 FEED_TASK = "crawl.feed"
+STATS_TASK = "crawl.flush_stats"
 
 #: Consumption order of a worker that serves every queue: pages in flight first.
 QUEUE_ORDER = (PARSE_QUEUE, STORE_QUEUE, SEED_QUEUE, FETCH_QUEUE)
@@ -38,7 +39,7 @@ ROUTES = {
     task: {"queue": queue}
     for task, queue in ((FETCH_TASK, FETCH_QUEUE), (PARSE_TASK, PARSE_QUEUE),
                         (STORE_TASK, STORE_QUEUE), (SUBMIT_TASK, SEED_QUEUE),
-                        (FEED_TASK, SEED_QUEUE))
+                        (FEED_TASK, SEED_QUEUE), (STATS_TASK, SEED_QUEUE))
 }
 
 MIN_BAND, NORMAL_BAND, MAX_BAND = 0, 5, 9

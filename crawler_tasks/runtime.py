@@ -65,7 +65,7 @@ class Runtime:
         store = self._stores.get(uri)
         if store is None:
             with self._lock:
-                store = self._stores.get(uri) or open_store(uri)
+                store = self._stores.get(uri) or open_store(uri, self.settings)
                 self._stores[uri] = store
         return store
 

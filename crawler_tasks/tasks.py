@@ -191,6 +191,16 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
         raise self.retry(countdown=min(rt.settings.retry_backoff_max, 30.0), max_retries=None) from None
 
 
+@app.task(name=routing.STATS_TASK, bind=True, ignore_result=True)
+def flush_stats(self: Task) -> int:
+    """Write changed crawl counters to the stores that keep statistics (Beat runs it)."""
+    try:
+        return store.flush_stats(current(self.app))
+    except StoreUnavailable as exc:
+        log.warning("crawl statistics not written, next tick tries again: %s", exc)
+        return 0
+
+
 @app.task(name=routing.FEED_TASK, bind=True, ignore_result=True)
 def feed(self: Task, name: str = feeds.START_URLS) -> int:
     """One tick of the seed feed ``name``; returns how many seeds it admitted."""

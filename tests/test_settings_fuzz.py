@@ -124,7 +124,8 @@ def exercise(uri: str) -> None:
 
 
 @pytest.mark.parametrize("uri", ["sqlite://", "SQLITE://", "es://", "unknown://x", "http://[::1", "", "://x",
-                                 "sqlite:///", "sqlit://x.db", "hbase://h:9090/t"])
+                                 "sqlite:///", "sqlit://x.db", "hbase://h:notaport/t",
+                                 "elasticsearch://h:9200/", "elasticsearch://h:9200/UPPER"])
 def test_malformed_store_uris_raise_bad_input(uri):
     with pytest.raises(BadInput) as info:
         exercise(uri)

@@ -9,12 +9,14 @@ same record twice, and the store must still hold it once.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import UnknownStore
 from ..models import PageRecord
+from ..settings import Settings
 
 
 @dataclass(frozen=True)
@@ -29,11 +31,13 @@ class RecordFailure:
 class Store(Protocol):
     """What the store stage needs from a backend."""
 
-    def upsert(self, records: Sequence[PageRecord]) -> None:
+    def upsert(self, records: Sequence[PageRecord]) -> list[RecordFailure]:
         """Write ``records``, replacing any with the same fingerprint.
 
-        Raises :class:`~crawler_tasks.errors.StoreUnavailable` when the backend
-        cannot take the write now.
+        Returns the records refused for good (each with its reason); raises
+        :class:`~crawler_tasks.errors.StoreUnavailable` when the backend cannot
+        take the write now (the caller retries the whole batch: writes are
+        idempotent).
         """
 
     def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
@@ -49,25 +53,97 @@ class Store(Protocol):
         """Release connections."""
 
 
-def _sqlite(location: str) -> Store:
+class FanOut:
+    """Several stores as one (``CRAWLER_STORE`` with a comma list): every record goes to
+    each; reads (export, a recrawl's validators) come from the first."""
+
+    def __init__(self, stores: Sequence[Store]) -> None:
+        self.stores = list(stores)
+
+    def upsert(self, records: Sequence[PageRecord]) -> list[RecordFailure]:
+        """Write to every store; a store that is down fails the call (retried as a whole)."""
+        failures: dict[str, RecordFailure] = {}
+        for store in self.stores:
+            for failure in store.upsert(records) or []:
+                failures.setdefault(failure.fingerprint, failure)
+        return list(failures.values())
+
+    def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
+        return self.stores[0].records(crawl_id)
+
+    def get(self, fingerprint: str) -> PageRecord | None:
+        return self.stores[0].get(fingerprint)
+
+    def count(self, crawl_id: str | None = None) -> int:
+        return self.stores[0].count(crawl_id)
+
+    def write_stats(self, crawl_id: str, counters: Mapping[str, int]) -> None:
+        for store in self.stores:
+            if hasattr(store, "write_stats"):
+                store.write_stats(crawl_id, counters)
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()
+
+
+def _sqlite(uri: str, settings: Settings) -> Store:
     from .sqlite import SQLiteStore
 
-    return SQLiteStore(location)
+    return SQLiteStore(uri.split("://", 1)[1] if "://" in uri else uri)
 
 
-#: scheme -> factory taking the rest of the URI.
-BACKENDS: dict[str, Callable[[str], Store]] = {"sqlite": _sqlite}
+def _elasticsearch(uri: str, settings: Settings) -> Store:
+    from .elasticsearch import ElasticsearchStore
+
+    return ElasticsearchStore.from_uri(uri, settings)
 
 
-def open_store(uri: str) -> Store:
-    """Open the store for ``uri``: a path (SQLite) or ``scheme://…`` of a known backend."""
+def _hbase(uri: str, settings: Settings) -> Store:
+    from .hbase import HBaseStore
+
+    return HBaseStore.from_uri(uri, settings)
+
+
+#: scheme -> factory taking the whole URI and the settings.
+BACKENDS: dict[str, Callable[[str, Settings], Store]] = {
+    "sqlite": _sqlite, "elasticsearch": _elasticsearch, "elasticsearchs": _elasticsearch,
+    "hbase": _hbase,
+}
+
+#: A comma that starts another URI (``…,scheme://``); a comma inside a path stays.
+_NEXT_URI = re.compile(r",\s*(?=[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def split_uris(uri: str) -> list[str]:
+    """The store URIs of ``CRAWLER_STORE`` (one, or a comma-separated list)."""
+    return [part.strip() for part in _NEXT_URI.split(uri) if part.strip()]
+
+
+def open_store(uri: str, settings: Settings | None = None) -> Store:
+    """Open the store(s) for ``uri``: a path (SQLite), ``scheme://…`` of a known backend,
+    or a comma-separated list of them (see :class:`FanOut`)."""
+    settings = settings or Settings()
+    uris = split_uris(uri)
+    if not uris:
+        raise UnknownStore("empty store URI")
+    stores = [_open_one(u, settings) for u in uris]
+    return stores[0] if len(stores) == 1 else FanOut(stores)
+
+
+def _open_one(uri: str, settings: Settings) -> Store:
     if "://" not in uri:
-        return _sqlite(uri)
-    scheme, rest = uri.split("://", 1)
+        return _sqlite(uri, settings)
+    scheme = uri.split("://", 1)[0]
     factory = BACKENDS.get(scheme.lower())
     if factory is None:
         close = difflib.get_close_matches(scheme.lower(), BACKENDS, n=1)
         hint = f" (did you mean {close[0]}://?)" if close else ""
-        raise UnknownStore(f"unknown store {uri!r}: scheme {scheme!r}{hint}; "
+        raise UnknownStore(f"unknown store {mask(uri)!r}: scheme {scheme!r}{hint}; "
                            f"known: {', '.join(sorted(BACKENDS))}")
-    return factory(rest)
+    return factory(uri, settings)
+
+
+def mask(uri: str) -> str:
+    """``uri`` with any password replaced by ``***``."""
+    return re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", uri)

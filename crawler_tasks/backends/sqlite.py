@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import StoreUnavailable, UnknownStore
 from ..models import PageRecord
+from . import RecordFailure
 
 BUSY_TIMEOUT = 5.0  # seconds a writer waits for the lock
 
@@ -116,7 +117,7 @@ class SQLiteStore:
         except OSError as exc:  # name too long, permission denied
             raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
 
-    def upsert(self, records: Sequence[PageRecord]) -> None:
+    def upsert(self, records: Sequence[PageRecord]) -> list[RecordFailure]:
         rows = [(r.fingerprint, r.url, r.crawl_id, r.status, r.fetched_at, r.description,
                  json.dumps(r.to_dict(), ensure_ascii=False)) for r in records]
         try:
@@ -124,6 +125,7 @@ class SQLiteStore:
                 self.conn.executemany(_UPSERT, rows)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
+        return []
 
     def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
         if not self._exists():
