@@ -1,4 +1,4 @@
-"""``crawler-tasks``: crawl, demo, submit, export, stats, seeds.
+"""``crawler-tasks``: crawl, demo, submit, export, stats, seeds, dead-letters, replay-dead.
 
 Every error a user can cause ends as one line on stderr and a non-zero exit:
 2 bad input, 3 broker or Redis unreachable, 1 any other crawler error,
@@ -60,6 +60,13 @@ def _parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("seeds", help="show the seed feeds Beat runs and how their ticks went")
     f.add_argument("--json", action="store_true")
+
+    d = sub.add_parser("dead-letters", help="list records whose store stayed down past its retries")
+    d.add_argument("--json", action="store_true")
+    d.add_argument("--crawl-id", default=None)
+
+    r = sub.add_parser("replay-dead", help="write the dead letters to their stores again")
+    r.add_argument("--crawl-id", default=None)
     return p
 
 
@@ -424,8 +431,43 @@ def _print_seeds(report: dict[str, Any]) -> None:
               + (f" ({skipped})" if skipped else ""))
 
 
+def _state_runtime() -> Any:
+    """This process's runtime, once the broker answers (one line and exit 3 if not)."""
+    from .connection import check_broker
+
+    check_broker(Settings.from_env().broker_url)
+    from .celery_app import app
+    from .runtime import current
+
+    return current(app)
+
+
+def cmd_dead_letters(args: argparse.Namespace) -> int:
+    from .store import dead_letters
+
+    entries = dead_letters(_state_runtime(), args.crawl_id)
+    if args.json:
+        for entry in entries:
+            print(json.dumps(entry, ensure_ascii=False))
+        return 0
+    for entry in entries:
+        record = entry["record"]
+        print(f"{entry['at']}  {record['crawl_id']}  {record['url']}  -> {entry['store']}: {entry['error']}")
+    print(f"{len(entries)} dead letter(s)", file=sys.stderr)
+    return 0
+
+
+def cmd_replay_dead(args: argparse.Namespace) -> int:
+    from .store import replay_dead
+
+    written, failing = replay_dead(_state_runtime(), args.crawl_id)
+    print(f"replayed {written} dead letter(s); {failing} still failing (kept)")
+    return 0 if not failing else EXIT_UNAVAILABLE
+
+
 COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,
-            "export": cmd_export, "stats": cmd_stats, "seeds": cmd_seeds}
+            "export": cmd_export, "stats": cmd_stats, "seeds": cmd_seeds,
+            "dead-letters": cmd_dead_letters, "replay-dead": cmd_replay_dead}
 
 
 if __name__ == "__main__":

@@ -69,6 +69,11 @@ class Keys:
         """HASH claim check of one fetched page: ``record`` (JSON) and ``body`` (zlib)."""
         return self._crawl(crawl_id, f"page:{task_id}")
 
+    def dead_letters(self) -> str:
+        """LIST of records whose store stayed down past CRAWLER_STORE_MAX_RETRIES (JSON, newest
+        first): each with its store URI and last error, waiting for ``crawler-tasks replay-dead``."""
+        return f"{self.prefix}:dead_letters"
+
     def stats_flushed(self) -> str:
         """HASH crawl id -> its counters (JSON) as last written to its store's statistics."""
         return f"{self.prefix}:stats_flushed"

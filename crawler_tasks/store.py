@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from . import enqueue
 from .errors import StoreUnavailable
 from .models import CrawlRequest, PageRecord
+from .policy import now_iso
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -72,3 +73,42 @@ def flush_stats(rt: Runtime, crawl_ids: Sequence[str] | None = None) -> int:
         rt.redis.hset(flushed, crawl_id, digest)
         written += 1
     return written
+
+
+def dead_letter(rt: Runtime, req: CrawlRequest, claim_id: str, error: str) -> None:
+    """Keep the record of ``claim_id`` (body included) in the dead-letter list: never dropped."""
+    record, _ = rt.claims.load(req.crawl_id, claim_id, with_body=False)
+    rt.redis.lpush(rt.keys.dead_letters(), json.dumps({
+        "record": record.to_dict(), "store": rt.limits(req.crawl_id).store, "error": error,
+        "at": now_iso()}, ensure_ascii=False))
+
+
+def dead_letters(rt: Runtime, crawl_id: str | None = None) -> list[dict]:
+    """The dead letters (newest first), of one crawl or all."""
+    entries = [json.loads(raw) for raw in rt.redis.lrange(rt.keys.dead_letters(), 0, -1)]
+    return [e for e in entries if crawl_id is None or e["record"]["crawl_id"] == crawl_id]
+
+
+def replay_dead(rt: Runtime, crawl_id: str | None = None) -> tuple[int, int]:
+    """Write the dead letters (of one crawl) to their stores again; (written, still failing).
+
+    A written one leaves the list and counts ``store/replayed`` (and ``stored``) in its
+    crawl; one whose store is still down stays, with the new error.
+    """
+    written = failing = 0
+    for raw in rt.redis.lrange(rt.keys.dead_letters(), 0, -1):
+        entry = json.loads(raw)
+        record = PageRecord.from_dict(entry["record"])
+        if crawl_id is not None and record.crawl_id != crawl_id:
+            continue
+        try:
+            refused = rt.store(entry["store"]).upsert([record]) or []
+        except StoreUnavailable as exc:
+            log.warning("dead letter %s still not stored: %s", record.url, exc)
+            failing += 1
+            continue
+        rt.redis.lrem(rt.keys.dead_letters(), 1, raw)
+        rt.gate.add_counts(record.crawl_id, {"store/replayed": 1, "stored": 1 - len(refused),
+                                             "store/refused": len(refused)})
+        written += 1
+    return written, failing

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from elasticsearch import Elasticsearch
 
 from crawler_tasks.backends import open_store
-from crawler_tasks.local import wait_drained
+from crawler_tasks.celery_app import create_app
+from crawler_tasks.local import Workers, wait_drained
+from crawler_tasks.runtime import Runtime
 from crawler_tasks.seed import build_requests, submit_requests
 from crawler_tasks.store import flush_stats
 
-from .conftest import token
+from .conftest import REDIS, flush, token
 from .es_server import ESServer
 from .hbase_server import HBaseServer
+from .test_cli import cli
 
 
 def test_dead_backend_means_retried_store_tasks_not_dropped_pages(rt, worker, site, tmp_path):
@@ -82,3 +88,45 @@ def test_store_body_off_keeps_metadata_only(rt, site, tmp_path):
     limits = Limits(domains=frozenset(), max_depth=0, max_pages=0, store="x")
     assert decide(req, dl, rt.settings, limits).record.body == '{"a": "é"}'
     assert decide(req, dl, rt.settings.replace(store_body=False), limits).record.body is None
+
+
+DEAD_DB = 14
+
+
+@pytest.fixture
+def impatient(settings, tmp_path):
+    """A worker that gives a store up after one retry (its own broker and state, DB 14)."""
+    flush(DEAD_DB)
+    s = settings.replace(broker_url=f"{REDIS}/{DEAD_DB}", redis_url=f"{REDIS}/{DEAD_DB}",
+                         key_prefix=f"dead{token()}", store_max_retries=1)
+    workers = Workers(s, concurrency=2, name="impatient@%h", log_path=str(tmp_path / "w.log")).start()
+    rt = Runtime(s, create_app(s))
+    yield rt, workers
+    workers.stop()
+    rt.close()
+    flush(DEAD_DB)
+
+
+def test_a_store_down_past_its_retries_keeps_the_page_as_a_dead_letter_until_replayed(impatient, site):
+    rt, workers = impatient
+    env = rt.settings.to_env()
+    with ESServer() as es:
+        uri = f"elasticsearch://{es.url.split('://', 1)[1]}/dead"
+        es.down()
+        crawl_id = _crawl_into(rt, workers, uri, [f"{site.url}/page/{token()}"])
+        stats = rt.stats.read(crawl_id)
+        assert stats["store/dead_letters"] == 1 and stats["store/failed"] == 1 and "stored" not in stats
+
+        listed = cli("dead-letters", "--json", env=env)
+        [entry] = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert entry["record"]["crawl_id"] == crawl_id and "<title>Page" in entry["record"]["body"]
+        assert entry["store"] == uri and entry["error"]
+
+        failed = cli("replay-dead", env=env)  # still down: kept
+        assert failed.returncode == 3 and "1 still failing" in failed.stdout
+        es.up()
+        done = cli("replay-dead", env=env)
+        assert done.returncode == 0 and "replayed 1 dead letter(s)" in done.stdout, done.stderr
+        assert [d["url"] for d in es.documents("dead").values()] == [entry["record"]["url"]]
+        assert cli("dead-letters", "--json", env=env).stdout == ""
+        assert rt.stats.read(crawl_id)["store/replayed"] == 1
