@@ -1,4 +1,11 @@
-"""HTTP downloads with requests: pooled session, one deadline per download, a decompressed size cap."""
+"""HTTP downloads with requests: pooled session, one deadline per download, a decompressed size cap.
+
+Each download also keeps what an archive (WARC) needs: the request line and
+headers as sent, the status line and headers as received (case, order and
+repeats), and byte counts from the wire (see :class:`RawExchange`). The body is
+kept decoded (``Content-Encoding`` undone, chunking removed): the encoded bytes
+are not kept, so an archive holds the decoded payload (see ``backends/warc.py``).
+"""
 
 from __future__ import annotations
 
@@ -19,9 +26,47 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 CHUNK = 64 * 1024
 
 
+@dataclass(frozen=True)
+class RawExchange:
+    """One request and response as they crossed the wire (header values as latin-1 text)."""
+
+    request_line: str  # ``GET /path?q HTTP/1.1``
+    request_headers: list[tuple[str, str]]  # in order sent, ``Host`` included
+    status_line: str  # ``HTTP/1.1 200 OK``
+    headers: list[tuple[str, str]]  # in order received, case and repeats kept
+
+    @classmethod
+    def from_wire(cls, wire: transport.Wire) -> RawExchange | None:
+        """Parsed from the heads the transport captured; None when it captured none."""
+        if not wire.request_head or not wire.response_head:
+            return None
+        request_line, request_headers = _split_head(wire.request_head)
+        status_line, headers = _split_head(wire.response_head)
+        return cls(request_line, request_headers, status_line, headers)
+
+
+def _split_head(head: bytes) -> tuple[str, list[tuple[str, str]]]:
+    """(first line, [(name, value)]) of a message head; folded lines join their header."""
+    lines = head.decode("latin-1").splitlines()
+    headers: list[tuple[str, str]] = []
+    for line in lines[1:]:
+        if line[:1] in (" ", "\t") and headers:  # obs-fold (RFC 9112 5.2)
+            name, value = headers[-1]
+            headers[-1] = (name, f"{value} {line.strip()}")
+        elif ":" in line:
+            name, value = line.split(":", 1)
+            headers.append((name, value.strip(" \t")))
+    return (lines[0] if lines else ""), headers
+
+
 @dataclass
 class Download:
-    """A response as the crawler keeps it: the body is at most ``maxsize`` bytes."""
+    """A response as the crawler keeps it: the body is at most ``maxsize`` bytes.
+
+    ``request_size`` and ``response_size`` are wire bytes when ``raw`` is there
+    (heads exactly; the body as received, before decompression, without chunk
+    framing), else estimates.
+    """
 
     url: str
     status: int
@@ -31,6 +76,7 @@ class Download:
     request_size: int
     response_size: int
     elapsed: float = 0.0
+    raw: RawExchange | None = None
 
     @property
     def content_type(self) -> str:
@@ -70,11 +116,22 @@ def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
         if limit.expired and not truncated and _short(resp, body):
             raise _timeout(timeout)
     headers = {k.lower(): v for k, v in resp.headers.items()}
+    wire = getattr(resp.raw, "wire", None)
+    raw = RawExchange.from_wire(wire) if wire is not None else None
+    if raw is not None:
+        request_size = len(wire.request_head) + len(_bytes(resp.request.body))
+        response_size = len(wire.response_head) + resp.raw.tell()
+    else:
+        request_size, response_size = _request_size(resp.request), _response_size(resp, body)
     return Download(
         url=req.url, status=resp.status_code, headers=headers, body=body, truncated=truncated,
-        request_size=_request_size(resp.request), response_size=_response_size(resp, body),
-        elapsed=time.monotonic() - started,
+        request_size=request_size, response_size=response_size,
+        elapsed=time.monotonic() - started, raw=raw,
     )
+
+
+def _bytes(body: bytes | str | None) -> bytes:
+    return body.encode() if isinstance(body, str) else body or b""
 
 
 def _read_capped(resp: requests.Response, req: CrawlRequest, maxsize: int) -> tuple[bytes, bool]:

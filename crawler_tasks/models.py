@@ -155,6 +155,18 @@ class PageRecord:
     meta: dict[str, Any] = field(default_factory=dict)
     #: The response body as text (HTML and text types), when the store keeps bodies.
     body: str | None = None
+    #: What an archive (WARC) needs, as it crossed the wire; None when not captured.
+    #: ``HTTP/1.1 200 OK``.
+    status_line: str | None = None
+    #: The response headers as received: ``[name, value]`` pairs, case, order and repeats kept.
+    raw_headers: list[list[str]] | None = None
+    #: The request as sent: ``{"line": "GET /p HTTP/1.1", "headers": [[name, value], ...]}``.
+    request: dict[str, Any] | None = None
+    #: The body of types kept neither as ``body`` text nor parsed (images, PDFs...), base64.
+    body_base64: str | None = None
+    #: ``sha1:<base32>`` of the body as received (decompressed): an archive writer that
+    #: re-encodes ``body`` text checks it got the served bytes back.
+    payload_digest: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-ready dict (shallow: its lists and dicts are shared)."""

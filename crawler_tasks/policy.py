@@ -11,6 +11,8 @@ Per-request overrides follow Scrapy: keyword > request ``meta`` > setting.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from urllib.parse import urljoin, urlsplit
@@ -247,14 +249,29 @@ def base_record(req: CrawlRequest) -> PageRecord:
                       depth=req.depth, fetched_at=now_iso(), method=req.method, meta=req.meta)
 
 
-def response_record(req: CrawlRequest, dl: Download) -> PageRecord:
-    """A record for ``req`` filled from its response."""
+def response_record(req: CrawlRequest, dl: Download, *, keep_body: bool = True) -> PageRecord:
+    """A record for ``req`` filled from its response.
+
+    It keeps the exchange as sent (status line, raw headers, request) for
+    archives, and with ``keep_body`` the body of types that are neither parsed
+    nor kept as text, base64 (``body_base64``): text types reach an archive as
+    their ``body`` text re-encoded, so they are not kept twice.
+    """
     record = base_record(req)
     record.status = dl.status
     record.headers = dl.headers
     record.content_type = dl.content_type or None
     record.size = len(dl.body)
     record.truncated = dl.truncated
+    if dl.raw is not None:
+        record.status_line = dl.raw.status_line
+        record.raw_headers = [[k, v] for k, v in dl.raw.headers]
+        record.request = {"line": dl.raw.request_line,
+                          "headers": [[k, v] for k, v in dl.raw.request_headers]}
+    if dl.body:
+        record.payload_digest = "sha1:" + base64.b32encode(hashlib.sha1(dl.body).digest()).decode()
+        if keep_body and dl.content_type not in HTML_TYPES and not is_text(dl.content_type):
+            record.body_base64 = base64.b64encode(dl.body).decode("ascii")
     return record
 
 

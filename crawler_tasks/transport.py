@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from requests.adapters import HTTPAdapter
@@ -130,7 +131,13 @@ class _Deadline:
 
 
 class _StrictResponse(http.client.HTTPResponse):
-    """http.client's response, but headers cut off by EOF raise :class:`HeadersCutOff`."""
+    """http.client's response, but headers cut off by EOF raise :class:`HeadersCutOff`.
+
+    ``head`` is the status line and header lines exactly as received (the final
+    response's, after any 1xx), for archives and exact byte counts.
+    """
+
+    head: bytes = b""
 
     def begin(self) -> None:
         watch = _LastLine(self.fp)
@@ -143,17 +150,23 @@ class _StrictResponse(http.client.HTTPResponse):
         if watch.last == b"":
             self.close()
             raise HeadersCutOff("the connection closed inside the response headers")
+        self.head = b"".join(watch.lines[watch.start:])
 
 
 class _LastLine:
-    """A file wrapper that remembers the last line read (b'' = end of stream)."""
+    """A file wrapper that remembers the lines read (the last: b'' = end of stream)."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
         self.last: bytes | None = None
+        self.lines: list[bytes] = []
+        self.start = 0  # where the last response head (after any 1xx) begins
 
     def readline(self, limit: int = -1) -> bytes:
         self.last = self.raw.readline(limit)
+        if self.lines and self.lines[-1] in (b"\r\n", b"\n"):
+            self.start = len(self.lines)
+        self.lines.append(self.last)
         return self.last
 
     def __getattr__(self, name: str) -> Any:
@@ -175,11 +188,29 @@ class _GuardedMixin:
                 raise BlockedAddress(f"{self.host} is at {peer}, a private or reserved address")  # type: ignore[attr-defined]
         return sock
 
+    def endheaders(self, *args: Any, **kwargs: Any) -> None:
+        # http.client's buffer holds the request line and headers as they go on
+        # the wire (Host and urllib3's defaults included).
+        self._sent_head = b"\r\n".join(getattr(self, "_buffer", ())) + b"\r\n\r\n"
+        super().endheaders(*args, **kwargs)  # type: ignore[misc]
+
     def getresponse(self) -> Any:
         state = getattr(_local, "deadline", None)
         if state is not None and self.sock is not None:  # type: ignore[attr-defined]
             state.arm(self.sock)  # type: ignore[attr-defined]
-        return super().getresponse()  # type: ignore[misc]
+        response = super().getresponse()  # type: ignore[misc]
+        original = getattr(response, "_original_response", None)
+        response.wire = Wire(getattr(self, "_sent_head", b""), getattr(original, "head", b""))
+        return response
+
+
+@dataclass(frozen=True)
+class Wire:
+    """The heads of one exchange as they crossed the wire: the request line and headers
+    sent, the status line and headers received (each ending with its blank line)."""
+
+    request_head: bytes
+    response_head: bytes
 
 
 @functools.cache
