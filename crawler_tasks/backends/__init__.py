@@ -105,10 +105,16 @@ def _hbase(uri: str, settings: Settings) -> Store:
     return HBaseStore.from_uri(uri, settings)
 
 
+def _warc(uri: str, settings: Settings) -> Store:
+    from .warc import MAX_BYTES, WARCStore
+
+    return WARCStore.from_uri(uri, max_bytes=getattr(settings, "warc_max_bytes", MAX_BYTES))
+
+
 #: scheme -> factory taking the whole URI and the settings.
 BACKENDS: dict[str, Callable[[str, Settings], Store]] = {
     "sqlite": _sqlite, "elasticsearch": _elasticsearch, "elasticsearchs": _elasticsearch,
-    "hbase": _hbase,
+    "hbase": _hbase, "warc": _warc,
 }
 
 #: A comma that starts another URI (``…,scheme://``); a comma inside a path stays.
