@@ -2,7 +2,10 @@
 
 A fetched body is written once (zlib) under ``page:<fetch task id>`` with a TTL;
 parse reads it and adds the parsed record; store reads the record and deletes
-the key. Broker messages stay a few hundred bytes whatever the page size.
+the key. Broker messages stay a few hundred bytes whatever the page size. A
+record over ``COMPRESS_OVER`` bytes of JSON (one with a page's text, or a binary
+body in ``body_base64``) is kept zlib-compressed too; a small one stays plain
+JSON (readable in redis-cli), and both are read back.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import redis
 from .errors import ClaimMissing
 from .keys import Keys
 from .models import PageRecord
+
+COMPRESS_OVER = 4096  # bytes of record JSON above which the claim keeps it compressed
 
 
 class Claims:
@@ -29,7 +34,8 @@ class Claims:
             body: bytes | None = None) -> None:
         """Queue writing ``record`` (and ``body``) under ``claim_id`` on ``pipe``."""
         key = self.keys.page(crawl_id, claim_id)
-        mapping = {"record": json.dumps(record.to_dict())}
+        data = json.dumps(record.to_dict()).encode()
+        mapping = {"record": zlib.compress(data, 3) if len(data) > COMPRESS_OVER else data}
         if body is not None:
             mapping["body"] = zlib.compress(body, 3)
         pipe.hset(key, mapping=mapping)
@@ -49,7 +55,8 @@ class Claims:
         values = self.client.hmget(self.keys.page(crawl_id, claim_id), fields)
         if values[0] is None:
             raise ClaimMissing(f"claim {claim_id} expired or was evicted")
-        record = PageRecord.from_dict(json.loads(values[0]))
+        data = values[0] if values[0][:1] == b"{" else zlib.decompress(values[0])
+        record = PageRecord.from_dict(json.loads(data))
         body = zlib.decompress(values[1]) if with_body and values[1] is not None else None
         return record, body
 

@@ -216,3 +216,27 @@ def test_a_file_where_the_directory_should_be_is_refused(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(UnknownStore, match="not a directory"):
         open_store(f"warc://{tmp_path}/f")
+
+
+def test_a_binary_record_crosses_the_claim_check_compressed_and_whole(raw_site, tmp_path):
+    import uuid
+
+    import redis
+
+    from crawler_tasks.claims import Claims
+    from crawler_tasks.keys import Keys
+
+    client = redis.Redis.from_url("redis://127.0.0.1:6379/13")
+    claims = Claims(client, Keys(f"w{uuid.uuid4().hex[:8]}"), ttl=60)
+    big = fetched(raw_site, "/image.png")
+    big.body_base64 = big.body_base64 * 40  # over COMPRESS_OVER: kept compressed
+    small = fetched(raw_site, "/missing")
+    try:
+        for n, record in enumerate((big, small)):
+            claims.write("c", f"t{n}", record)
+            stored = client.hget(claims.keys.page("c", f"t{n}"), "record")
+            assert (stored[:1] == b"{") is (record is small)
+            assert claims.load("c", f"t{n}", with_body=False)[0] == record
+    finally:
+        claims.delete("c", "t0")
+        claims.delete("c", "t1")
