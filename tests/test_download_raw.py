@@ -27,6 +27,9 @@ PAGES: dict[str, tuple[int, list[tuple[str, str]], bytes, bool]] = {
                        ("set-cookie", "b=2"), ("X-MiXeD-Case", "Yes"), ("Set-Cookie", "c=3")],
                  HTML, False),
     "/page.html": (200, [("Content-Type", "text/html; charset=utf-8")], HTML, False),
+    "/gbk.html": (200, [("Content-Type", "text/html; charset=gbk")],
+                  "<html><head><title>中文网页标题</title></head><body>中文</body></html>".encode("gbk"),
+                  False),
     "/image.png": (200, [("Content-Type", "image/png")], PNG, False),
     "/text.gz": (200, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Encoding", "gzip")],
                  gzip.compress(TEXT), False),
@@ -43,7 +46,7 @@ class RawSite:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 status, headers, body, chunked = PAGES[self.path.split("?")[0]]
                 self.send_response(status)
                 for name, value in headers:

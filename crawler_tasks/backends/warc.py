@@ -275,7 +275,7 @@ def _status_line(status: int) -> str:
 
 def _warc_date(fetched_at: str) -> str:
     try:
-        when = datetime.fromisoformat(fetched_at.replace("Z", "+00:00"))
+        when = datetime.fromisoformat(fetched_at)
     except ValueError:
         when = datetime.now(timezone.utc)
     if when.tzinfo is not None:
