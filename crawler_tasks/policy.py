@@ -117,10 +117,8 @@ def decide(req: CrawlRequest, result: Download | FetchError, settings: Settings,
         return _on_error(req, err, result, settings)
     counts = download_counts(result)
     if result.status == 304 and previous is not None:
-        kept = PageRecord.from_dict({**previous.to_dict(), "fetched_at": now_iso(),
-                                     "crawl_id": req.crawl_id, "depth": req.depth, "meta": req.meta})
-        return HandOn(kept, None, {**counts, "not_modified": 1})
-    record = response_record(req, result)
+        return HandOn(not_modified(req, result, previous), None, {**counts, "not_modified": 1})
+    record = response_record(req, result, keep_body=settings.store_body)
     location = result.headers.get("location")
     if result.status in REDIRECT_STATUSES and location:
         return _on_redirect(req, result.status, location, record, counts, settings, limits)
@@ -166,7 +164,8 @@ def _on_error(req: CrawlRequest, err: FetchError, dl: Download | None,
     if retry is not None:
         counts.update({"retries": 1, f"retry/reason_count/{err.reason}": 1})
         return Retry(retry, retry_delay(req, settings, err.retry_after), err.reason, counts)
-    record = response_record(req, dl) if dl is not None else base_record(req)
+    record = (response_record(req, dl, keep_body=settings.store_body) if dl is not None
+              else base_record(req))
     record.description = final_description(err, req)
     counts["failures"] = 1
     if err.retryable:
@@ -247,6 +246,17 @@ def base_record(req: CrawlRequest) -> PageRecord:
     """A record for ``req`` with no response (yet)."""
     return PageRecord(url=req.url, fingerprint=req.fingerprint, crawl_id=req.crawl_id,
                       depth=req.depth, fetched_at=now_iso(), method=req.method, meta=req.meta)
+
+
+def not_modified(req: CrawlRequest, dl: Download, previous: PageRecord) -> PageRecord:
+    """The stored page ``previous`` kept through a 304: its content as it was, with the
+    new ``fetched_at`` and the 304 exchange as sent (an archive records a 304 with no
+    payload, not the old response again)."""
+    seen = response_record(req, dl, keep_body=False)
+    return PageRecord.from_dict({
+        **previous.to_dict(), "fetched_at": seen.fetched_at, "crawl_id": req.crawl_id,
+        "depth": req.depth, "meta": req.meta, "status_line": seen.status_line,
+        "raw_headers": seen.raw_headers, "request": seen.request})
 
 
 def response_record(req: CrawlRequest, dl: Download, *, keep_body: bool = True) -> PageRecord:

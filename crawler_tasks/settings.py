@@ -96,13 +96,16 @@ SPECS: tuple[Spec, ...] = (
          "Store URI, or a comma-separated list (every record goes to each; reads use the "
          "first): a path or `sqlite:///path` (embedded SQLite), "
          "`elasticsearch[s]://[user:password@]host:9200/index`, "
-         "`hbase://host:9090/table[?transport=framed&protocol=compact&prefix=]`."),
+         "`hbase://host:9090/table[?transport=framed&protocol=compact&prefix=]`, "
+         "`warc:///dir` (WARC/1.1 archives, write-only)."),
     Spec("CRAWLER_STORE_BODY", "store_body", _bool, True,
          "Keep each page's body in its record (`body`: the text of HTML and text types, "
          "decoded with the detected encoding); 0 keeps metadata only."),
     Spec("CRAWLER_STATS_FLUSH_S", "stats_flush_s", _number, 30.0,
          "Seconds between Beat's writes of each crawl's counters to the stores that keep "
          "statistics (Elasticsearch: `<index>-stats`)."),
+    Spec("CRAWLER_WARC_MAX_BYTES", "warc_max_bytes", int, 1024**3,
+         "Size past which a `warc://` store starts the worker process's next WARC file."),
     Spec("CRAWLER_ES_API_KEY", "es_api_key", str, "",
          "API key for an `elasticsearch://` store (instead of `user:password@` in its URI)."),
     Spec("CRAWLER_DOWNLOAD_TIMEOUT", "download_timeout", _number, None,
@@ -202,6 +205,7 @@ class Settings:
     redis_url: str = _DEFAULTS["redis_url"]
     store: str = _DEFAULTS["store"]
     es_api_key: str = _DEFAULTS["es_api_key"]
+    warc_max_bytes: int = _DEFAULTS["warc_max_bytes"]
     store_body: bool = _DEFAULTS["store_body"]
     stats_flush_s: float = _DEFAULTS["stats_flush_s"]
     download_timeout: float = _DEFAULTS["download_timeout"]  # None: derived, see __post_init__
@@ -260,7 +264,7 @@ class Settings:
             object.__setattr__(self, "start_urls_key", f"{self.key_prefix}:start_urls")
             object.__setattr__(self, "_derived", (*self._derived, "start_urls_key"))
         for name in ("worker_concurrency", "stall_timeout", "start_urls_batch", "start_urls_interval",
-                     "seed_interval", "bloom_capacity", "stats_flush_s"):
+                     "seed_interval", "bloom_capacity", "stats_flush_s", "warc_max_bytes"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         if not 0 < self.bloom_error_rate < 1:

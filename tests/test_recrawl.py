@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from crawler_tasks.backends import open_store
 from crawler_tasks.celery_app import create_app
@@ -40,7 +41,8 @@ def recrawler(request: pytest.FixtureRequest, settings: Settings,
 
 def test_a_recrawl_revalidates_and_a_304_keeps_the_stored_page(recrawler, site, tmp_path):
     rt, workers = recrawler
-    store = str(tmp_path / "pages.db")
+    archive = tmp_path / "warc"
+    store = f"{tmp_path / 'pages.db'},warc://{archive}"
     crawl_id, path = f"re-{token()}", f"/validated/{token()}?change=3"
     url = site.url + path
 
@@ -58,14 +60,14 @@ def test_a_recrawl_revalidates_and_a_304_keeps_the_stored_page(recrawler, site, 
 
     admitted_at = time.monotonic()
     assert submit() == 1
-    first = open_store(store).get(fingerprint(url))
+    first = open_store(store.split(',')[0]).get(fingerprint(url))
     assert first is not None and first.title == "Version 1"
     assert submit() == 0  # inside the window: a duplicate
 
     # Past the window the URL passes again and is revalidated; the page did not change.
     resubmit_until_admitted()
     assert time.monotonic() - admitted_at >= WINDOW
-    again = open_store(store).get(fingerprint(url))
+    again = open_store(store.split(',')[0]).get(fingerprint(url))
     stats = rt.stats.read(crawl_id)
     assert stats["status/304"] == 1 and stats["not_modified"] == 1 and stats["stored"] == 2
     assert again.title == first.title == "Version 1" and again.status == 200
@@ -74,6 +76,16 @@ def test_a_recrawl_revalidates_and_a_304_keeps_the_stored_page(recrawler, site, 
 
     # Next time round the page has changed: a 200 replaces the stored content.
     resubmit_until_admitted()
-    latest = open_store(store).get(fingerprint(url))
+    latest = open_store(store.split(',')[0]).get(fingerprint(url))
     assert latest.title == "Version 2" and rt.stats.read(crawl_id)["status/200"] == 2
-    assert open_store(store).count(crawl_id) == 1
+    assert open_store(store.split(',')[0]).count(crawl_id) == 1
+
+    # The archive holds each exchange as it was: 200, then a 304 with no payload, then 200.
+    responses = []
+    for path in sorted(archive.glob("*.warc.gz")):
+        with path.open("rb") as f:
+            for rec in ArchiveIterator(f, check_digests="raise"):
+                if rec.rec_type == "response" and rec.rec_headers.get_header("WARC-Target-URI") == url:
+                    responses.append((rec.http_headers.get_statuscode(), rec.content_stream().read()))
+    assert [code for code, _ in responses] == ["200", "304", "200"]
+    assert b"Version 1" in responses[0][1] and responses[1][1] == b"" and b"Version 2" in responses[2][1]

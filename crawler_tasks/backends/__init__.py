@@ -106,9 +106,9 @@ def _hbase(uri: str, settings: Settings) -> Store:
 
 
 def _warc(uri: str, settings: Settings) -> Store:
-    from .warc import MAX_BYTES, WARCStore
+    from .warc import WARCStore
 
-    return WARCStore.from_uri(uri, max_bytes=getattr(settings, "warc_max_bytes", MAX_BYTES))
+    return WARCStore.from_uri(uri, max_bytes=settings.warc_max_bytes)
 
 
 #: scheme -> factory taking the whole URI and the settings.

@@ -157,12 +157,13 @@ class WARCStore:
         """The (response, request or None) warcio records of ``record``."""
         writer = WARCWriter(io.BytesIO(), gzip=True, warc_version="1.1")  # builds, never writes
         date = _warc_date(record.fetched_at)
-        payload = _payload(record)
+        status_line = record.status_line or _status_line(record.status or 0)
+        # A 304 of a recrawl keeps the stored page in the record; on the wire it had no body.
+        payload = b"" if _code(status_line) == "304" else _payload(record)
         truncated = "length" if record.truncated else None
         if record.size and payload is None:
             truncated = "unspecified"
         payload = payload or b""
-        status_line = record.status_line or _status_line(record.status or 0)
         protocol, status = (status_line.split(" ", 1) + [""])[:2]
         headers = _archived_headers(record, len(payload))
         http_headers = _RawHeaders(status, headers, protocol=protocol)
@@ -218,6 +219,12 @@ class WARCStore:
             except OSError:
                 pass
         self._file = self._writer = None
+
+
+def _code(status_line: str) -> str:
+    """The status code of ``HTTP/1.1 304 Not Modified``."""
+    parts = status_line.split(" ", 2)
+    return parts[1] if len(parts) > 1 else ""
 
 
 def _payload(record: PageRecord) -> bytes | None:
