@@ -151,5 +151,15 @@ def _open_one(uri: str, settings: Settings) -> Store:
 
 
 def mask(uri: str) -> str:
-    """``uri`` with any password replaced by ``***``."""
-    return re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", uri)
+    """``uri`` with whatever may be a password hidden.
+
+    Everything between the first ``:`` after ``//`` and the last ``@`` goes, so
+    that a password holding an unencoded ``/``, ``?`` or ``#`` (which would
+    end the host part for a URL parser) is hidden all the same.
+    """
+    scheme, sep, rest = uri.partition("://")
+    if not sep or "@" not in rest:
+        return uri
+    userinfo, _, host = rest.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}@{host}"

@@ -91,7 +91,7 @@ from elasticsearch import ApiError, Elasticsearch, TransportError, helpers
 
 from ..errors import BadInput, StoreUnavailable, UnknownStore
 from ..models import PageRecord
-from . import RecordFailure
+from . import RecordFailure, mask
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -208,21 +208,6 @@ class Target:
         if self.api_key is not None:
             return "the API key in CRAWLER_ES_API_KEY"
         return "no credentials (give user:password in the store URI or set CRAWLER_ES_API_KEY)"
-
-
-def mask(uri: str) -> str:
-    """``uri`` with whatever may be a password hidden.
-
-    Everything between the first ``:`` after ``//`` and the last ``@`` goes, so
-    that a password holding an unencoded ``/``, ``?`` or ``#`` (which would
-    end the host part for a URL parser) is hidden all the same.
-    """
-    scheme, sep, rest = uri.partition("://")
-    if not sep or "@" not in rest:
-        return uri
-    userinfo, _, host = rest.rpartition("@")
-    user, colon, _ = userinfo.partition(":")
-    return f"{scheme}://{user}{':***' if colon else ''}@{host}"
 
 
 def index_name_problem(name: str) -> str | None:

@@ -148,7 +148,7 @@ from ..errors import BadInput, InvalidURL, StoreUnavailable, UnknownStore
 from ..models import PageRecord
 from ..settings import Settings
 from ..urls import canonicalize_url
-from . import RecordFailure
+from . import RecordFailure, mask
 
 __all__ = ["HBaseStore", "describe_error", "parse_uri", "row_key", "site_prefix"]
 
@@ -426,7 +426,7 @@ def parse_uri(uri: str) -> dict[str, Any]:
     """The constructor arguments an ``hbase://`` URI names; :class:`UnknownStore` if malformed."""
 
     def bad(why: str) -> UnknownStore:
-        return UnknownStore(f"hbase store {_masked(uri)!r}: {why}")
+        return UnknownStore(f"hbase store {mask(uri)!r}: {why}")
 
     try:
         parts = urlsplit(uri)
@@ -446,11 +446,6 @@ def parse_uri(uri: str) -> dict[str, Any]:
         raise bad("no table (expected hbase://host:port/table)")
     return {"host": parts.hostname, "port": DEFAULT_PORT if port is None else port, "table": table,
             **_parse_options(parts.query, bad)}
-
-
-def _masked(uri: str) -> str:
-    """``uri`` with any password replaced by ``***`` (for messages)."""
-    return re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", uri)
 
 
 def _parse_options(query: str, bad: Callable[[str], UnknownStore]) -> dict[str, Any]:
@@ -512,7 +507,7 @@ class HBaseStore:
         try:
             return cls(**options)
         except UnknownStore as exc:
-            raise UnknownStore(f"hbase store {_masked(uri)!r}: {exc}") from None
+            raise UnknownStore(f"hbase store {mask(uri)!r}: {exc}") from None
 
     # -- the Store protocol ------------------------------------------------
 
