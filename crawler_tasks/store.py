@@ -69,18 +69,31 @@ def flush_stats(rt: Runtime, crawl_ids: Sequence[str] | None = None) -> int:
         digest = json.dumps(counters, sort_keys=True).encode()
         if last.get(crawl_id) == digest:
             continue
-        target.write_stats(crawl_id, counters)
+        try:
+            target.write_stats(crawl_id, counters)
+        except StoreUnavailable as exc:  # the next flush tries again; the other crawls go on
+            log.warning("statistics of crawl %s not written: %s", crawl_id, exc)
+            continue
         rt.redis.hset(flushed, crawl_id, digest)
         written += 1
     return written
 
 
-def dead_letter(rt: Runtime, req: CrawlRequest, claim_id: str, error: str) -> None:
-    """Keep the record of ``claim_id`` (body included) in the dead-letter list: never dropped."""
+def give_up(rt: Runtime, req: CrawlRequest, claim_id: str, task_id: str, error: str) -> None:
+    """The store stayed down past its retries: keep the record of ``claim_id`` (body
+    included) in the dead-letter list, never dropped, and end task ``task_id`` (counted once).
+
+    The letter goes in before the task ends, so a crash between the two can only
+    repeat it (replaying is idempotent); a late duplicate delivery takes its copy back.
+    """
     record, _ = rt.claims.load(req.crawl_id, claim_id, with_body=False)
-    rt.redis.lpush(rt.keys.dead_letters(), json.dumps({
-        "record": record.to_dict(), "store": rt.limits(req.crawl_id).store, "error": error,
-        "at": now_iso()}, ensure_ascii=False))
+    letter = json.dumps({"record": record.to_dict(), "store": rt.limits(req.crawl_id).store,
+                         "error": error, "at": now_iso()}, ensure_ascii=False)
+    rt.redis.lpush(rt.keys.dead_letters(), letter)
+    if not rt.gate.abandon(req.crawl_id, task_id, f"store failed: {error} ({req.url})",
+                           {"store/failed": 1, "store/dead_letters": 1}):
+        rt.redis.lrem(rt.keys.dead_letters(), 1, letter)
+    rt.claims.delete(req.crawl_id, claim_id)
 
 
 def dead_letters(rt: Runtime, crawl_id: str | None = None) -> list[dict]:

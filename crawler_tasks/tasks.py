@@ -161,10 +161,7 @@ def _retry_store(task: Task, rt: Runtime, req: CrawlRequest, claim_id: str,
     if retries >= rt.settings.store_max_retries:
         log.error("store of %s still failing after %s retries: its record goes to the dead "
                   "letters (crawler-tasks dead-letters, replay-dead): %s", req.url, retries, exc)
-        store.dead_letter(rt, req, claim_id, str(exc))
-        rt.gate.abandon(req.crawl_id, task.request.id, f"store failed: {exc} ({req.url})",
-                        {"store/failed": 1, "store/dead_letters": 1})
-        rt.claims.delete(req.crawl_id, claim_id)
+        store.give_up(rt, req, claim_id, task.request.id, str(exc))
         return
     countdown = backoff(rt.settings, retries)
     log.warning("store of %s failed, retry in %.1fs: %s", req.url, countdown, exc)
