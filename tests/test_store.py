@@ -56,6 +56,10 @@ def test_a_crawl_writes_each_page_with_its_body_to_every_store_of_the_list(rt, w
         assert {fp: d["body"] for fp, d in docs.items()} == {r.fingerprint: r.body for r in local.values()}
         in_hbase = {r.url: r for r in open_store(hbase_uri).records(crawl_id)}
         assert in_hbase == local
+        for uri in (f"elasticsearch://{host}/pages", hbase_uri):
+            exported = cli("export", "--store", uri, "--crawl-id", crawl_id, "--no-body")
+            lines = [json.loads(line) for line in exported.stdout.splitlines()]
+            assert {r["url"] for r in lines} == set(local) and not any("body" in r for r in lines)
         assert rt.stats.read(crawl_id)["stored"] == 3
 
         # Beat's statistics flush writes one document per crawl, in place.

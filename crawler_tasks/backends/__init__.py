@@ -41,7 +41,8 @@ class Store(Protocol):
         """
 
     def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
-        """Every stored record (of one crawl), oldest first."""
+        """Every stored record (of one crawl): oldest first in SQLite and Elasticsearch, in
+        row-key (site) order in HBase; a write-only store (WARC) raises ``WriteOnlyStore``."""
 
     def get(self, fingerprint: str) -> PageRecord | None:
         """The stored record of ``fingerprint``, or None (a recrawl's validators come from it)."""
