@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 
 import pytest
 import redis
+from kombu import Connection
 
 from crawler_tasks.celery_app import create_app
 from crawler_tasks.local import Workers, wait_drained
@@ -17,7 +19,22 @@ from crawler_tasks.settings import Settings
 from .conftest import REDIS, token
 
 ORDER_DB = 14
-BROKERS = {"redis": f"{REDIS}/{ORDER_DB}", "amqp": "amqp://guest:guest@127.0.0.1:5672//"}
+#: Its own vhost on RabbitMQ, so the suite's shared worker (on "/" when the suite runs on
+#: RabbitMQ) never takes this test's fetches.
+ORDER_VHOST = "crawlerorder"
+BROKERS = {"redis": f"{REDIS}/{ORDER_DB}", "amqp": f"amqp://guest:guest@127.0.0.1:5672/{ORDER_VHOST}"}
+
+
+def ensure_vhost(url: str) -> None:
+    """Create the RabbitMQ vhost of ``url`` when it is missing."""
+    try:
+        with Connection(url, connect_timeout=3) as conn:
+            conn.ensure_connection(max_retries=1)
+            return
+    except Exception:
+        pass
+    for args in (["add_vhost", ORDER_VHOST], ["set_permissions", "-p", ORDER_VHOST, "guest", ".*", ".*", ".*"]):
+        subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=120)
 
 
 def fresh_queues(app, settings: Settings) -> None:
@@ -37,6 +54,8 @@ def cluster(request, tmp_path) -> Iterator[tuple[Runtime, Settings]]:
     settings = Settings(broker_url=BROKERS[request.param], redis_url=f"{REDIS}/{ORDER_DB}",
                         key_prefix=f"order{token()}", retry_backoff=0.1, download_timeout=5,
                         store=str(tmp_path / "pages.db"))
+    if not settings.broker_is_redis:
+        ensure_vhost(settings.broker_url)
     app = create_app(settings)
     fresh_queues(app, settings)
     rt = Runtime(settings, app)
