@@ -336,15 +336,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from .connection import check_broker
     from .queues import queue_depths
 
-    settings = Settings.from_env()
-    check_broker(settings.broker_url)
-    from .celery_app import app
-    from .runtime import current
-
-    rt = current(app)
+    rt = _state_runtime()
+    settings, app = rt.settings, rt.app
     ids = [args.crawl_id] if args.crawl_id else rt.crawls.all_ids()
     report = {
         "overall": rt.stats.read(),
@@ -390,15 +385,10 @@ def _gate_line(gate: dict[str, Any]) -> str:
 
 
 def cmd_seeds(args: argparse.Namespace) -> int:
-    from .connection import check_broker
     from .feeds import START_URLS, configured, status, waiting
 
-    settings = Settings.from_env()
-    check_broker(settings.broker_url)
-    from .celery_app import app
-    from .runtime import current
-
-    rt = current(app)
+    rt = _state_runtime()
+    settings = rt.settings
     report = {"feeds": [{"name": feed.name, "enabled": feed.enabled, "reads": feed.source,
                          "interval": feed.interval, "status": status(rt, feed.name),
                          **({"waiting": waiting(rt)} if feed.name == START_URLS else {})}
