@@ -344,6 +344,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     report = {
         "overall": rt.stats.read(),
         "queues": queue_depths(app, settings),
+        "store_queue": rt.store_queue.depth().to_dict(),
         "crawls": {cid: {**rt.stats.read(cid), "in_flight": rt.crawls.outstanding(cid),
                          "gate": rt.gate.info(cid).to_dict(),
                          "last_errors": rt.crawls.errors(cid, 3)} for cid in ids},
@@ -360,6 +361,9 @@ def _print_stats(report: dict[str, Any]) -> None:
     for queue, bands in report["queues"].items():
         detail = ", ".join(f"{band}: {n}" for band, n in bands.items() if band != "total" and n)
         print(f"  {queue:<14}{bands['total']:>8}  {detail}")
+    sq = report["store_queue"]
+    print(f"store queue: {sq['pending']} records waiting for a batch, {sq['delayed']} waiting "
+          f"on a retry, {sq['taken']} being written by {sq['writers']} worker(s)")
     print("overall:")
     for name, value in report["overall"].items():
         print(f"  {name:<24}{value}")

@@ -18,8 +18,9 @@ from . import routing
 from .connection import safe_url
 from .errors import BrokerUnavailable, QueueFull
 from .gate import Candidate, Verdict
-from .models import CrawlRequest
+from .models import CrawlRequest, PageRecord
 from .queues import waiting_fetches
+from .store_queue import StoreEntry
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -110,13 +111,14 @@ def _keep(rt: Runtime, crawl_id: str, requests: Sequence[CrawlRequest]) -> None:
 
 def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[CrawlRequest],
              counts: Mapping[str, int], *, stage: str | None = None,
-             claim_id: str | None = None) -> bool:
+             claim_id: str | None = None, record: PageRecord | None = None) -> bool:
     """End task ``task_id``: gate ``children``, count ``counts`` once, publish, leave the crawl.
 
-    ``stage`` (``crawl.parse``/``crawl.store``) is the split pipeline's next step
-    for the page ``claim_id`` (default: this task's id). Returns False when the
-    task had already been accounted for (a late duplicate delivery): nothing is
-    published then.
+    ``stage`` (``crawl.parse``) is the split pipeline's next step for the page
+    ``claim_id`` (default: this task's id). ``record`` goes to the store queue;
+    its token (:func:`store_token`) stays outstanding in the crawl until a
+    batch writes it. Returns False when the task had already been accounted for
+    (a late duplicate delivery): nothing is published then.
     """
     crawl_id = req.crawl_id
     children, repeats = _unique(children)
@@ -127,6 +129,10 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
     if stage is not None:
         stage_id = stage_task_id(claim_id or task_id, stage)
         candidates.append(Candidate(f"stage:{stage_id}", stage_id, dont_filter=True, stage=True))
+    token = None
+    if record is not None:
+        token = store_token(task_id)
+        candidates.append(Candidate(f"stage:{token}", token, dont_filter=True, stage=True))
     done = rt.gate.complete(crawl_id, candidates, task_id=task_id, counts=counts,
                             max_pages=rt.limits(crawl_id).max_pages)
     if done.verdict is Verdict.STALE:
@@ -136,8 +142,26 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
             publish_fetch(rt, child, child_id)
     if stage_id is not None:
         publish_stage(rt, stage, claim_id or task_id, req)
-    rt.gate.finish(crawl_id, task_id)
+    if token is None:
+        rt.gate.finish(crawl_id, task_id)
+        return True
+    entry = StoreEntry(token, crawl_id, rt.limits(crawl_id).store, record)
+    if rt.cluster:  # the queue and the crawl live in different slots: push, then finish
+        rt.store_queue.push([entry])
+        rt.gate.finish(crawl_id, task_id)
+        return True
+    # One round trip, all or nothing: a push Redis refuses (out of memory) must not
+    # let the task leave the crawl, or its record's token would wait forever.
+    with rt.redis.pipeline(transaction=True) as pipe:
+        rt.store_queue.push([entry], pipe)
+        rt.gate.finish(crawl_id, task_id, pipe)
+        pipe.execute()
     return True
+
+
+def store_token(task_id: str) -> str:
+    """The id under which the record of task ``task_id`` is outstanding until it is stored."""
+    return f"{task_id}.write"
 
 
 def _unique(requests: Sequence[CrawlRequest]) -> tuple[list[CrawlRequest], int]:

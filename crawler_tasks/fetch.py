@@ -1,11 +1,11 @@
 """Fetch stage: download one request, decide (:mod:`crawler_tasks.policy`), apply the outcome.
 
 Applying is the only place with effects: stats, the claim check, publishing.
-With ``CRAWLER_PIPELINE=local`` (the default) a kept page is parsed and stored
-right here, in the task that fetched it: no body crosses Redis, and the page
-costs one broker message. With ``split`` the body waits in a claim check and
-``crawl.parse`` / ``crawl.store`` tasks carry it on, so parsing can run on
-other nodes.
+With ``CRAWLER_PIPELINE=local`` (the default) a kept page is parsed right
+here, in the task that fetched it, and its record joins the store queue
+(:mod:`crawler_tasks.store_queue`) in the task's last round trip: the page
+costs one broker message. With ``split`` the body waits in a claim check for a
+``crawl.parse`` task, so parsing can run on other nodes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from . import enqueue, parse, routing, store
 from .download import download
-from .errors import FetchError, StoreUnavailable
+from .errors import FetchError
 from .models import CrawlRequest, PageRecord
 from .policy import Counts, Defer, Fail, HandOn, Outcome, Redirect, Retry, Skip, conditional, decide
 
@@ -60,30 +60,15 @@ def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome) -> Ret
 
 def hand_on(rt: Runtime, req: CrawlRequest, task_id: str, record: PageRecord,
             body: bytes | None, counts: Counts, redirects: list[CrawlRequest] | None = None) -> None:
-    """Parse (when ``body`` is HTML) and store the page, here or through the split pipeline."""
+    """Parse (when ``body`` is HTML) and queue the page's record for the store, here or
+    through the split pipeline's parse step."""
     children = list(redirects or [])
-    if rt.settings.pipeline == "split":
-        _hand_on_split(rt, req, task_id, record, body, counts, children,
-                       routing.PARSE_TASK if body is not None else routing.STORE_TASK)
+    if body is not None and rt.settings.pipeline == "split":
+        rt.claims.write(req.crawl_id, task_id, record, body)
+        enqueue.complete(rt, req, task_id, children, counts, stage=routing.PARSE_TASK)
         return
     if body is not None:
         links, parse_counts = parse.parse_page(rt, req, record, body)
         children += links
         counts = {**counts, **parse_counts}
-    try:
-        stored = store.write(rt, req, [record])
-    except StoreUnavailable as exc:
-        # The backend is down: the record waits in a claim check for a
-        # crawl.store task, which retries with backoff. Nothing is dropped.
-        log.warning("store of %s failed, handing it to a store task: %s", req.url, exc)
-        _hand_on_split(rt, req, task_id, record, None, counts, children, routing.STORE_TASK)
-        return
-    enqueue.complete(rt, req, task_id, children, {**counts, **stored})
-
-
-def _hand_on_split(rt: Runtime, req: CrawlRequest, task_id: str, record: PageRecord,
-                   body: bytes | None, counts: Counts, children: list[CrawlRequest],
-                   stage: str) -> None:
-    """Leave the page in a claim check and end with the ``stage`` task as a child."""
-    rt.claims.write(req.crawl_id, task_id, record, body)
-    enqueue.complete(rt, req, task_id, children, counts, stage=stage)
+    enqueue.complete(rt, req, task_id, children, counts, record=record)

@@ -29,6 +29,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import redis
 
@@ -152,6 +153,45 @@ for i = 4, #ARGV, 2 do redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1]) end
 return 1
 """
 
+# KEYS[1] outstanding SET · KEYS[2] stats HASH · KEYS[3] errors LIST
+# ARGV: per token ``token, how, n`` then n (name, amount) pairs; ``how`` is ``end`` (the
+# token leaves, counted), ``keep`` (counted while it stays outstanding) or an error
+# line (it leaves, counted, and the line goes on the errors list)
+_SETTLE = """
+local out, i = {}, 1
+while i <= #ARGV do
+  local token, how, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local live
+  if how == 'keep' then live = redis.call('SISMEMBER', KEYS[1], token)
+  else live = redis.call('SREM', KEYS[1], token) end
+  if live == 1 then
+    for j = i + 3, i + 1 + 2 * n, 2 do redis.call('HINCRBY', KEYS[2], ARGV[j], ARGV[j + 1]) end
+    if how ~= 'end' and how ~= 'keep' then
+      redis.call('LPUSH', KEYS[3], how)
+      redis.call('LTRIM', KEYS[3], 0, 99)
+    end
+  end
+  out[#out + 1] = live
+  i = i + 3 + 2 * n
+end
+return out
+"""
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What became of one outstanding token (a queued store record): ``how`` is
+    :data:`END` (it leaves the crawl), :data:`KEEP` (it stays) or an error line
+    (it leaves, and the line is kept with the crawl's errors); ``counts`` are
+    applied only while the token is still outstanding, so once."""
+
+    END = "end"
+    KEEP = "keep"
+
+    token: str
+    how: str
+    counts: Mapping[str, int]
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -217,6 +257,7 @@ class Gate:
         self._complete = client.register_script(complete_script(self.seen))
         self._abandon = client.register_script(_ABANDON)
         self._count_once = client.register_script(_COUNT_ONCE)
+        self._settle = client.register_script(_SETTLE)
 
     def complete(self, crawl_id: str, candidates: Sequence[Candidate], *,
                  task_id: str | None = None, counts: Mapping[str, int] | None = None,
@@ -241,12 +282,15 @@ class Gate:
         """Task id to publish under for each seed candidate, or None where the gate refused it."""
         return self.complete(crawl_id, candidates, counts=counts, max_pages=max_pages).task_ids
 
-    def finish(self, crawl_id: str, task_id: str) -> None:
-        """The task's children are published: it leaves the outstanding set."""
-        pipe = self.client.pipeline(transaction=False)
+    def finish(self, crawl_id: str, task_id: str, pipe: Any = None) -> None:
+        """The task's children are published: it leaves the outstanding set (queued on
+        ``pipe`` when given, sent now otherwise)."""
+        own = pipe is None
+        pipe = self.client.pipeline(transaction=False) if own else pipe
         pipe.srem(self.keys.outstanding(crawl_id), task_id)
         pipe.delete(self.keys.replay(crawl_id, task_id))
-        pipe.execute()
+        if own:
+            pipe.execute()
 
     def abandon(self, crawl_id: str, task_id: str, error: str,
                 counts: Mapping[str, int]) -> bool:
@@ -271,6 +315,18 @@ class Gate:
             if amount:
                 argv += [name, amount]
         return bool(self._count_once(keys=keys, args=argv))
+
+    def settle(self, crawl_id: str, settlements: Sequence[Settlement]) -> list[bool]:
+        """Apply ``settlements`` of the crawl's tokens in one script; per token, whether it
+        was still outstanding (False: settled before, e.g. by a redelivered batch)."""
+        keys = [self.keys.outstanding(crawl_id), self.keys.stats(crawl_id), self.keys.errors(crawl_id)]
+        argv: list[str | int] = []
+        for s in settlements:
+            counted = [(name, amount) for name, amount in s.counts.items() if amount]
+            argv += [s.token, s.how, len(counted)]
+            for name, amount in counted:
+                argv += [name, amount]
+        return [bool(v) for v in self._settle(keys=keys, args=argv)] if argv else []
 
     def add_counts(self, crawl_id: str, counts: Mapping[str, int]) -> None:
         """Add ``counts`` to a crawl's counters outside any task (e.g. ``seeds/invalid`` of a feed)."""

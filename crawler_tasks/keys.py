@@ -74,6 +74,30 @@ class Keys:
         first): each with its store URI and last error, waiting for ``crawler-tasks replay-dead``."""
         return f"{self.prefix}:dead_letters"
 
+    # The store queue's keys share the hash tag {store}: one slot on a Redis Cluster,
+    # so its scripts run there atomically.
+
+    def store_pending(self) -> str:
+        """LIST of store entries (a record, its crawl, store URI and attempts) waiting for a
+        batch, oldest first (:mod:`crawler_tasks.store_queue`)."""
+        return f"{self.prefix}:{{store}}:pending"
+
+    def store_since(self) -> str:
+        """STRING: Redis time (s) when the oldest entry of the pending list arrived."""
+        return f"{self.prefix}:{{store}}:since"
+
+    def store_delayed(self) -> str:
+        """ZSET of store entries whose batch failed, scored by when to try them again."""
+        return f"{self.prefix}:{{store}}:delayed"
+
+    def store_leases(self) -> str:
+        """ZSET worker (consumer id) -> Redis time until which its taken batch stays its own."""
+        return f"{self.prefix}:{{store}}:leases"
+
+    def store_taken(self, consumer: str) -> str:
+        """LIST of the store entries one worker took and is writing."""
+        return f"{self.prefix}:{{store}}:taken:{consumer}"
+
     def stats_flushed(self) -> str:
         """HASH crawl id -> its counters (JSON) as last written to its store's statistics."""
         return f"{self.prefix}:stats_flushed"

@@ -20,7 +20,7 @@ import lxml.etree
 import lxml.html
 from w3lib.encoding import html_to_unicode
 
-from . import enqueue, routing
+from . import enqueue
 from .crawls import Limits
 from .errors import InvalidURL
 from .models import CrawlRequest, PageRecord
@@ -212,8 +212,9 @@ def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord,
 
 
 def parse_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
-    """The split pipeline's parse step: parse the page ``claim_id``, enqueue links, send to store."""
+    """The split pipeline's parse step: parse the page ``claim_id``, enqueue links, queue
+    the record for the store, drop the claim."""
     record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True)
     children, counts = parse_page(rt, req, record, body or b"")
-    rt.claims.write(req.crawl_id, claim_id, record)
-    enqueue.complete(rt, req, task_id, children, counts, stage=routing.STORE_TASK, claim_id=claim_id)
+    if enqueue.complete(rt, req, task_id, children, counts, record=record):
+        rt.claims.delete(req.crawl_id, claim_id)

@@ -25,6 +25,7 @@ from .keys import Keys
 from .seen import make_filter
 from .settings import Settings
 from .stats import Stats
+from .store_queue import StoreQueue
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -43,6 +44,9 @@ class Runtime:
         self.crawls = Crawls(self.redis, self.keys)
         self.claims = Claims(self.redis, self.keys, ttl=settings.claim_ttl)
         self.stats = Stats(self.redis, self.keys)
+        self.store_queue = StoreQueue(self.redis, self.keys)
+        #: Whether the state Redis is a Redis Cluster (no multi-slot transactions).
+        self.cluster = type(self.redis).__name__ == "RedisCluster"
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
         self._stores: dict[str, Store] = {}

@@ -90,8 +90,9 @@ SPECS: tuple[Spec, ...] = (
          "(Celery's `worker_max_memory_per_child`; 0 = never). Threads workers are bounded "
          "instead by the size cap, the link cap and one large parse at a time."),
     Spec("CRAWLER_PIPELINE", "pipeline", str.lower, "local",
-         "`local`: parse and store in the task that fetched the page; `split`: separate "
-         "`crawl.parse`/`crawl.store` tasks (bodies by claim check), for parse-only nodes."),
+         "`local`: parse in the task that fetched the page; `split`: a separate `crawl.parse` "
+         "task (body by claim check), for parse-only nodes. Either way records reach the "
+         "stores in batches through the store queue."),
     Spec("CRAWLER_STORE", "store", str, DEFAULT_STORE,
          "Store URI, or a comma-separated list (every record goes to each; reads use the "
          "first): a path or `sqlite:///path` (embedded SQLite), "
@@ -138,7 +139,16 @@ SPECS: tuple[Spec, ...] = (
          "it must stay below the visibility timeout.",
          f"`{RETRY_BACKOFF_MAX}`, or half of `CRAWLER_VISIBILITY_TIMEOUT` if that is less"),
     Spec("CRAWLER_STORE_MAX_RETRIES", "store_max_retries", int, 20,
-         "Retries of a store task while its backend is down (backoff capped as above)."),
+         "Retries of a store batch while its backend is down (backoff capped as above); "
+         "then its records go to the dead letters."),
+    Spec("CRAWLER_STORE_BATCH", "store_batch", int, 200,
+         "Records written to a store in one request (an Elasticsearch `_bulk`, an HBase "
+         "`Table.batch()`, one SQLite transaction)."),
+    Spec("CRAWLER_STORE_FLUSH_S", "store_flush_s", _number, 1.0,
+         "Longest a record waits in the store queue for its batch to fill (seconds)."),
+    Spec("CRAWLER_STORE_LEASE_S", "store_lease_s", _number, 30.0,
+         "Seconds a batch a worker took stays its own without a sign of life (it renews it "
+         "while alive); then another worker takes it back, e.g. after a SIGKILL."),
     Spec("CRAWLER_MAX_LINKS_PER_PAGE", "max_links_per_page", int, 1000,
          "Links followed from one page (after de-duplication, in document order); the rest "
          "are counted (`links/over_cap`), not queued, so one page cannot flood the frontier."),
@@ -221,6 +231,9 @@ class Settings:
     retry_backoff: float = _DEFAULTS["retry_backoff"]
     retry_backoff_max: float = _DEFAULTS["retry_backoff_max"]  # None: derived
     store_max_retries: int = _DEFAULTS["store_max_retries"]
+    store_batch: int = _DEFAULTS["store_batch"]
+    store_flush_s: float = _DEFAULTS["store_flush_s"]
+    store_lease_s: float = _DEFAULTS["store_lease_s"]
     max_links_per_page: int = _DEFAULTS["max_links_per_page"]
     deny_private_networks: bool = _DEFAULTS["deny_private_networks"]
     start_urls_key: str = _DEFAULTS["start_urls_key"]
@@ -264,7 +277,8 @@ class Settings:
             object.__setattr__(self, "start_urls_key", f"{self.key_prefix}:start_urls")
             object.__setattr__(self, "_derived", (*self._derived, "start_urls_key"))
         for name in ("worker_concurrency", "stall_timeout", "start_urls_batch", "start_urls_interval",
-                     "seed_interval", "bloom_capacity", "stats_flush_s", "warc_max_bytes"):
+                     "seed_interval", "bloom_capacity", "stats_flush_s", "warc_max_bytes",
+                     "store_batch", "store_flush_s", "store_lease_s"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         if not 0 < self.bloom_error_rate < 1:

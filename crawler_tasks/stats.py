@@ -6,8 +6,9 @@ Counter names a user reads in ``crawler-tasks stats``:
 ``total_response_size`` bytes · ``status/<code>`` responses per status ·
 ``retries`` · ``redirects`` · ``duplicates`` rejected by the gate ·
 ``gate/admitted`` · ``gate/over_budget`` · ``failures`` (failure records) ·
-``stored`` records written · ``store/retries`` writes retried while a backend was down ·
-``store/failed`` records given up on · ``truncated`` bodies cut at the size limit ·
+``stored`` records written · ``store/retries`` record writes retried while a backend was
+down · ``store/failed`` records given up on (kept as dead letters) · ``store/refused``
+records a backend refused for good · ``truncated`` bodies cut at the size limit ·
 ``claim/missing`` bodies that expired before parse or store ·
 ``redirect/offsite`` redirects to a host the crawl may not visit ·
 ``retry/reason_count/<reason>`` retries per reason (``timeout``, ``http_503``...) ·
@@ -17,8 +18,9 @@ Counter names a user reads in ``crawler-tasks stats``:
 Counters that end a task move in the same atomic call that ends it in its
 crawl's outstanding set (:mod:`crawler_tasks.gate`); a step that does not end it
 (a retry, a store retry) is counted once per step and attempt while the task is
-outstanding (:meth:`~crawler_tasks.gate.Gate.count_once`). A redelivered task
-never counts twice.
+outstanding (:meth:`~crawler_tasks.gate.Gate.count_once`). A record's store
+counters move when its token settles (:meth:`~crawler_tasks.gate.Gate.settle`),
+once. A redelivered task never counts twice.
 """
 
 from __future__ import annotations

@@ -1,16 +1,36 @@
-"""Store stage: write page records to the crawl's store backend."""
+"""Store stage: page records go to their crawl's store in batches, and are never lost.
+
+A finished page's record waits in the store queue (:mod:`crawler_tasks.store_queue`);
+a :class:`Flusher` thread in every worker process takes up to
+``CRAWLER_STORE_BATCH`` records at a time (or fewer after
+``CRAWLER_STORE_FLUSH_S``), writes each store's share in one request, and only
+then settles them: a store that is down gets the records back with backoff,
+and past ``CRAWLER_STORE_MAX_RETRIES`` they go to the dead letters.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
+import threading
+import time
+import uuid
+import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import redis
+
 from . import enqueue
-from .errors import StoreUnavailable
+from .backends import RecordFailure, mask
+from .errors import BadInput, StoreUnavailable
+from .gate import Settlement
 from .models import CrawlRequest, PageRecord
-from .policy import now_iso
+from .policy import backoff, now_iso
+from .store_queue import StoreEntry
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -18,17 +38,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def write(rt: Runtime, req: CrawlRequest, records: Sequence[PageRecord]) -> dict[str, int]:
-    """Upsert ``records`` into ``req``'s crawl store; :class:`StoreUnavailable` propagates.
-
-    Returns the counters of the write: ``stored``, and ``store/refused`` for
-    records a backend refused for good (logged with the reason, e.g. an
-    Elasticsearch mapping error): retrying cannot help them.
-    """
-    failures = rt.store(rt.limits(req.crawl_id).store).upsert(records) or []
-    for failure in failures:
-        log.error("store refused %s (%s): %s", req.url, failure.fingerprint, failure.reason)
-    return {"stored": len(records) - len(failures), "store/refused": len(failures)}
+def write(rt: Runtime, uri: str, records: Sequence[PageRecord]) -> list[RecordFailure]:
+    """Upsert ``records`` into the store ``uri`` (every backend of a comma list) in one
+    batch; returns the records a backend refused for good (e.g. an Elasticsearch mapping
+    error: retrying cannot help them). :class:`StoreUnavailable` propagates."""
+    return rt.store(uri).upsert(records) or []
 
 
 def previous(rt: Runtime, req: CrawlRequest) -> PageRecord | None:
@@ -45,12 +59,12 @@ def previous(rt: Runtime, req: CrawlRequest) -> PageRecord | None:
         return None
 
 
-def store_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
-    """The split pipeline's store step: upsert the record of ``claim_id``, drop the claim."""
+def queue_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
+    """A ``crawl.store`` message (sent by earlier releases): queue the record of
+    ``claim_id`` for the store, end the task, drop the claim."""
     record, _ = rt.claims.load(req.crawl_id, claim_id, with_body=False)
-    counts = write(rt, req, [record])
-    enqueue.complete(rt, req, task_id, [], counts)
-    rt.claims.delete(req.crawl_id, claim_id)
+    if enqueue.complete(rt, req, task_id, [], {}, record=record):
+        rt.claims.delete(req.crawl_id, claim_id)
 
 
 def flush_stats(rt: Runtime, crawl_ids: Sequence[str] | None = None) -> int:
@@ -79,21 +93,205 @@ def flush_stats(rt: Runtime, crawl_ids: Sequence[str] | None = None) -> int:
     return written
 
 
-def give_up(rt: Runtime, req: CrawlRequest, claim_id: str, task_id: str, error: str) -> None:
-    """The store stayed down past its retries: keep the record of ``claim_id`` (body
-    included) in the dead-letter list, never dropped, and end task ``task_id`` (counted once).
+@dataclass
+class BatchResult:
+    """What one batch came to: records written, refused for good, put back for a retry,
+    and given up to the dead letters."""
 
-    The letter goes in before the task ends, so a crash between the two can only
-    repeat it (replaying is idempotent); a late duplicate delivery takes its copy back.
+    written: int = 0
+    refused: int = 0
+    retried: int = 0
+    dead: int = 0
+
+
+def write_batch(rt: Runtime, consumer: str, raw: Sequence[bytes]) -> BatchResult:
+    """Write the store entries ``raw`` that ``consumer`` took, one upsert per store URI,
+    then settle each: written or refused (its token leaves the crawl, counted once),
+    put back with backoff while its store is down, or, past ``CRAWLER_STORE_MAX_RETRIES``,
+    kept in the dead letters. Only then is the taken list released."""
+    result = BatchResult()
+    settled = _Settled()
+    for uri, group in _by_store(_decode(raw)).items():
+        rt.store_queue.renew(consumer, rt.settings.store_lease_s)
+        try:
+            refused = {f.fingerprint: f.reason for f in write(rt, uri, [e.record for e in group])}
+        except Exception as exc:  # StoreUnavailable, or a bug: never drop the records
+            if not isinstance(exc, StoreUnavailable):
+                log.exception("store %s failed unexpectedly", mask(uri))
+            _failed(rt, uri, group, exc, settled, result)
+            continue
+        for e in group:
+            reason = refused.get(e.record.fingerprint)
+            if reason is not None:
+                log.error("store refused %s (%s): %s", e.record.url, e.record.fingerprint, reason)
+            settled.add(e, Settlement.END, {"store/refused" if reason is not None else "stored": 1})
+        result.written += len(group) - len(refused)
+        result.refused += len(refused)
+    settled.apply(rt)
+    rt.store_queue.release(consumer)
+    return result
+
+
+def _decode(raw: Sequence[bytes]) -> list[StoreEntry]:
+    entries = []
+    for item in raw:
+        try:
+            entries.append(StoreEntry.decode(item))
+        except (ValueError, KeyError, TypeError, zlib.error, BadInput) as exc:
+            log.error("dropped an unreadable store entry (%s bytes): %s", len(item), exc)
+    return entries
+
+
+def _by_store(entries: Sequence[StoreEntry]) -> dict[str, list[StoreEntry]]:
+    groups: dict[str, list[StoreEntry]] = {}
+    for e in entries:
+        groups.setdefault(e.store, []).append(e)
+    return groups
+
+
+def _failed(rt: Runtime, uri: str, group: Sequence[StoreEntry], exc: Exception,
+            settled: _Settled, result: BatchResult) -> None:
+    """The store of ``group`` failed. While it is down (:class:`StoreUnavailable`) each
+    entry is retried later; past its retries, or at once for any other error (an unknown
+    store, a bug: retrying cannot help), it is kept in the dead letters
+    (crawler-tasks dead-letters, replay-dead), counted once."""
+    s = rt.settings
+    down = isinstance(exc, StoreUnavailable)
+    again = [e for e in group if down and e.attempts < s.store_max_retries]
+    gone = [e for e in group if not (down and e.attempts < s.store_max_retries)]
+    for e in again:
+        settled.later(backoff(s, e.attempts), e.failed_again())
+        settled.add(e, Settlement.KEEP, {"store/retries": 1})
+    if again:
+        log.warning("store %s failed for %s records, retry %s in %.1fs: %s", mask(uri), len(again),
+                    again[0].attempts + 1, backoff(s, again[0].attempts), exc)
+    name = type(exc).__name__
+    counts = {"store/failed": 1, "store/dead_letters": 1}
+    if not down:
+        counts.update({"errors": 1, f"errors/{name}": 1})
+    for e in gone:
+        log.error("store of %s failed (%s retries): its record goes to the dead letters "
+                  "(crawler-tasks dead-letters, replay-dead): %s", e.record.url, e.attempts, exc)
+        letter = json.dumps({"record": e.record.to_dict(), "store": e.store, "error": str(exc),
+                             "at": now_iso()}, ensure_ascii=False)
+        line = f"store failed: {exc} ({e.record.url})" if down else f"{name}: {exc} ({e.record.url})"
+        settled.add(e, line, counts, letter=letter)
+    result.retried += len(again)
+    result.dead += len(gone)
+
+
+class _Settled:
+    """The settlements of one batch, applied in an order that can repeat but not lose:
+    dead letters and retries are queued before the tokens settle, and a letter whose
+    token had already settled (a batch written twice) is taken back."""
+
+    def __init__(self) -> None:
+        self.by_crawl: dict[str, list[Settlement]] = {}
+        self.letters: dict[str, str] = {}
+        self.delayed: list[tuple[float, StoreEntry]] = []
+
+    def add(self, entry: StoreEntry, how: str, counts: dict[str, int], *, letter: str = "") -> None:
+        self.by_crawl.setdefault(entry.crawl_id, []).append(Settlement(entry.token, how, counts))
+        if letter:
+            self.letters[entry.token] = letter
+
+    def later(self, seconds: float, entry: StoreEntry) -> None:
+        self.delayed.append((seconds, entry))
+
+    def apply(self, rt: Runtime) -> None:
+        if self.letters:
+            rt.redis.lpush(rt.keys.dead_letters(), *self.letters.values())
+        rt.store_queue.delay(self.delayed)
+        for crawl_id, settlements in self.by_crawl.items():
+            live = rt.gate.settle(crawl_id, settlements)
+            for s, was_live in zip(settlements, live):
+                if not was_live and s.token in self.letters:
+                    rt.redis.lrem(rt.keys.dead_letters(), 1, self.letters[s.token])
+
+
+class Flusher:
+    """Takes batches off the store queue and writes them: one thread in each worker process.
+
+    It polls every quarter of ``CRAWLER_STORE_FLUSH_S`` (between 20 and 250 ms)
+    while the queue holds less than a batch, and back to back while it holds
+    more. :meth:`stop` (warm shutdown) writes what waits before it returns.
     """
-    record, _ = rt.claims.load(req.crawl_id, claim_id, with_body=False)
-    letter = json.dumps({"record": record.to_dict(), "store": rt.limits(req.crawl_id).store,
-                         "error": error, "at": now_iso()}, ensure_ascii=False)
-    rt.redis.lpush(rt.keys.dead_letters(), letter)
-    if not rt.gate.abandon(req.crawl_id, task_id, f"store failed: {error} ({req.url})",
-                           {"store/failed": 1, "store/dead_letters": 1}):
-        rt.redis.lrem(rt.keys.dead_letters(), 1, letter)
-    rt.claims.delete(req.crawl_id, claim_id)
+
+    #: Seconds a stopping worker spends writing what waits in the queue, at most.
+    DRAIN_S = 15.0
+
+    def __init__(self, rt: Runtime, consumer: str | None = None) -> None:
+        self.rt = rt
+        self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def flush_once(self, *, now: bool = False) -> int:
+        """Give back dead workers' batches, then take and write one batch if one is due
+        (``now``: whatever waits). Returns how many entries it took."""
+        q, s = self.rt.store_queue, self.rt.settings
+        q.tick()
+        raw = q.take(self.consumer, s.store_batch, s.store_flush_s, s.store_lease_s, now=now)
+        if raw:
+            write_batch(self.rt, self.consumer, raw)
+        return len(raw)
+
+    def start(self) -> Flusher:
+        self._thread = threading.Thread(target=self._run, name="crawler-store-flusher", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        s = self.rt.settings
+        poll = min(max(s.store_flush_s / 4, 0.02), 0.25)
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                taken = self.flush_once()
+                failures = 0
+            except redis.RedisError as exc:
+                failures += 1
+                log.warning("store queue: state Redis failed (%s times): %s", failures, exc)
+                self._stop.wait(backoff(s, failures - 1))
+                continue
+            except Exception:
+                log.exception("store queue: unexpected error")
+                self._stop.wait(1.0)
+                continue
+            if taken < s.store_batch:
+                self._stop.wait(poll)
+
+    def stop(self, drain_s: float = DRAIN_S) -> None:
+        """Stop the thread, then write what waits in the queue (for up to ``drain_s``)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        deadline = time.monotonic() + drain_s
+        while time.monotonic() < deadline:
+            try:
+                if not self.flush_once(now=True):
+                    return
+            except Exception as exc:
+                log.warning("store queue not drained at shutdown (other workers will): %s", exc)
+                return
+
+
+_flushers: dict[int, Flusher] = {}
+
+
+def start_flusher(rt: Runtime) -> Flusher:
+    """Start this process's store flusher (once per process)."""
+    flusher = _flushers.get(os.getpid())
+    if flusher is None:
+        flusher = _flushers[os.getpid()] = Flusher(rt).start()
+    return flusher
+
+
+def stop_flusher() -> None:
+    """Stop this process's store flusher, writing what waits (warm shutdown)."""
+    flusher = _flushers.pop(os.getpid(), None)
+    if flusher is not None:
+        flusher.stop()
 
 
 def dead_letters(rt: Runtime, crawl_id: str | None = None) -> list[dict]:
@@ -115,7 +313,7 @@ def replay_dead(rt: Runtime, crawl_id: str | None = None) -> tuple[int, int]:
         if crawl_id is not None and record.crawl_id != crawl_id:
             continue
         try:
-            refused = rt.store(entry["store"]).upsert([record]) or []
+            refused = write(rt, entry["store"], [record])
         except StoreUnavailable as exc:
             log.warning("dead letter %s still not stored: %s", record.url, exc)
             failing += 1

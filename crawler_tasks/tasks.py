@@ -6,9 +6,13 @@ Task names are stable; other apps may ``send_task`` them:
                   ``crawl_id``, ``dont_filter`` — gated like ``submit()``.
 ``crawl.fetch``   args ``[request]`` — one request object; bypasses the gate.
 ``crawl.parse``   args ``[claim_id, request]`` — internal (split pipeline).
-``crawl.store``   args ``[claim_id, request]`` — internal (split pipeline, store retries).
+``crawl.store``   args ``[claim_id, request]`` — sent by earlier releases only: the
+                  record of the claim joins the store queue (:mod:`crawler_tasks.store`).
 ``crawl.feed``    args ``[feed]`` (optional, default ``start_urls``; or ``seed_file``,
                   ``sitemaps``) — one tick of a seed feed (Beat runs them).
+
+Records are written by each worker process's store flusher (a thread started
+with the process and drained at warm shutdown), not by the tasks.
 
 However a crawl task ends, its id leaves its crawl's outstanding set exactly
 once: through :func:`crawler_tasks.enqueue.complete` when it finished its work,
@@ -139,35 +143,18 @@ def parse_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
             _refetch(rt, req, self.request.id)
 
 
-@app.task(name=routing.STORE_TASK, bind=True, base=CrawlTask, own_retries_setting="store_max_retries")
+@app.task(name=routing.STORE_TASK, bind=True, base=CrawlTask)
 def store_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
-    """Write the page record; a dead backend means a retry, not a dropped page."""
+    """A store message of an earlier release: its record joins the store queue."""
     req = _request(request)
     if req is None:
         return
     rt = current(self.app)
     with _guarded(self, rt, req):
         try:
-            store.store_claim(rt, claim_id, req, self.request.id)
+            store.queue_claim(rt, claim_id, req, self.request.id)
         except ClaimMissing:
             _refetch(rt, req, self.request.id)
-        except StoreUnavailable as exc:
-            _retry_store(self, rt, req, claim_id, exc)
-
-
-def _retry_store(task: Task, rt: Runtime, req: CrawlRequest, claim_id: str,
-                 exc: StoreUnavailable) -> None:
-    retries = task.request.retries
-    if retries >= rt.settings.store_max_retries:
-        log.error("store of %s still failing after %s retries: its record goes to the dead "
-                  "letters (crawler-tasks dead-letters, replay-dead): %s", req.url, retries, exc)
-        store.give_up(rt, req, claim_id, task.request.id, str(exc))
-        return
-    countdown = backoff(rt.settings, retries)
-    log.warning("store of %s failed, retry in %.1fs: %s", req.url, countdown, exc)
-    rt.gate.count_once(req.crawl_id, task.request.id, f"store:{retries}", {"store/retries": 1})
-    _resend(task, exc=exc, countdown=countdown,
-            priority=routing.pipeline_priority(redis=rt.settings.broker_is_redis))
 
 
 @app.task(name=routing.SUBMIT_TASK, bind=True)
@@ -239,3 +226,31 @@ def _abandon_failed(sender: Task | None = None, task_id: str | None = None,
                                          {"errors": 1, f"errors/{name}": 1})
     except redis.RedisError as exc:
         log.error("could not release failed task %s of crawl %s: %s", task_id, req.crawl_id, exc)
+
+
+#: Whether this worker's pool forks children (prefork): the flusher then runs in each child.
+_forking_pool = False
+
+
+@signals.worker_init.connect
+def _note_pool(sender: Any = None, **_: Any) -> None:
+    global _forking_pool
+    pool = getattr(sender, "pool_cls", None)
+    _forking_pool = "prefork" in str(getattr(pool, "__module__", pool))
+
+
+@signals.worker_process_init.connect
+def _start_child_flusher(**_: Any) -> None:
+    store.start_flusher(current(app))
+
+
+@signals.worker_ready.connect
+def _start_flusher(**_: Any) -> None:
+    if not _forking_pool:
+        store.start_flusher(current(app))
+
+
+@signals.worker_process_shutdown.connect
+@signals.worker_shutdown.connect
+def _stop_flusher(**_: Any) -> None:
+    store.stop_flusher()

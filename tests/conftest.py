@@ -34,6 +34,8 @@ os.environ.update({
     "CRAWLER_RETRY_BACKOFF_MAX": "5",
     "CRAWLER_ALLOWED_DOMAINS": "",
     "CRAWLER_MAX_DEPTH": "0",
+    # A crawl ends once its last records are written: do not wait a second for a batch.
+    "CRAWLER_STORE_FLUSH_S": "0.2",
 })
 
 from crawler_tasks.backends import open_store  # noqa: E402

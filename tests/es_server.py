@@ -1781,6 +1781,10 @@ class ESServer:
         self._port = port
         self._lock = threading.RLock()
         self._faults = _Faults()
+        self._hold: str | None = None
+        self._release = threading.Event()
+        self._drop_held = False
+        self.held = threading.Event()
         self.cluster = Cluster(version, self._faults.take_item)
         self._received: list[Received] = []
         self._connections: set[socket.socket] = set()
@@ -1876,6 +1880,20 @@ class ESServer:
             else:
                 self._faults.items.extend([status] * n)
 
+    def hold(self, match: str = "/_bulk") -> None:
+        """Keep the next requests whose path contains ``match`` waiting, unanswered and
+        unapplied, until :meth:`release`; :attr:`held` is set when one arrives."""
+        self._release.clear()
+        self.held.clear()
+        self._hold = match
+
+    def release(self, *, drop: bool = False) -> None:
+        """Let held requests (and later ones) go on; ``drop``: the held ones are dropped
+        unapplied and their connections closed (their client died meanwhile)."""
+        self._drop_held = drop
+        self._hold = None
+        self._release.set()
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.items.clear()
@@ -1919,6 +1937,11 @@ class ESServer:
     def _respond(self, received: Received) -> Reply:
         with self._lock:
             self._received.append(received)
+        if self._hold is not None and self._hold in received.path:
+            self.held.set()
+            self._release.wait(60)
+            if self._drop_held:
+                raise ConnectionAbortedError("held request dropped")
         try:
             self._authenticate(received)
             self._check_compat(received)

@@ -134,3 +134,70 @@ def test_a_store_down_past_its_retries_keeps_the_page_as_a_dead_letter_until_rep
         assert [d["url"] for d in es.documents("dead").values()] == [entry["record"]["url"]]
         assert cli("dead-letters", "--json", env=env).stdout == ""
         assert rt.stats.read(crawl_id)["store/replayed"] == 1
+
+
+BATCH_DB = 14
+
+
+@pytest.fixture
+def batch_cluster(settings, tmp_path):
+    """(settings factory, workers started) on a broker and state of their own (DB 14)."""
+    flush(BATCH_DB)
+    started: list[Workers] = []
+    prefix = f"batch{token()}"
+
+    def make(**overrides):
+        return settings.replace(broker_url=f"{REDIS}/{BATCH_DB}", redis_url=f"{REDIS}/{BATCH_DB}",
+                                key_prefix=prefix, **overrides)
+
+    def start(s, name: str) -> Workers:
+        workers = Workers(s, concurrency=4, name=f"{name}{token()}@%h",
+                          log_path=str(tmp_path / f"{name}.log")).start()
+        started.append(workers)
+        return workers
+
+    yield make, start
+    for workers in started:
+        workers.stop()
+    flush(BATCH_DB)
+
+
+def test_a_worker_killed_while_writing_a_half_full_batch_loses_no_record(batch_cluster, site):
+    make, start = batch_cluster
+    pages = 20
+    with ESServer() as es:
+        s = make(store=f"elasticsearch://{es.url.split('://', 1)[1]}/pages", store_batch=200,
+                 store_lease_s=2.0)
+        rt = Runtime(s, create_app(s))
+        crawl_id = f"kill{token()}"
+        es.hold()  # the first bulk request waits, unanswered and unapplied
+        submit_requests(rt, build_requests(f"{site.url}/tree/{token()}/0?size={pages}", crawl_id=crawl_id))
+        first = start(s, "first")
+        assert es.held.wait(30), "no batch reached Elasticsearch"
+        first.kill()  # SIGKILL, its batch taken but not written
+        es.release(drop=True)
+        assert not es.documents("pages") if "pages" in es.index_names() else True
+        second = start(s, "second")
+        wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=60, workers=second)
+        stats = rt.stats.read(crawl_id)
+        assert len(es.documents("pages")) == stats["stored"] == pages  # each once, none lost
+        assert "store/retries" not in stats and "store/failed" not in stats
+        rt.close()
+
+
+def test_warm_shutdown_writes_the_records_still_waiting_for_their_batch(batch_cluster, site, tmp_path):
+    make, start = batch_cluster
+    pages, db = 10, str(tmp_path / "pages.db")
+    s = make(store=db, store_batch=200, store_flush_s=600)  # batches would wait ten minutes
+    rt = Runtime(s, create_app(s))
+    crawl_id = f"warm{token()}"
+    submit_requests(rt, build_requests(f"{site.url}/tree/{token()}/0?size={pages}", crawl_id=crawl_id))
+    workers = start(s, "warm")
+    wait_drained(lambda: rt.stats.read(crawl_id).get("status/200", 0) == pages, timeout=30,
+                 workers=workers)
+    assert rt.crawls.outstanding(crawl_id) == pages  # every page fetched, every record waiting
+    assert not list(open_store(db).records(crawl_id))
+    workers.stop()  # SIGTERM: a warm shutdown
+    assert len(list(open_store(db).records(crawl_id))) == rt.stats.read(crawl_id)["stored"] == pages
+    assert rt.crawls.outstanding(crawl_id) == 0 and rt.store_queue.depth().pending == 0
+    rt.close()

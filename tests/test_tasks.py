@@ -22,6 +22,7 @@ from crawler_tasks.local import EmbeddedRedis, Workers, wait_drained
 from crawler_tasks.runtime import Runtime
 from crawler_tasks.seed import build_requests, submit_requests
 from crawler_tasks.settings import Settings
+from crawler_tasks.store import dead_letters
 
 from .conftest import REDIS, flush, token
 
@@ -51,7 +52,9 @@ def test_a_task_raising_an_unexpected_error_is_released_and_counted(rt, worker, 
     wait_drained(lambda: drained(rt, crawl_id), timeout=30, workers=worker)
     stats = rt.stats.read(crawl_id)
     assert stats["errors"] == stats["errors/UnknownStore"] == 1
-    assert "stored" not in stats
+    assert "stored" not in stats and "store/retries" not in stats  # retrying cannot help it
+    [letter] = dead_letters(rt, crawl_id)  # the record is kept, not dropped
+    assert letter["store"] == "nosuch://anywhere" and letter["record"]["url"].endswith(t)
     [error] = rt.crawls.errors(crawl_id)
     assert error.startswith("UnknownStore: unknown store 'nosuch://anywhere'") and t in error
     shown = subprocess.run([sys.executable, "-m", "crawler_tasks.cli", "stats", "--crawl-id", crawl_id],
@@ -69,7 +72,7 @@ def test_state_redis_refusing_writes_delays_the_crawl_but_loses_nothing(site, tm
                                        crawl_id=crawl_id))
     workers = start(settings, tmp_path, "oom", concurrency=4)
     try:
-        wait_drained(lambda: rt.stats.read(crawl_id).get("stored", 0) >= 5, timeout=30,
+        wait_drained(lambda: rt.stats.read(crawl_id).get("status/200", 0) >= 5, timeout=30,
                      workers=workers)
         admin = redis.Redis.from_url(state.url)
         admin.config_set("maxmemory", 1)  # "OOM command not allowed" for every write

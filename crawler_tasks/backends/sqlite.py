@@ -3,10 +3,10 @@
 Safe with several worker processes on one node and with the threads pool: each
 thread of each process opens its own connection (SQLite connections must not
 cross threads), WAL lets readers run beside the single writer, and a busy
-timeout makes writers wait their turn. A write still locked out after
-``BUSY_TIMEOUT`` counts as a store that is down (:class:`StoreUnavailable`): the
-record goes to a ``crawl.store`` task that retries with backoff, and the
-fetching thread moves on.
+timeout makes writers wait their turn. A batch is one transaction. A write
+still locked out after ``BUSY_TIMEOUT`` counts as a store that is down
+(:class:`StoreUnavailable`): the batch goes back to the store queue and is
+retried with backoff.
 """
 
 from __future__ import annotations

@@ -1,0 +1,179 @@
+"""The store queue on the real Redis: batches by size or age, leases, retries, no loss.
+
+Each test has a key prefix of its own, so the suite's shared worker (prefix
+``crawlertest``) never takes these entries.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from crawler_tasks import enqueue
+from crawler_tasks.celery_app import create_app
+from crawler_tasks.gate import Candidate
+from crawler_tasks.models import PageRecord
+from crawler_tasks.runtime import Runtime
+from crawler_tasks.seed import build_requests
+from crawler_tasks.settings import Settings
+from crawler_tasks.store import Flusher, dead_letters, write_batch
+from crawler_tasks.store_queue import COMPRESS_OVER, StoreEntry
+
+from .conftest import REDIS, TEST_DB, token
+from .es_server import ESServer
+from .hbase_server import HBaseServer
+
+
+def queue_rt(store: str, **overrides) -> Runtime:
+    settings = Settings.from_env(key_prefix=f"sq{token()}", broker_url=f"{REDIS}/{TEST_DB}",
+                                 redis_url=f"{REDIS}/{TEST_DB}", store=store, **overrides)
+    return Runtime(settings, create_app(settings))
+
+
+@pytest.fixture
+def sqlite_rt(tmp_path) -> Iterator[Runtime]:
+    rt = queue_rt(str(tmp_path / "pages.db"), store_batch=5, store_flush_s=0.3, store_lease_s=0.5)
+    yield rt
+    rt.close()
+
+
+def finish_pages(rt: Runtime, n: int, crawl_id: str = "c1", body: str = "hello") -> list[PageRecord]:
+    """Run ``n`` fetches of ``crawl_id`` to their end as the fetch task does: each one
+    leaves the crawl and its record joins the store queue, its token outstanding."""
+    reqs = build_requests([f"http://site.test/{crawl_id}/{i}" for i in range(n)], crawl_id=crawl_id)
+    ids = rt.gate.admit(crawl_id, [Candidate(r.fingerprint, f"t{i}") for i, r in enumerate(reqs)])
+    records = []
+    for req, task_id in zip(reqs, ids):
+        record = PageRecord(url=req.url, fingerprint=req.fingerprint, crawl_id=crawl_id, depth=0,
+                            fetched_at="2026-11-22T08:00:00+00:00", status=200, body=body)
+        assert enqueue.complete(rt, req, task_id, [], {}, record=record)
+        records.append(record)
+    return records
+
+
+def test_a_batch_is_taken_when_full_or_when_its_oldest_record_waited_the_flush_time(sqlite_rt):
+    rt, s = sqlite_rt, sqlite_rt.settings
+    finish_pages(rt, 3)
+    assert rt.store_queue.take("w1", s.store_batch, s.store_flush_s, s.store_lease_s) == []
+    time.sleep(s.store_flush_s + 0.05)
+    assert len(rt.store_queue.take("w1", s.store_batch, s.store_flush_s, s.store_lease_s)) == 3
+    write_batch(rt, "w1", rt.redis.lrange(rt.keys.store_taken("w1"), 0, -1))
+
+    finish_pages(rt, 7, crawl_id="c2")  # more than a batch: one full batch at once...
+    assert len(rt.store_queue.take("w1", s.store_batch, s.store_flush_s, s.store_lease_s)) == 5
+    write_batch(rt, "w1", rt.redis.lrange(rt.keys.store_taken("w1"), 0, -1))
+    assert rt.store_queue.take("w1", s.store_batch, s.store_flush_s, s.store_lease_s) == []
+    time.sleep(s.store_flush_s + 0.05)  # ...and the rest once it waited the flush time
+    assert len(rt.store_queue.take("w1", s.store_batch, s.store_flush_s, s.store_lease_s)) == 2
+
+
+def test_records_leave_the_crawl_only_once_written_and_are_counted_once(sqlite_rt):
+    rt = sqlite_rt
+    records = finish_pages(rt, 4)
+    assert rt.crawls.outstanding("c1") == 4  # the fetches ended; their records wait
+    assert Flusher(rt, "w1").flush_once(now=True) == 4
+    assert rt.crawls.outstanding("c1") == 0
+    assert rt.stats.read("c1")["stored"] == 4
+    assert [r.url for r in rt.store(rt.settings.store).records("c1")] == [r.url for r in records]
+    assert rt.store_queue.depth().to_dict() == {"pending": 0, "delayed": 0, "taken": 0, "writers": 0}
+
+
+def test_an_entry_delivered_twice_leaves_one_record_counted_once(sqlite_rt):
+    rt = sqlite_rt
+    finish_pages(rt, 2)
+    twice = rt.redis.lrange(rt.keys.store_pending(), 0, -1)
+    rt.redis.rpush(rt.keys.store_pending(), *twice)  # as a replayed completion pushes again
+    Flusher(rt, "w1").flush_once(now=True)
+    assert rt.stats.read("c1")["stored"] == 2
+    assert len(list(rt.store(rt.settings.store).records("c1"))) == 2
+
+
+def test_a_dead_workers_batch_comes_back_in_order_after_its_lease(sqlite_rt):
+    rt, s = sqlite_rt, sqlite_rt.settings
+    records = finish_pages(rt, 5)
+    assert len(rt.store_queue.take("dead", 5, s.store_flush_s, s.store_lease_s)) == 5  # then killed
+    assert Flusher(rt, "w2").flush_once(now=True) == 0  # its lease still runs
+    time.sleep(s.store_lease_s + 0.1)
+    assert Flusher(rt, "w2").flush_once(now=True) == 5
+    assert [r.url for r in rt.store(s.store).records("c1")] == [r.url for r in records]
+    assert rt.crawls.outstanding("c1") == 0 and rt.stats.read("c1")["stored"] == 5
+    assert not rt.redis.exists(rt.keys.store_taken("dead"))
+
+
+def test_a_batch_that_did_not_settle_is_taken_again_before_new_records(sqlite_rt):
+    rt, s = sqlite_rt, sqlite_rt.settings
+    finish_pages(rt, 2)
+    first = rt.store_queue.take("w1", 5, s.store_flush_s, s.store_lease_s, now=True)
+    finish_pages(rt, 3, crawl_id="c2")
+    # Redis failed before the batch settled: the same worker gets the same batch first.
+    assert rt.store_queue.take("w1", 5, s.store_flush_s, s.store_lease_s, now=True) == first
+    write_batch(rt, "w1", first)
+    assert len(rt.store_queue.take("w1", 5, s.store_flush_s, s.store_lease_s, now=True)) == 3
+
+
+def test_a_store_that_is_down_gets_its_batch_back_with_backoff_then_dead_letters(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the store's directory should be")
+    rt = queue_rt(str(blocker / "pages.db"), store_max_retries=2, retry_backoff=0.2)
+    try:
+        finish_pages(rt, 3)
+        flusher = Flusher(rt, "w1")
+        assert flusher.flush_once(now=True) == 3
+        depth = rt.store_queue.depth()
+        assert (depth.pending, depth.delayed, depth.taken) == (0, 3, 0)
+        assert flusher.flush_once(now=True) == 0  # not due yet
+        time.sleep(0.25)
+        assert flusher.flush_once(now=True) == 3  # retry 2
+        time.sleep(0.45)
+        assert flusher.flush_once(now=True) == 3  # past the retries: dead letters
+        stats = rt.stats.read("c1")
+        assert (stats["store/retries"], stats["store/failed"], stats["store/dead_letters"]) == (6, 3, 3)
+        assert rt.crawls.outstanding("c1") == 0
+        letters = dead_letters(rt, "c1")
+        assert len(letters) == 3 and all(e["record"]["body"] == "hello" for e in letters)
+    finally:
+        rt.close()
+
+
+def test_entries_over_4_kib_are_compressed_and_read_back():
+    record = PageRecord(url="http://a.test/", fingerprint="f", crawl_id="c", depth=0,
+                        fetched_at="2026-11-22T08:00:00+00:00", body="é" * 10_000)
+    small = StoreEntry("t.write", "c", "sqlite:///x.db", PageRecord(**{**record.to_dict(), "body": "x"}))
+    big = StoreEntry("t.write", "c", "sqlite:///x.db", record, attempts=3)
+    assert small.encode()[:1] == b"{"
+    assert len(big.encode()) < COMPRESS_OVER and StoreEntry.decode(big.encode()) == big
+    assert StoreEntry.decode(small.encode()) == small
+
+
+def test_one_elasticsearch_bulk_request_per_batch():
+    with ESServer() as es:
+        rt = queue_rt(f"elasticsearch://{es.url.split('://', 1)[1]}/pages", store_batch=200)
+        try:
+            finish_pages(rt, 250)
+            es.clear_requests()
+            flusher = Flusher(rt, "w1")
+            assert flusher.flush_once(now=True) == 200 and flusher.flush_once(now=True) == 50
+            bulks = [r for r in es.received if r.path.endswith("/_bulk")]
+            assert [len(r.body.splitlines()) // 2 for r in bulks] == [200, 50]  # action + source
+            assert len(es.documents("pages")) == 250
+            assert rt.stats.read("c1")["stored"] == 250 and rt.crawls.outstanding("c1") == 0
+        finally:
+            rt.close()
+
+
+def test_one_hbase_thrift_batch_per_batch():
+    with HBaseServer() as hbase:
+        rt = queue_rt(f"hbase://{hbase.host}:{hbase.port}/pages", store_batch=200)
+        try:
+            finish_pages(rt, 250)
+            Flusher(rt, "w1").flush_once(now=True)  # creates the table, writes 200
+            hbase.clear_calls()
+            Flusher(rt, "w1").flush_once(now=True)
+            assert hbase.calls.count("mutateRows") == 1
+            [call] = [c for c in hbase.requests if c.method == "mutateRows"]
+            assert len(call.args["rowBatches"]) == 100  # the last 50 pages and their index rows
+            assert rt.stats.read("c1")["stored"] == 250
+        finally:
+            rt.close()
