@@ -86,6 +86,10 @@ class Keys:
         """STRING: Redis time (s) when the oldest entry of the pending list arrived."""
         return f"{self.prefix}:{{store}}:since"
 
+    def store_looked(self) -> str:
+        """STRING: the pending list's length when a worker last looked (unchanged = idle)."""
+        return f"{self.prefix}:{{store}}:looked"
+
     def store_delayed(self) -> str:
         """ZSET of store entries whose batch failed, scored by when to try them again."""
         return f"{self.prefix}:{{store}}:delayed"

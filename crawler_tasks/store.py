@@ -202,11 +202,13 @@ class _Settled:
         if self.letters:
             rt.redis.lpush(rt.keys.dead_letters(), *self.letters.values())
         rt.store_queue.delay(self.delayed)
+        settled_now: set[str] = set()
         for crawl_id, settlements in self.by_crawl.items():
             live = rt.gate.settle(crawl_id, settlements)
-            for s, was_live in zip(settlements, live):
-                if not was_live and s.token in self.letters:
-                    rt.redis.lrem(rt.keys.dead_letters(), 1, self.letters[s.token])
+            settled_now.update(s.token for s, was_live in zip(settlements, live) if was_live)
+        for token, letter in self.letters.items():
+            if token not in settled_now:  # settled by an earlier delivery of the same entry
+                rt.redis.lrem(rt.keys.dead_letters(), 1, letter)
 
 
 class Flusher:

@@ -8,8 +8,10 @@ take batches with the reliable-queue pattern:
 ``pending``  LIST of entries, oldest first; ``since`` holds when a worker first saw
              it non-empty (Redis time, so every node's clock agrees).
 ``take``     moves up to ``CRAWLER_STORE_BATCH`` entries to the worker's own
-             ``taken:<consumer>`` list, once the list holds a full batch or its
-             oldest entry has waited ``CRAWLER_STORE_FLUSH_S``, and gives the
+             ``taken:<consumer>`` list, once the list holds a full batch, its
+             oldest entry has waited ``CRAWLER_STORE_FLUSH_S``, or nothing was
+             added since a worker last looked (a crawl's last pages, a quiet
+             spell: no batch is coming, so nobody waits for one), and gives the
              worker a lease of ``CRAWLER_STORE_LEASE_S`` (renewed while it lives).
              A worker whose last batch did not settle (Redis failed) gets that
              batch again first.
@@ -38,15 +40,15 @@ import redis
 from .keys import Keys
 from .models import PageRecord
 
-#: Bytes of entry JSON above which an entry is kept zlib-compressed (as claim checks are).
+#: Bytes of entry JSON above which an entry waiting on a retry is kept zlib-compressed.
 COMPRESS_OVER = 4096
 #: Entries a tick moves back from ``delayed`` at most.
 TICK_MOVES = 1000
 
 _NOW = "local t = redis.call('TIME'); local now = t[1] + t[2] / 1e6\n"
 
-# KEYS[1] pending · KEYS[2] since · KEYS[3] leases · KEYS[4] taken
-# ARGV[1] batch size · ARGV[2] flush seconds · ARGV[3] lease seconds · ARGV[4] '1' = now
+# KEYS[1] pending · KEYS[2] since · KEYS[3] leases · KEYS[4] taken · KEYS[5] length at the
+# last look · ARGV[1] batch size · ARGV[2] flush seconds · ARGV[3] lease seconds · ARGV[4] '1' = now
 # ARGV[5] consumer
 _TAKE = _NOW + """
 if redis.call('LLEN', KEYS[4]) > 0 then  -- what this worker took before and did not settle
@@ -61,14 +63,16 @@ if not since then
   since = now
   redis.call('SET', KEYS[2], now)
 end
-if len < n and ARGV[4] ~= '1' and now - since < tonumber(ARGV[2]) then return {} end
+local before = tonumber(redis.call('GETSET', KEYS[5], len))
+local idle = before == len  -- nothing arrived since the last look: nobody is adding to it
+if len < n and ARGV[4] ~= '1' and not idle and now - since < tonumber(ARGV[2]) then return {} end
 local items = redis.call('LRANGE', KEYS[1], 0, n - 1)
 redis.call('LTRIM', KEYS[1], n, -1)
 for i = 1, #items, 1000 do
   redis.call('RPUSH', KEYS[4], unpack(items, i, math.min(i + 999, #items)))
 end
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[5])
-if len <= n then redis.call('DEL', KEYS[2]) end
+if len <= n then redis.call('DEL', KEYS[2], KEYS[5]) else redis.call('SET', KEYS[5], len - n) end
 return items
 """
 
@@ -120,12 +124,15 @@ class StoreEntry:
     #: Failed writes so far.
     attempts: int = 0
 
-    def encode(self) -> bytes:
-        """The entry as stored: JSON, zlib-compressed above :data:`COMPRESS_OVER` bytes."""
+    def encode(self, *, compress: bool = False) -> bytes:
+        """The entry as stored: JSON; with ``compress``, zlib-compressed above
+        :data:`COMPRESS_OVER` bytes (entries that wait on a retry: a store can stay down
+        a while). The hot path stays uncompressed: an entry waits about a second, and
+        compressing a 20 KB page cost more CPU than the rest of its trip through Redis."""
         data = json.dumps({"t": self.token, "c": self.crawl_id, "s": self.store,
                            "a": self.attempts, "r": self.record.to_dict()},
                           ensure_ascii=False).encode()
-        return zlib.compress(data, 3) if len(data) > COMPRESS_OVER else data
+        return zlib.compress(data, 3) if compress and len(data) > COMPRESS_OVER else data
 
     @classmethod
     def decode(cls, raw: bytes) -> StoreEntry:
@@ -169,10 +176,11 @@ class StoreQueue:
 
     def take(self, consumer: str, batch: int, flush_s: float, lease_s: float, *,
              now: bool = False) -> list[bytes]:
-        """Up to ``batch`` entries for ``consumer`` once a batch is full or its oldest waited
-        ``flush_s`` (``now``: whatever waits); [] if none is due."""
+        """Up to ``batch`` entries for ``consumer`` once a batch is full, its oldest waited
+        ``flush_s``, or nothing arrived since the last look (``now``: whatever waits);
+        [] if none is due."""
         keys = [self.keys.store_pending(), self.keys.store_since(), self.keys.store_leases(),
-                self.keys.store_taken(consumer)]
+                self.keys.store_taken(consumer), self.keys.store_looked()]
         return self._take(keys=keys, args=[batch, flush_s, lease_s, "1" if now else "0", consumer])
 
     def renew(self, consumer: str, lease_s: float) -> None:
@@ -184,7 +192,7 @@ class StoreQueue:
         if entries:
             args: list[Any] = []
             for seconds, entry in entries:
-                args += [seconds, entry.encode()]
+                args += [seconds, entry.encode(compress=True)]
             self._delay(keys=[self.keys.store_delayed()], args=args)
 
     def release(self, consumer: str) -> None:

@@ -185,19 +185,41 @@ def test_a_worker_killed_while_writing_a_half_full_batch_loses_no_record(batch_c
         rt.close()
 
 
-def test_warm_shutdown_writes_the_records_still_waiting_for_their_batch(batch_cluster, site, tmp_path):
+def test_warm_shutdown_writes_the_records_of_the_pages_it_finished(batch_cluster, site, tmp_path):
     make, start = batch_cluster
-    pages, db = 10, str(tmp_path / "pages.db")
-    s = make(store=db, store_batch=200, store_flush_s=600)  # batches would wait ten minutes
+    db = str(tmp_path / "pages.db")
+    s = make(store=db, store_batch=200, store_flush_s=600)  # no batch fills, none ages out
     rt = Runtime(s, create_app(s))
     crawl_id = f"warm{token()}"
-    submit_requests(rt, build_requests(f"{site.url}/tree/{token()}/0?size={pages}", crawl_id=crawl_id))
+    submit_requests(rt, build_requests(f"{site.url}/tree/{token()}/0?size=30&delay=0.5", crawl_id=crawl_id))
     workers = start(s, "warm")
-    wait_drained(lambda: rt.stats.read(crawl_id).get("status/200", 0) == pages, timeout=30,
+    wait_drained(lambda: rt.stats.read(crawl_id).get("status/200", 0) >= 3, timeout=30,
                  workers=workers)
-    assert rt.crawls.outstanding(crawl_id) == pages  # every page fetched, every record waiting
-    assert not list(open_store(db).records(crawl_id))
-    workers.stop()  # SIGTERM: a warm shutdown
-    assert len(list(open_store(db).records(crawl_id))) == rt.stats.read(crawl_id)["stored"] == pages
-    assert rt.crawls.outstanding(crawl_id) == 0 and rt.store_queue.depth().pending == 0
+    workers.stop()  # SIGTERM while pages are in flight: they finish, then their records are written
+    stats = rt.stats.read(crawl_id)
+    assert len(list(open_store(db).records(crawl_id))) == stats["stored"] == stats["status/200"] > 3
+    assert rt.store_queue.depth().to_dict() == {"pending": 0, "delayed": 0, "taken": 0, "writers": 0}
     rt.close()
+
+
+def test_elasticsearch_going_away_mid_crawl_delays_records_but_stores_each_once(batch_cluster, site):
+    make, start = batch_cluster
+    pages = 40
+    with ESServer() as es:
+        s = make(store=f"elasticsearch://{es.url.split('://', 1)[1]}/pages", retry_backoff=0.2,
+                 retry_backoff_max=1.0)
+        rt = Runtime(s, create_app(s))
+        crawl_id = f"away{token()}"
+        submit_requests(rt, build_requests(f"{site.url}/tree/{token()}/0?size={pages}&delay=0.05",
+                                           crawl_id=crawl_id))
+        workers = start(s, "away")
+        wait_drained(lambda: rt.stats.read(crawl_id).get("stored", 0) >= 5, timeout=30, workers=workers)
+        es.down()
+        wait_drained(lambda: rt.stats.read(crawl_id).get("store/retries", 0) >= 1, timeout=30,
+                     workers=workers)
+        es.up()
+        wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=60, workers=workers)
+        stats = rt.stats.read(crawl_id)
+        assert len(es.documents("pages")) == stats["stored"] == pages
+        assert "store/failed" not in stats and stats["status/200"] == pages
+        rt.close()

@@ -53,20 +53,34 @@ def finish_pages(rt: Runtime, n: int, crawl_id: str = "c1", body: str = "hello")
     return records
 
 
-def test_a_batch_is_taken_when_full_or_when_its_oldest_record_waited_the_flush_time(sqlite_rt):
+def test_a_batch_is_taken_when_full_when_its_oldest_waited_or_when_nothing_more_comes(sqlite_rt):
     rt, s = sqlite_rt, sqlite_rt.settings
-    finish_pages(rt, 3)
-    assert rt.store_queue.take("w1", s.store_batch, s.store_flush_s, s.store_lease_s) == []
-    time.sleep(s.store_flush_s + 0.05)
-    assert len(rt.store_queue.take("w1", s.store_batch, s.store_flush_s, s.store_lease_s)) == 3
-    write_batch(rt, "w1", rt.redis.lrange(rt.keys.store_taken("w1"), 0, -1))
 
-    finish_pages(rt, 7, crawl_id="c2")  # more than a batch: one full batch at once...
-    assert len(rt.store_queue.take("w1", s.store_batch, s.store_flush_s, s.store_lease_s)) == 5
-    write_batch(rt, "w1", rt.redis.lrange(rt.keys.store_taken("w1"), 0, -1))
-    assert rt.store_queue.take("w1", s.store_batch, s.store_flush_s, s.store_lease_s) == []
-    time.sleep(s.store_flush_s + 0.05)  # ...and the rest once it waited the flush time
-    assert len(rt.store_queue.take("w1", s.store_batch, s.store_flush_s, s.store_lease_s)) == 2
+    def take() -> list[bytes]:
+        return rt.store_queue.take("w1", s.store_batch, s.store_flush_s, s.store_lease_s)
+
+    def write(taken: list[bytes]) -> None:
+        write_batch(rt, "w1", taken)
+
+    finish_pages(rt, 3)
+    assert take() == []  # records keep arriving (as far as anyone knows): wait for a batch
+    finish_pages(rt, 1, crawl_id="c2")
+    assert take() == []  # one more came: still filling, and young
+    time.sleep(s.store_flush_s + 0.05)
+    finish_pages(rt, 1, crawl_id="c3")
+    write(taken := take())  # the oldest waited the flush time
+    assert len(taken) == 5
+
+    finish_pages(rt, 7, crawl_id="c4")
+    write(taken := take())  # a full batch goes at once
+    assert len(taken) == 5
+    write(taken := take())  # the rest: nothing came since the last look
+    assert len(taken) == 2
+
+    finish_pages(rt, 2, crawl_id="c5")
+    assert take() == []
+    assert len(take()) == 2  # a crawl's last pages: nothing more comes, nobody waits
+    assert rt.store_queue.depth().pending == 0
 
 
 def test_records_leave_the_crawl_only_once_written_and_are_counted_once(sqlite_rt):
@@ -137,13 +151,14 @@ def test_a_store_that_is_down_gets_its_batch_back_with_backoff_then_dead_letters
         rt.close()
 
 
-def test_entries_over_4_kib_are_compressed_and_read_back():
+def test_entries_waiting_on_a_retry_are_compressed_and_read_back():
     record = PageRecord(url="http://a.test/", fingerprint="f", crawl_id="c", depth=0,
                         fetched_at="2026-11-22T08:00:00+00:00", body="é" * 10_000)
     small = StoreEntry("t.write", "c", "sqlite:///x.db", PageRecord(**{**record.to_dict(), "body": "x"}))
     big = StoreEntry("t.write", "c", "sqlite:///x.db", record, attempts=3)
-    assert small.encode()[:1] == b"{"
-    assert len(big.encode()) < COMPRESS_OVER and StoreEntry.decode(big.encode()) == big
+    assert small.encode(compress=True)[:1] == b"{" and big.encode()[:1] == b"{"
+    assert len(big.encode(compress=True)) < COMPRESS_OVER
+    assert StoreEntry.decode(big.encode(compress=True)) == big == StoreEntry.decode(big.encode())
     assert StoreEntry.decode(small.encode()) == small
 
 
@@ -177,3 +192,19 @@ def test_one_hbase_thrift_batch_per_batch():
             assert rt.stats.read("c1")["stored"] == 250
         finally:
             rt.close()
+
+
+def test_an_entry_delivered_twice_to_a_dead_store_leaves_one_dead_letter(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the store's directory should be")
+    rt = queue_rt(str(blocker / "pages.db"), store_max_retries=0)
+    try:
+        finish_pages(rt, 2)
+        twice = rt.redis.lrange(rt.keys.store_pending(), 0, -1)
+        rt.redis.rpush(rt.keys.store_pending(), *twice)
+        assert Flusher(rt, "w1").flush_once(now=True) == 4
+        assert sorted(e["record"]["url"] for e in dead_letters(rt, "c1")) == \
+            ["http://site.test/c1/0", "http://site.test/c1/1"]
+        assert rt.stats.read("c1")["store/dead_letters"] == 2 and rt.crawls.outstanding("c1") == 0
+    finally:
+        rt.close()
