@@ -145,7 +145,8 @@ SPECS: tuple[Spec, ...] = (
          "Records written to a store in one request (an Elasticsearch `_bulk`, an HBase "
          "`Table.batch()`, one SQLite transaction)."),
     Spec("CRAWLER_STORE_FLUSH_S", "store_flush_s", _number, 1.0,
-         "Longest a record waits in the store queue for its batch to fill (seconds)."),
+         "Longest a record waits in the store queue for its batch to fill (seconds); a batch "
+         "also goes as soon as nothing more arrives."),
     Spec("CRAWLER_STORE_LEASE_S", "store_lease_s", _number, 30.0,
          "Seconds a batch a worker took stays its own without a sign of life (it renews it "
          "while alive); then another worker takes it back, e.g. after a SIGKILL."),
