@@ -12,12 +12,15 @@ unless the URL says ``ssl_cert_reqs=none``.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 
 from . import routing
 from .connection import broker_params
+from .errors import SettingsError, UnknownStore
 from .settings import Settings
 
 
@@ -91,4 +94,39 @@ def create_app(settings: Settings) -> Celery:
     return app
 
 
-app = create_app(Settings.from_env())
+def _is_celery_command() -> bool:
+    """Whether this process is the ``celery`` command (worker, beat, flower...)."""
+    return os.path.basename(sys.argv[0]) == "celery" or sys.argv[0].endswith(
+        os.path.join("celery", "__main__.py"))
+
+
+def _refuse(message: str) -> None:
+    """One line and exit 2 for the ``celery`` command; Celery would print a traceback."""
+    sys.stderr.write(f"crawler_tasks: {message}\n")
+    raise SystemExit(2)
+
+
+def _settings_from_env() -> Settings:
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        if _is_celery_command():
+            _refuse(str(exc))
+        raise
+
+
+@signals.worker_init.connect
+def _check_store(sender: Any = None, **_: Any) -> None:
+    """A store URI no backend knows, or a malformed one, stops the worker at start."""
+    from .backends import open_store
+
+    settings = getattr(getattr(sender, "app", None), "crawler_settings", None)
+    if settings is None:
+        return
+    try:
+        open_store(settings.store, settings).close()
+    except (UnknownStore, SettingsError) as exc:
+        _refuse(f"CRAWLER_STORE: {exc}")
+
+
+app = create_app(_settings_from_env())

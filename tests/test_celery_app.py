@@ -1,0 +1,25 @@
+"""The ``celery`` command refuses a bad configuration in one line, before it starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+CELERY = os.path.join(os.path.dirname(sys.executable), "celery")
+
+
+@pytest.mark.parametrize(("env", "line"), [
+    ({"CRAWLER_STORE": "nosuch://x"}, "crawler_tasks: CRAWLER_STORE: unknown store 'nosuch://x'"),
+    ({"CRAWLER_STORE": "elasticsearch://u:secret@h:99999/x"}, "crawler_tasks: CRAWLER_STORE: "),
+    ({"CRAWLER_STORE_BATCH": "0"}, "crawler_tasks: store_batch: must be greater than 0"),
+])
+def test_a_worker_with_a_bad_configuration_stops_at_start_in_one_line(env, line, tmp_path):
+    done = subprocess.run([CELERY, "-A", "crawler_tasks", "worker", "--without-mingle"],
+                          env={**os.environ, **env}, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(line) and "Traceback" not in done.stderr and "secret" not in done.stderr
