@@ -214,25 +214,33 @@ class _Settled:
 class Flusher:
     """Takes batches off the store queue and writes them: one thread in each worker process.
 
-    It polls every quarter of ``CRAWLER_STORE_FLUSH_S`` (between 20 and 250 ms)
-    while the queue holds less than a batch, and back to back while it holds
-    more. :meth:`stop` (warm shutdown) writes what waits before it returns.
+    It polls (one script call) every quarter of ``CRAWLER_STORE_FLUSH_S``
+    (between 20 and 250 ms) while the queue holds less than a batch, and back
+    to back while it holds more; once a second it also gives back the batches
+    of dead workers and moves due retries. :meth:`stop` (warm shutdown) writes
+    what waits before it returns.
     """
 
     #: Seconds a stopping worker spends writing what waits in the queue, at most.
     DRAIN_S = 15.0
+    #: Seconds between two looks for dead workers' batches and due retries (each poll
+    #: is then one script call).
+    TICK_S = 1.0
 
     def __init__(self, rt: Runtime, consumer: str | None = None) -> None:
         self.rt = rt
         self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._next_tick = 0.0
 
     def flush_once(self, *, now: bool = False) -> int:
         """Give back dead workers' batches, then take and write one batch if one is due
         (``now``: whatever waits). Returns how many entries it took."""
         q, s = self.rt.store_queue, self.rt.settings
-        q.tick()
+        if now or time.monotonic() >= self._next_tick:
+            q.tick()
+            self._next_tick = time.monotonic() + self.TICK_S
         raw = q.take(self.consumer, s.store_batch, s.store_flush_s, s.store_lease_s, now=now)
         if raw:
             write_batch(self.rt, self.consumer, raw)
