@@ -194,7 +194,7 @@ def _shown(request: CrawlRequest, *before: str) -> str:
 
 
 def stage_task_id(claim_id: str, task_name: str) -> str:
-    """Deterministic id of the parse/store task of one fetch, so a redelivery reuses it."""
+    """Deterministic id of the parse task of one fetch, so a redelivery reuses it."""
     return f"{claim_id}.{task_name.rsplit('.', 1)[-1]}"
 
 

@@ -95,7 +95,8 @@ class FetchError(CrawlerError):
 
 
 class StoreUnavailable(CrawlerError):
-    """A store backend could not take a write; the store task retries it."""
+    """A store backend could not take a write; the batch goes back to the store queue,
+    retried with backoff."""
 
 
 class ClaimMissing(CrawlerError):

@@ -192,7 +192,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_TEXT_MAXSIZE", "text_maxsize", int, 65536,
          "Characters of visible text kept per page."),
     Spec("CRAWLER_CLAIM_TTL", "claim_ttl", int, 86400,
-         "Seconds a fetched body waits in Redis for its parse and store tasks."),
+         "Seconds a fetched body waits in Redis for its parse task (split pipeline)."),
     Spec("CRAWLER_KEY_PREFIX", "key_prefix", str, "crawler",
          "Prefix of every Redis key this package writes."),
     Spec("CRAWLER_STATE_MAX_RETRIES", "state_max_retries", int, 10,

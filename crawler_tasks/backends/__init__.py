@@ -2,7 +2,7 @@
 
 A backend takes records in batches (``upsert`` of a sequence) so that bulk
 backends (Elasticsearch ``_bulk``, HBase batches) fit the same interface; it
-must be idempotent per fingerprint: a redelivered store task may write the
+must be idempotent per fingerprint: a batch taken back from a dead worker may write the
 same record twice, and the store must still hold it once.
 """
 

@@ -10,7 +10,7 @@ URI: ``CRAWLER_STORE`` already uses commas to list stores.
 Writes go through ``helpers.streaming_bulk`` with the fingerprint as document
 id, so a redelivered batch overwrites the same documents. Bulk items that fail
 with 429 or 5xx are retried inside the call with backoff; if some still fail,
-:class:`StoreUnavailable` makes the store task retry the whole batch (safe:
+:class:`StoreUnavailable` makes the store queue retry the whole batch (safe:
 writes are idempotent). Any other 4xx item (``document_parsing_exception`` on
 servers since 8.8, ``mapper_parsing_exception`` before, a strict mapping...) is
 the record's own fault and comes back as a :class:`RecordFailure`; the rest of
@@ -470,7 +470,7 @@ class ElasticsearchStore:
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
-        """Client errors become one-line :class:`StoreUnavailable` (the store task retries)."""
+        """Client errors become one-line :class:`StoreUnavailable` (the store queue retries the batch)."""
         try:
             yield
         except (ApiError, TransportError, helpers.ScanError) as exc:

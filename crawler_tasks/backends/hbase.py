@@ -72,7 +72,7 @@ batch are written once (the last one wins).
 
 **Idempotence.** Same record → same row key, same cells: a redelivered write
 overwrites, and a store holds it once. A batch cut short (gateway down
-mid-way) is retried whole by the store task; rows already written are written
+mid-way) is retried whole by the store queue; rows already written are written
 again, unchanged.
 
 **Reads.** Page rows are read in pages of ``SCAN_PAGE`` keys, each page its own
@@ -88,7 +88,7 @@ table holds no records.
 
 **Errors.** A gateway that cannot be reached or drops the connection, a Thrift
 transport or protocol error, and the gateway's ``IOError`` (region busy, table
-gone) raise :class:`StoreUnavailable` with one line (the store task retries).
+gone) raise :class:`StoreUnavailable` with one line (the store queue retries the batch).
 An ``IllegalArgument`` (a cell over the gateway's KeyValue limit) refuses one
 record for good: the batch is halved until the record is alone, and it comes
 back as a :class:`RecordFailure` while the rest are written. A record that
