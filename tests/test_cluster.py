@@ -119,3 +119,23 @@ def test_a_crawl_with_its_state_on_a_redis_cluster_stores_every_page_once(cluste
     nodes = {rt.redis.get_node_from_key(rt.keys.seen(c)).port for c in crawls}
     assert len(nodes) > 1  # the crawls' keys live on different masters
     rt.close()
+
+
+def test_the_store_queue_gives_back_a_dead_workers_batch_on_a_redis_cluster(cluster_url, tmp_path):
+    from crawler_tasks.store import Flusher
+
+    from .test_store_queue import finish_pages
+
+    settings = Settings.from_env(broker_url=f"{REDIS}/{CLUSTER_BROKER_DB}", redis_url=cluster_url,
+                                 key_prefix=f"cq{token()}", store=str(tmp_path / "pages.db"),
+                                 store_lease_s=0.5)
+    rt = Runtime(settings, create_app(settings))
+    try:
+        finish_pages(rt, 5)
+        assert len(rt.store_queue.take("dead", 5, 1.0, 0.5, now=True)) == 5  # then SIGKILLed
+        time.sleep(0.6)
+        assert Flusher(rt, "alive").flush_once(now=True) == 5
+        assert rt.stats.read("c1")["stored"] == 5 and rt.crawls.outstanding("c1") == 0
+        assert len(list(open_store(settings.store).records("c1"))) == 5
+    finally:
+        rt.close()
