@@ -30,7 +30,7 @@ from .errors import BadInput, StoreUnavailable
 from .gate import Settlement
 from .models import CrawlRequest, PageRecord
 from .policy import backoff, now_iso
-from .store_queue import StoreEntry
+from .store_queue import COMPRESS_OVER, StoreEntry
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -172,8 +172,8 @@ def _failed(rt: Runtime, uri: str, group: Sequence[StoreEntry], exc: Exception,
     for e in gone:
         log.error("store of %s failed (%s retries): its record goes to the dead letters "
                   "(crawler-tasks dead-letters, replay-dead): %s", e.record.url, e.attempts, exc)
-        letter = json.dumps({"record": e.record.to_dict(), "store": e.store, "error": str(exc),
-                             "at": now_iso()}, ensure_ascii=False)
+        letter = _letter({"record": e.record.to_dict(), "store": e.store, "error": str(exc),
+                          "at": now_iso()})
         line = f"store failed: {exc} ({e.record.url})" if down else f"{name}: {exc} ({e.record.url})"
         settled.add(e, line, counts, letter=letter)
     result.retried += len(again)
@@ -187,10 +187,10 @@ class _Settled:
 
     def __init__(self) -> None:
         self.by_crawl: dict[str, list[Settlement]] = {}
-        self.letters: dict[str, str] = {}
+        self.letters: dict[str, bytes] = {}
         self.delayed: list[tuple[float, StoreEntry]] = []
 
-    def add(self, entry: StoreEntry, how: str, counts: dict[str, int], *, letter: str = "") -> None:
+    def add(self, entry: StoreEntry, how: str, counts: dict[str, int], *, letter: bytes = b"") -> None:
         self.by_crawl.setdefault(entry.crawl_id, []).append(Settlement(entry.token, how, counts))
         if letter:
             self.letters[entry.token] = letter
@@ -304,9 +304,20 @@ def stop_flusher() -> None:
         flusher.stop()
 
 
+def _letter(data: dict) -> bytes:
+    """A dead letter as kept in Redis: JSON, zlib-compressed above 4 KiB (a page's body
+    makes it tens of KB, and letters pile up while a store stays down)."""
+    raw = json.dumps(data, ensure_ascii=False).encode()
+    return zlib.compress(raw, 3) if len(raw) > COMPRESS_OVER else raw
+
+
+def _read_letter(raw: bytes) -> dict:
+    return json.loads(raw if raw[:1] == b"{" else zlib.decompress(raw))
+
+
 def dead_letters(rt: Runtime, crawl_id: str | None = None) -> list[dict]:
     """The dead letters (newest first), of one crawl or all."""
-    entries = [json.loads(raw) for raw in rt.redis.lrange(rt.keys.dead_letters(), 0, -1)]
+    entries = [_read_letter(raw) for raw in rt.redis.lrange(rt.keys.dead_letters(), 0, -1)]
     return [e for e in entries if crawl_id is None or e["record"]["crawl_id"] == crawl_id]
 
 
@@ -314,11 +325,11 @@ def replay_dead(rt: Runtime, crawl_id: str | None = None) -> tuple[int, int]:
     """Write the dead letters (of one crawl) to their stores again; (written, still failing).
 
     A written one leaves the list and counts ``store/replayed`` (and ``stored``) in its
-    crawl; one whose store is still down stays, with the new error.
+    crawl; one whose store is still down stays as it was.
     """
     written = failing = 0
     for raw in rt.redis.lrange(rt.keys.dead_letters(), 0, -1):
-        entry = json.loads(raw)
+        entry = _read_letter(raw)
         record = PageRecord.from_dict(entry["record"])
         if crawl_id is not None and record.crawl_id != crawl_id:
             continue

@@ -199,12 +199,16 @@ def test_an_entry_delivered_twice_to_a_dead_store_leaves_one_dead_letter(tmp_pat
     blocker.write_text("a file where the store's directory should be")
     rt = queue_rt(str(blocker / "pages.db"), store_max_retries=0)
     try:
-        finish_pages(rt, 2)
+        finish_pages(rt, 2, body="page text " * 2000)
         twice = rt.redis.lrange(rt.keys.store_pending(), 0, -1)
         rt.redis.rpush(rt.keys.store_pending(), *twice)
         assert Flusher(rt, "w1").flush_once(now=True) == 4
-        assert sorted(e["record"]["url"] for e in dead_letters(rt, "c1")) == \
+        letters = dead_letters(rt, "c1")
+        assert sorted(e["record"]["url"] for e in letters) == \
             ["http://site.test/c1/0", "http://site.test/c1/1"]
+        assert all(e["record"]["body"] == "page text " * 2000 for e in letters)
+        kept = rt.redis.lrange(rt.keys.dead_letters(), 0, -1)
+        assert all(raw[:1] != b"{" and len(raw) < 4096 for raw in kept)  # 20 KB letters, compressed
         assert rt.stats.read("c1")["store/dead_letters"] == 2 and rt.crawls.outstanding("c1") == 0
     finally:
         rt.close()
