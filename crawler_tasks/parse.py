@@ -216,5 +216,5 @@ def parse_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> 
     the record for the store, drop the claim."""
     record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True)
     children, counts = parse_page(rt, req, record, body or b"")
-    if enqueue.complete(rt, req, task_id, children, counts, record=record):
-        rt.claims.delete(req.crawl_id, claim_id)
+    enqueue.complete(rt, req, task_id, children, counts, record=record)
+    rt.claims.delete(req.crawl_id, claim_id)  # done now, or long ago (a late duplicate)

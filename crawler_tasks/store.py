@@ -63,8 +63,8 @@ def queue_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> 
     """A ``crawl.store`` message (sent by earlier releases): queue the record of
     ``claim_id`` for the store, end the task, drop the claim."""
     record, _ = rt.claims.load(req.crawl_id, claim_id, with_body=False)
-    if enqueue.complete(rt, req, task_id, [], {}, record=record):
-        rt.claims.delete(req.crawl_id, claim_id)
+    enqueue.complete(rt, req, task_id, [], {}, record=record)
+    rt.claims.delete(req.crawl_id, claim_id)  # done now, or long ago (a late duplicate)
 
 
 def flush_stats(rt: Runtime, crawl_ids: Sequence[str] | None = None) -> int:
