@@ -177,7 +177,11 @@ def test_a_worker_killed_while_writing_a_half_full_batch_loses_no_record(batch_c
         submit_requests(rt, build_requests(f"{site.url}/tree/{token()}/0?size={pages}", crawl_id=crawl_id))
         first = start(s, "first")
         assert es.held.wait(30), "no batch reached Elasticsearch"
-        first.kill()  # SIGKILL, its batch taken but not written
+        # Every page fetched (no fetch message left with the worker), then SIGKILL: what it
+        # holds is a batch taken but not written.
+        wait_drained(lambda: rt.stats.read(crawl_id).get("status/200", 0) == pages, timeout=30,
+                     workers=first)
+        first.kill()
         es.release(drop=True)
         assert "pages" not in es.index_names() or not es.documents("pages")  # nothing applied
         second = start(s, "second")
