@@ -19,7 +19,6 @@ import time
 import uuid
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import redis
@@ -93,23 +92,11 @@ def flush_stats(rt: Runtime, crawl_ids: Sequence[str] | None = None) -> int:
     return written
 
 
-@dataclass
-class BatchResult:
-    """What one batch came to: records written, refused for good, put back for a retry,
-    and given up to the dead letters."""
-
-    written: int = 0
-    refused: int = 0
-    retried: int = 0
-    dead: int = 0
-
-
-def write_batch(rt: Runtime, consumer: str, raw: Sequence[bytes]) -> BatchResult:
+def write_batch(rt: Runtime, consumer: str, raw: Sequence[bytes]) -> None:
     """Write the store entries ``raw`` that ``consumer`` took, one upsert per store URI,
     then settle each: written or refused (its token leaves the crawl, counted once),
     put back with backoff while its store is down, or, past ``CRAWLER_STORE_MAX_RETRIES``,
     kept in the dead letters. Only then is the taken list released."""
-    result = BatchResult()
     settled = _Settled()
     for uri, group in _by_store(_decode(raw)).items():
         rt.store_queue.renew(consumer, rt.settings.store_lease_s)
@@ -118,18 +105,15 @@ def write_batch(rt: Runtime, consumer: str, raw: Sequence[bytes]) -> BatchResult
         except Exception as exc:  # StoreUnavailable, or a bug: never drop the records
             if not isinstance(exc, StoreUnavailable):
                 log.exception("store %s failed unexpectedly", mask(uri))
-            _failed(rt, uri, group, exc, settled, result)
+            _failed(rt, uri, group, exc, settled)
             continue
         for e in group:
             reason = refused.get(e.record.fingerprint)
             if reason is not None:
                 log.error("store refused %s (%s): %s", e.record.url, e.record.fingerprint, reason)
             settled.add(e, Settlement.END, {"store/refused" if reason is not None else "stored": 1})
-        result.written += len(group) - len(refused)
-        result.refused += len(refused)
     settled.apply(rt)
     rt.store_queue.release(consumer)
-    return result
 
 
 def _decode(raw: Sequence[bytes]) -> list[StoreEntry]:
@@ -150,7 +134,7 @@ def _by_store(entries: Sequence[StoreEntry]) -> dict[str, list[StoreEntry]]:
 
 
 def _failed(rt: Runtime, uri: str, group: Sequence[StoreEntry], exc: Exception,
-            settled: _Settled, result: BatchResult) -> None:
+            settled: _Settled) -> None:
     """The store of ``group`` failed. While it is down (:class:`StoreUnavailable`) each
     entry is retried later; past its retries, or at once for any other error (an unknown
     store, a bug: retrying cannot help), it is kept in the dead letters
@@ -176,8 +160,6 @@ def _failed(rt: Runtime, uri: str, group: Sequence[StoreEntry], exc: Exception,
                           "at": now_iso()})
         line = f"store failed: {exc} ({e.record.url})" if down else f"{name}: {exc} ({e.record.url})"
         settled.add(e, line, counts, letter=letter)
-    result.retried += len(again)
-    result.dead += len(gone)
 
 
 class _Settled:
