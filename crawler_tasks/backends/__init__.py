@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import SplitResult, urlsplit
 
 from ..errors import UnknownStore
 from ..models import PageRecord
@@ -149,6 +150,20 @@ def _open_one(uri: str, settings: Settings) -> Store:
         raise UnknownStore(f"unknown store {mask(uri)!r}: scheme {scheme!r}{hint}; "
                            f"known: {', '.join(sorted(BACKENDS))}")
     return factory(uri, settings)
+
+
+#: What a store URI with a port that is not a number from 0 to 65535 is told.
+BAD_PORT = "bad port: the port must be a number from 1 to 65535"
+
+
+def split_uri(uri: str, bad: Callable[[str], UnknownStore]) -> tuple[SplitResult, int | None]:
+    """``uri`` split, and its port read; a URI :func:`urllib.parse.urlsplit` cannot take
+    raises ``bad(problem)`` (the backend's one-line :class:`UnknownStore`)."""
+    try:
+        parts = urlsplit(uri)
+        return parts, parts.port
+    except ValueError as exc:
+        raise bad(BAD_PORT if "port" in str(exc).lower() else str(exc)) from None
 
 
 def mask(uri: str) -> str:

@@ -84,14 +84,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote
 
 import elasticsearch
 from elasticsearch import ApiError, Elasticsearch, TransportError, helpers
 
 from ..errors import BadInput, StoreUnavailable, UnknownStore
 from ..models import PageRecord
-from . import RecordFailure, mask
+from . import BAD_PORT, RecordFailure, mask, split_uri
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -239,19 +239,14 @@ def parse_uri(uri: str, api_key: str = "") -> Target:
     def bad(problem: str) -> UnknownStore:
         return UnknownStore(f"elasticsearch store {shown!r}: {problem}")
 
-    try:
-        parts = urlsplit(uri)
-        port = parts.port
-    except ValueError as exc:
-        problem = "the port must be a number from 1 to 65535" if "port" in str(exc).lower() else str(exc)
-        raise bad(problem) from None
+    parts, port = split_uri(uri, bad)
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise bad("the scheme must be elasticsearch:// or elasticsearchs:// (TLS)")
     if not parts.hostname:
         raise bad("no host (elasticsearch://host:9200/index)")
     if port == 0:
-        raise bad("the port must be a number from 1 to 65535")
+        raise bad(BAD_PORT)
     index = _index_of(parts.path, parts.fragment, bad)
     username, password = _credentials(parts.username, parts.password, bad)
     ca_certs = _options(parts.query, scheme, bad)

@@ -148,7 +148,7 @@ from ..errors import BadInput, InvalidURL, StoreUnavailable, UnknownStore
 from ..models import PageRecord
 from ..settings import Settings
 from ..urls import canonicalize_url
-from . import RecordFailure, mask
+from . import RecordFailure, mask, split_uri
 
 __all__ = ["HBaseStore", "describe_error", "parse_uri", "row_key", "site_prefix"]
 
@@ -428,11 +428,7 @@ def parse_uri(uri: str) -> dict[str, Any]:
     def bad(why: str) -> UnknownStore:
         return UnknownStore(f"hbase store {mask(uri)!r}: {why}")
 
-    try:
-        parts = urlsplit(uri)
-        port = parts.port
-    except ValueError as exc:
-        raise bad(f"bad port ({exc})") from None
+    parts, port = split_uri(uri, bad)
     if parts.scheme.lower() != "hbase":
         raise bad("expected hbase://host:port/table")
     if not parts.hostname:
