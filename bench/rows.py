@@ -130,7 +130,9 @@ class Context:
     def crawler_env(self, broker: RedisServer, state: RedisServer, store: Path) -> dict[str, str]:
         return {**os.environ, "CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
                 "CRAWLER_STORE": str(store), "CRAWLER_WORKER_CONCURRENCY": os.environ.get("BENCH_CONCURRENCY", "32"),
-                "CRAWLER_ROBOTSTXT_OBEY": "0", "PYTHONUNBUFFERED": "1"}
+                "CRAWLER_ROBOTSTXT_OBEY": "0", "PYTHONUNBUFFERED": "1",
+                # As the Scrapy rows: no delay, as many requests per host as slots.
+                "CRAWLER_DOWNLOAD_DELAY": "0", "CRAWLER_HOST_CONCURRENCY": "0"}
 
     def scrapy_env(self) -> dict[str, str]:
         path = os.environ.get("PYTHONPATH")

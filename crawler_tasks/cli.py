@@ -78,6 +78,11 @@ def _crawl_options(p: argparse.ArgumentParser) -> None:
                    help="worker processes, each with CRAWLER_WORKER_CONCURRENCY requests in flight "
                         "(default: one per core)")
     p.add_argument("--crawl-id", default=None, help="resume or name a crawl (default: new id)")
+    p.add_argument("--delay", type=float, default=None,
+                   help="seconds between two requests to one host (default: CRAWLER_DOWNLOAD_DELAY)")
+    p.add_argument("--host-concurrency", type=int, default=None,
+                   help="requests in flight to one host, 0 = no cap (default: CRAWLER_HOST_CONCURRENCY)")
+    p.add_argument("--ignore-robots", action="store_true", help="do not read robots.txt")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
 
 
@@ -137,6 +142,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     if args.pages < 1:
         raise BadInput("--pages: must be at least 1")
+    # The demo site is this process's own: no need to spare it (robots.txt is still read).
+    args.delay = 0.0 if args.delay is None else args.delay
+    args.host_concurrency = 0 if args.host_concurrency is None else args.host_concurrency
     with DemoSite(args.pages) as site:
         print(f"demo site with {args.pages} pages at {site.url}", file=sys.stderr)
         requests = build_requests([site.url], crawl_id=args.crawl_id or _new_crawl_id())
@@ -152,11 +160,20 @@ def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Set
         raise BadInput("--workers: must be at least 1")
     if args.max_pages < 0 or (args.max_depth is not None and args.max_depth < 0):
         raise BadInput("--max-pages and --max-depth: must be 0 or more")
+    if (args.delay is not None and not 0 <= args.delay < float("inf")) or \
+            (args.host_concurrency is not None and args.host_concurrency < 0):
+        raise BadInput("--delay and --host-concurrency: must be 0 or more")
     store = _absolute_store(args.store or settings.store)
     open_store(store, settings).close()
     changes: dict[str, Any] = {"store": store}
     if args.max_depth is not None:
         changes["max_depth"] = args.max_depth
+    if args.delay is not None:
+        changes["download_delay"] = args.delay
+    if args.host_concurrency is not None:
+        changes["host_concurrency"] = args.host_concurrency
+    if args.ignore_robots:
+        changes["robotstxt_obey"] = False
     return settings.replace(**changes)
 
 
@@ -345,6 +362,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         "overall": rt.stats.read(),
         "queues": queue_depths(app, settings),
         "store_queue": rt.store_queue.depth().to_dict(),
+        "hosts": {"waiting": rt.hosts.waiting(),
+                  "busiest": [{**h.to_dict(), "robots": rt.robots.state_of(h.host)}
+                              for h in rt.hosts.busiest()]},
         "crawls": {cid: {**rt.stats.read(cid), "in_flight": rt.crawls.outstanding(cid),
                          "gate": rt.gate.info(cid).to_dict(),
                          "last_errors": rt.crawls.errors(cid, 3)} for cid in ids},
@@ -364,6 +384,14 @@ def _print_stats(report: dict[str, Any]) -> None:
     sq = report["store_queue"]
     print(f"store queue: {sq['pending']} records waiting for a batch, {sq['delayed']} waiting "
           f"on a retry, {sq['taken']} being written by {sq['writers']} worker(s)")
+    hosts = report["hosts"]
+    print(f"hosts: {hosts['waiting']} fetches waiting for their host; busiest:")
+    for h in hosts["busiest"]:
+        extra = "".join([f", back-off {h['backoff']:g} s" if h["backoff"] else "",
+                         f", {h['throttled']} throttled" if h["throttled"] else "",
+                         f", concurrency cut by {h['concurrency_cut']}" if h["concurrency_cut"] else ""])
+        print(f"  {h['host']:<32} delay {h['delay']:g} s, {h['in_flight']} in flight, "
+              f"{h['waiting']} waiting, {h['requests']} requests, robots.txt {h['robots']}{extra}")
     print("overall:")
     for name, value in report["overall"].items():
         print(f"  {name:<24}{value}")

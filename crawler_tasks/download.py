@@ -97,8 +97,10 @@ def make_session(user_agent: str, pool_size: int = 32, *, deny_private: bool = F
 
 
 def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
-             maxsize: int) -> Download:
+             maxsize: int, proxy: str | None = None) -> Download:
     """Fetch ``req`` without following redirects; raise :class:`FetchError` when no whole response came.
+
+    ``proxy`` (a URL, credentials included) is the proxy to go through; None = direct.
 
     ``timeout`` bounds the whole download (connect, headers and body), however
     slowly the server sends. The body is decompressed as it streams and cut at
@@ -108,7 +110,8 @@ def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
     with transport.deadline(started + timeout) as limit:
         try:
             resp = session.request(req.method, req.url, headers=req.headers or None,
-                                   timeout=(timeout, timeout), allow_redirects=False, stream=True)
+                                   timeout=(timeout, timeout), allow_redirects=False, stream=True,
+                                   proxies={"http": proxy, "https": proxy} if proxy else None)
             with resp:
                 body, truncated = _read_capped(resp, req, maxsize)
         except requests.exceptions.RequestException as exc:
@@ -174,6 +177,8 @@ def _request_error(exc: requests.exceptions.RequestException, timeout: float, *,
     cause = _root_cause(exc)
     if expired or isinstance(exc, requests.exceptions.Timeout) or isinstance(cause, TimeoutError):
         return _timeout(timeout)
+    if isinstance(exc, requests.exceptions.ProxyError):  # never the proxy URL: it may hold a password
+        return FetchError("proxy failed", retryable=True, reason="proxy")
     if isinstance(cause, transport.BlockedAddress):
         return FetchError(f"refused: {cause}", retryable=False, reason="blocked_address")
     if isinstance(exc, requests.exceptions.SSLError):

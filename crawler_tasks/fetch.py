@@ -14,10 +14,13 @@ import logging
 from typing import TYPE_CHECKING
 
 from . import enqueue, parse, routing, store
-from .download import download
+from .download import Download, download
+from .hosts import Feedback, host_of
 from .errors import FetchError
 from .models import CrawlRequest, PageRecord
-from .policy import Counts, Defer, Fail, HandOn, Outcome, Redirect, Retry, Skip, conditional, decide
+from .policy import (Counts, Defer, Fail, HandOn, Outcome, Redirect, Retry, Skip, before_fetch, conditional,
+                     decide, host_feedback, reroute)
+from .robots import ALLOW
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -26,15 +29,62 @@ log = logging.getLogger(__name__)
 
 
 def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
-    """Fetch ``req`` as task ``task_id``; a returned Retry tells the task to re-send it."""
+    """Fetch ``req`` as task ``task_id``; a returned Retry tells the task to re-send it.
+
+    Before the download, robots.txt and the host limiter have their say (a
+    disallowed URL is skipped, a busy host makes the fetch wait in Redis);
+    after it, the host's slot is freed with what the response told about it.
+    """
     s = rt.settings
-    before = store.previous(rt, req)
+    robots = rt.robots.check(req, task_id) if s.robotstxt_obey else ALLOW
+    if robots.wait_until is not None or not robots.allowed:
+        return apply(rt, req, task_id, before_fetch(req, robots, None))
+    host = host_of(req.url)
+    slot = rt.hosts.acquire(host, task_id, crawl_delay=robots.crawl_delay)
+    early = before_fetch(req, robots, slot)
+    if early is not None:
+        return apply(rt, req, task_id, early)
+    result: Download | FetchError | None = None
+    feedback = None
     try:
-        result = download(rt.session, conditional(req, before), timeout=s.download_timeout,
-                          maxsize=s.download_maxsize)
-    except FetchError as err:
-        result = err  # type: ignore[assignment]
-    return apply(rt, req, task_id, decide(req, result, s, rt.limits(req.crawl_id), previous=before))
+        before = store.previous(rt, req)
+        try:
+            result = download(rt.session, conditional(req, before), timeout=s.download_timeout,
+                              maxsize=s.download_maxsize, proxy=rt.proxies.url(slot.proxy))
+        except FetchError as err:
+            result = err
+        feedback = host_feedback(result, rt.proxies, slot.proxy)
+    finally:
+        proxied = rt.hosts.release(host, task_id, feedback or host_feedback(None, proxy=slot.proxy),
+                                   crawl_delay=robots.crawl_delay)
+    outcome = _rerouted(rt, req, feedback, direct=slot.proxy is None, proxied=proxied)
+    if outcome is None:
+        outcome = decide(req, result, s, rt.limits(req.crawl_id), previous=before)
+    return apply(rt, req, task_id, _via(outcome, rt.proxies.shown(slot.proxy)))
+
+
+def _rerouted(rt: Runtime, req: CrawlRequest, feedback: Feedback, *, direct: bool,
+              proxied: bool) -> Retry | None:
+    """With proxies configured: a retry when a direct request was blocked (it takes a proxy
+    once its host has shown ``CRAWLER_BAN_THRESHOLD`` signs in a row; ``proxied`` says the
+    host does now) or when the proxy it went through failed (benched, the next one is tried)."""
+    if feedback.kind == "proxy":
+        log.warning("proxy %s failed for %s: benched for %gs", rt.proxies.shown(feedback.proxy),
+                    req.url, rt.settings.proxy_bench_s)
+        return reroute(req, rt.settings, "proxy_failed")
+    if direct and len(rt.proxies) and feedback.kind == "blocked":
+        if proxied:
+            log.info("%s is blocking direct requests: %s goes through a proxy", host_of(req.url), req.url)
+        return reroute(req, rt.settings, "blocked")
+    return None
+
+
+def _via(outcome: Outcome, proxy: str | None) -> Outcome:
+    """``outcome`` with the proxy its request went through named on its record."""
+    record = getattr(outcome, "record", None)
+    if proxy is not None and record is not None:
+        record.proxy = proxy
+    return outcome
 
 
 def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome) -> Retry | None:
@@ -44,9 +94,9 @@ def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome) -> Ret
         rt.gate.count_once(req.crawl_id, task_id, f"retry:{outcome.request.retries}", outcome.counts)
         return outcome
     if isinstance(outcome, Defer):
-        # Not a retry: the same task id (still outstanding) comes back later,
-        # at the same priority, with no retry used.
-        enqueue.publish_fetch(rt, outcome.request, task_id, countdown=outcome.countdown)
+        # Not a retry: the same task id (still outstanding in its crawl) waits in Redis
+        # for its host, and comes back in its band with no retry used.
+        rt.hosts.park(host_of(req.url), task_id, outcome.request, outcome.until)
         return None
     if isinstance(outcome, HandOn):
         hand_on(rt, req, task_id, outcome.record, outcome.body, outcome.counts)

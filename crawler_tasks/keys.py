@@ -103,6 +103,53 @@ class Keys:
         """LIST of the store entries one worker took and is writing."""
         return f"{self.prefix}:{{store}}:taken:{consumer}"
 
+    # Politeness keys share the hash tag {hosts} (see :mod:`crawler_tasks.hosts`).
+
+    def hosts_stem(self) -> str:
+        """Stem of every per-host key (the mover's script builds host keys from it)."""
+        return f"{self.prefix}:{{hosts}}:"
+
+    def host(self, host: str) -> str:
+        """HASH of one host's limits: ``next`` (Redis time its next request may start),
+        ``delay``, ``backoff``, ``auto`` (AutoThrottle), ``cut`` (concurrency cut after
+        timeouts), counters ``requests``, ``deferred``, ``throttled``."""
+        return f"{self.hosts_stem()}host:{host}"
+
+    def host_slots(self, host: str) -> str:
+        """ZSET task id -> lease expiry of the requests in flight to one host (or reserved
+        for a fetch the mover sent)."""
+        return f"{self.hosts_stem()}slots:{host}"
+
+    def host_wait(self, host: str) -> str:
+        """ZSET ``<task id>\\t<request JSON>`` -> band rank, then arrival: fetches waiting for one host."""
+        return f"{self.hosts_stem()}wait:{host}"
+
+    def hosts_due(self) -> str:
+        """ZSET host -> Redis time its waiting fetches are next looked at by a mover."""
+        return f"{self.hosts_stem()}due"
+
+    def hosts_moving(self) -> str:
+        """ZSET ``<host>\\t<score>\\t<entry>`` -> lease expiry: waiting fetches a mover took
+        and is publishing (given back to their host when the lease runs out)."""
+        return f"{self.hosts_stem()}moving"
+
+    def hosts_recent(self) -> str:
+        """ZSET host -> Redis time of its last request or deferral (``stats`` reads the busiest)."""
+        return f"{self.hosts_stem()}recent"
+
+    def proxies_benched(self) -> str:
+        """ZSET proxy index (in ``CRAWLER_PROXIES``) -> Redis time until which it is left out."""
+        return f"{self.hosts_stem()}proxies:benched"
+
+    def robots(self, origin: str) -> str:
+        """HASH of one origin's robots.txt (``scheme://host:port``): ``state``, ``body``,
+        ``status``, ``until`` (:mod:`crawler_tasks.robots`)."""
+        return f"{self.hosts_stem()}robots:{origin}"
+
+    def robots_lock(self, origin: str) -> str:
+        """STRING held (with a TTL) by the one fetch downloading an origin's robots.txt."""
+        return f"{self.hosts_stem()}robots:{origin}:lock"
+
     def stats_flushed(self) -> str:
         """HASH crawl id -> its counters (JSON) as last written to its store's statistics."""
         return f"{self.prefix}:stats_flushed"

@@ -167,6 +167,8 @@ class PageRecord:
     #: ``sha1:<base32>`` of the body as received (decompressed): an archive writer that
     #: re-encodes ``body`` text checks it got the served bytes back.
     payload_digest: str | None = None
+    #: The proxy the request went through (``http://host:port``, never credentials); None = direct.
+    proxy: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-ready dict (shallow: its lists and dicts are shared)."""

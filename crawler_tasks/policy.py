@@ -7,6 +7,9 @@ same request ``CRAWLER_RETRY_PRIORITY_ADJUST`` lower after an exponential
 backoff or the server's ``Retry-After``; a 3xx is stored and its target becomes
 a new request ``CRAWLER_REDIRECT_PRIORITY_ADJUST`` higher, through the gate.
 Per-request overrides follow Scrapy: keyword > request ``meta`` > setting.
+Before the download, :func:`before_fetch` turns the robots.txt verdict and the
+host limiter's answer into a ``Skip`` or a ``Defer``; after it,
+:func:`host_feedback` says what the answer tells the limiter about the host.
 """
 
 from __future__ import annotations
@@ -14,16 +17,22 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from datetime import datetime, timezone
 from urllib.parse import urljoin, urlsplit
 
 from w3lib.encoding import html_to_unicode
 
 from .crawls import Limits
-from .download import REDIRECT_STATUSES, Download, status_error
+from .download import REDIRECT_STATUSES, Download, retry_after_seconds, status_error
 from .errors import FetchError, InvalidURL
+from .hosts import Feedback, Slot
 from .models import CrawlRequest, PageRecord
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .proxies import Proxies
+    from .robots import RobotsVerdict
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 #: Headers a redirect to another host (or scheme) must not carry on (as Scrapy's RedirectMiddleware).
@@ -70,10 +79,11 @@ class Fail:
 
 @dataclass(frozen=True)
 class Defer:
-    """Not now (politeness): send ``request`` again after ``countdown``, no retry used."""
+    """Not now (politeness): ``request`` waits in Redis for its host until ``until``
+    (Redis time) or a free slot, then comes back in its band; no retry is used."""
 
     request: CrawlRequest
-    countdown: float
+    until: float
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,61 @@ class Skip:
 
 
 Outcome = HandOn | Redirect | Retry | Fail | Defer | Skip
+
+
+def before_fetch(req: CrawlRequest, robots: RobotsVerdict, slot: Slot | None) -> Skip | Defer | None:
+    """What to do before downloading ``req``: skip it (robots.txt), let it wait (robots.txt
+    not known yet, or its host busy), or None: go (``slot`` is the host slot it holds)."""
+    if robots.wait_until is not None:
+        return Defer(req, robots.wait_until)
+    if not robots.allowed:
+        record = base_record(req)
+        record.description = robots.reason
+        return Skip(record, {robots.counter: 1})
+    if slot is not None and not slot.go:
+        return Defer(req, slot.until)
+    return None
+
+
+def host_feedback(result: Download | FetchError | None, proxies: Proxies | None = None,
+                  proxy: int | None = None) -> Feedback:
+    """What a download (through ``proxy``, None = direct) tells the host limiter: throttled
+    (429, 503), blocked (403, a ban page, a reset), timed out or unreachable (counts towards
+    a concurrency cut), a failed proxy, a response, or another error."""
+    if isinstance(result, Download):
+        if result.status in THROTTLE_STATUSES:
+            return Feedback("throttled", result.status,
+                            retry_after_seconds(result.headers.get("retry-after")), result.elapsed, proxy)
+        if proxy is not None and result.status == 407:
+            return Feedback("proxy", result.status, proxy=proxy)
+        if result.status in BLOCK_STATUSES or (proxies is not None and proxies.is_ban_page(result.body)):
+            return Feedback("blocked", result.status, None, result.elapsed, proxy)
+        return Feedback("ok", result.status, None, result.elapsed, proxy)
+    if isinstance(result, FetchError):
+        if result.reason == "proxy":
+            return Feedback("proxy", proxy=proxy)
+        if result.reason == "connection_reset":
+            return Feedback("blocked", proxy=proxy)
+        if result.reason in SLOW_HOST_REASONS:
+            return Feedback("timeout", proxy=proxy)
+    return Feedback("error", proxy=proxy)
+
+
+def reroute(req: CrawlRequest, settings: Settings, reason: str) -> Retry | None:
+    """Send ``req`` again at once (a retry, demoted) because its host was found blocking
+    or its proxy failed: the next attempt takes a proxy. None once its retries are used up."""
+    retry = plan_retry(req, settings)
+    if retry is None:
+        return None
+    return Retry(retry, 0.0, reason, {"retries": 1, f"retry/reason_count/{reason}": 1})
+
+
+#: Statuses that say the client is blocked.
+BLOCK_STATUSES = frozenset({403})
+#: Statuses that tell a client to slow down.
+THROTTLE_STATUSES = frozenset({429, 503})
+#: Download failures that count as a host struggling (its concurrency is cut after three).
+SLOW_HOST_REASONS = frozenset({"timeout", "connection_refused", "connection"})
 
 
 def conditional(req: CrawlRequest, previous: PageRecord | None) -> CrawlRequest:

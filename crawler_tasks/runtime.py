@@ -21,7 +21,10 @@ from .connection import redis_from_url
 from .crawls import Crawls, Limits
 from .download import make_session
 from .gate import Gate
+from .hosts import HostLimiter
 from .keys import Keys
+from .proxies import Proxies
+from .robots import Robots
 from .seen import make_filter
 from .settings import Settings
 from .stats import Stats
@@ -45,6 +48,9 @@ class Runtime:
         self.claims = Claims(self.redis, self.keys, ttl=settings.claim_ttl)
         self.stats = Stats(self.redis, self.keys)
         self.store_queue = StoreQueue(self.redis, self.keys)
+        self.hosts = HostLimiter(self.redis, self.keys, settings)
+        self.robots = Robots(self)
+        self.proxies = Proxies(settings)
         #: Whether the state Redis is a Redis Cluster (no multi-slot transactions).
         self.cluster = type(self.redis).__name__ == "RedisCluster"
         self._local = threading.local()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,32 @@ def _number(raw: str) -> float:
 
 def _csv(raw: str) -> tuple[str, ...]:
     return tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+
+
+def _proxies(raw: str) -> tuple[str, ...]:
+    """A comma list of proxy URLs, or ``@path``: a file of them, one per line (``#`` comments)."""
+    if raw.startswith("@"):
+        try:
+            with open(raw[1:], encoding="utf-8") as f:
+                raw = ",".join(line.split("#", 1)[0].strip() for line in f)
+        except OSError as exc:
+            raise SettingsError(f"CRAWLER_PROXIES: cannot read {raw[1:]!r}: {exc.strerror}") from None
+    urls = _list(raw)
+    for url in urls:
+        scheme, sep, rest = url.partition("://")
+        if scheme.lower() not in ("http", "https") or not sep or not rest.strip("/"):
+            shown = url.rsplit("@", 1)[-1]  # never echo credentials
+            raise SettingsError(f"CRAWLER_PROXIES: {shown!r} is not an http:// or https:// proxy URL")
+    return urls
+
+
+def _pattern(raw: str) -> str:
+    """A regular expression (checked here, compiled where it is used)."""
+    try:
+        re.compile(raw)
+    except re.error as exc:
+        raise SettingsError(f"CRAWLER_BAN_PATTERN: {raw!r} is not a valid regular expression: {exc}") from None
+    return raw
 
 
 def _list(raw: str) -> tuple[str, ...]:
@@ -123,6 +150,39 @@ SPECS: tuple[Spec, ...] = (
          "the hosts of the seeds of each crawl"),
     Spec("CRAWLER_VISIBILITY_TIMEOUT", "visibility_timeout", int, 3600,
          "Seconds before a Redis-broker message taken by a dead worker is redelivered."),
+    Spec("CRAWLER_DOWNLOAD_DELAY", "download_delay", _number, 1.0,
+         "Seconds between the starts of two requests to one host (`host:port`; subdomains "
+         "count apart), across every worker; robots.txt `Crawl-delay` and back-off raise it."),
+    Spec("CRAWLER_HOST_CONCURRENCY", "host_concurrency", int, 2,
+         "Requests in flight to one host across every worker and node; 0 = no cap. A fetch "
+         "that may not go yet waits in Redis, not in a worker."),
+    Spec("CRAWLER_ROBOTSTXT_OBEY", "robotstxt_obey", _bool, True,
+         "Fetch each origin's robots.txt once (cached in Redis for the cluster), obey its "
+         "rules for `CRAWLER_USER_AGENT` and its `Crawl-delay`."),
+    Spec("CRAWLER_ROBOTSTXT_TTL", "robotstxt_ttl", _number, 86400.0,
+         "Seconds a fetched robots.txt is kept before it is fetched again."),
+    Spec("CRAWLER_AUTOTHROTTLE", "autothrottle", _bool, False,
+         "Adapt each host's delay to its latency (Scrapy's AutoThrottle): half-way towards "
+         "latency / `CRAWLER_AUTOTHROTTLE_TARGET_CONCURRENCY` after each response, never "
+         "below `CRAWLER_DOWNLOAD_DELAY`."),
+    Spec("CRAWLER_AUTOTHROTTLE_TARGET_CONCURRENCY", "autothrottle_target_concurrency", _number, 1.0,
+         "Requests AutoThrottle aims to have in flight to each host on average."),
+    Spec("CRAWLER_AUTOTHROTTLE_START_DELAY", "autothrottle_start_delay", _number, 5.0,
+         "AutoThrottle's delay for a host it has no latency of yet (seconds)."),
+    Spec("CRAWLER_AUTOTHROTTLE_MAX_DELAY", "autothrottle_max_delay", _number, 60.0,
+         "Longest delay AutoThrottle sets (seconds)."),
+    Spec("CRAWLER_PROXIES", "proxies", _proxies, (),
+         "Comma list (or `@file`, one per line) of `http://[user:password@]host:port` proxies. "
+         "Requests go direct; a host showing blocking signs is crawled through them, rotating "
+         "per host. Credentials never reach records, logs, stats or task arguments.", "none"),
+    Spec("CRAWLER_BAN_PATTERN", "ban_pattern", _pattern, "",
+         "Regular expression that marks a response body as a ban page (a blocking sign, like "
+         "a 403, a 429 or a connection reset); empty = none."),
+    Spec("CRAWLER_BAN_THRESHOLD", "ban_threshold", int, 3,
+         "Blocking signs from one host in a row (no good answer between) that switch it to "
+         "the proxies (when `CRAWLER_PROXIES` is set)."),
+    Spec("CRAWLER_PROXY_BENCH_S", "proxy_bench_s", _number, 300.0,
+         "Seconds a proxy that failed (refused, reset, 407, 5xx from the proxy) is left out."),
     Spec("CRAWLER_USER_AGENT", "user_agent", str,
          "crawler-tasks/0.1 (+https://pypi.org/project/crawler-tasks/)",
          "User-Agent header of every request."),
@@ -226,6 +286,18 @@ class Settings:
     allowed_domains: tuple[str, ...] = _DEFAULTS["allowed_domains"]
     visibility_timeout: int = _DEFAULTS["visibility_timeout"]
     user_agent: str = _DEFAULTS["user_agent"]
+    download_delay: float = _DEFAULTS["download_delay"]
+    host_concurrency: int = _DEFAULTS["host_concurrency"]
+    robotstxt_obey: bool = _DEFAULTS["robotstxt_obey"]
+    robotstxt_ttl: float = _DEFAULTS["robotstxt_ttl"]
+    autothrottle: bool = _DEFAULTS["autothrottle"]
+    autothrottle_target_concurrency: float = _DEFAULTS["autothrottle_target_concurrency"]
+    autothrottle_start_delay: float = _DEFAULTS["autothrottle_start_delay"]
+    autothrottle_max_delay: float = _DEFAULTS["autothrottle_max_delay"]
+    proxies: tuple[str, ...] = dataclasses.field(default=_DEFAULTS["proxies"], repr=False)
+    ban_pattern: str = _DEFAULTS["ban_pattern"]
+    ban_threshold: int = _DEFAULTS["ban_threshold"]
+    proxy_bench_s: float = _DEFAULTS["proxy_bench_s"]
     redirect_max_times: int = _DEFAULTS["redirect_max_times"]
     redirect_priority_adjust: int = _DEFAULTS["redirect_priority_adjust"]
     retry_priority_adjust: int = _DEFAULTS["retry_priority_adjust"]
@@ -271,7 +343,8 @@ class Settings:
                 raise SettingsError(f"{name}: must be greater than 0")
         for name in ("max_depth", "max_retries", "redirect_max_times", "store_max_retries",
                      "state_max_retries", "max_links_per_page", "worker_max_memory",
-                     "recrawl_after", "max_queued"):
+                     "recrawl_after", "max_queued", "download_delay", "host_concurrency",
+                     "autothrottle_start_delay"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name}: must be 0 or more")
         if not self.start_urls_key:
@@ -279,7 +352,9 @@ class Settings:
             object.__setattr__(self, "_derived", (*self._derived, "start_urls_key"))
         for name in ("worker_concurrency", "stall_timeout", "start_urls_batch", "start_urls_interval",
                      "seed_interval", "bloom_capacity", "stats_flush_s", "warc_max_bytes",
-                     "store_batch", "store_flush_s", "store_lease_s"):
+                     "store_batch", "store_flush_s", "store_lease_s", "robotstxt_ttl",
+                     "autothrottle_target_concurrency", "autothrottle_max_delay", "ban_threshold",
+                     "proxy_bench_s"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         if not 0 < self.bloom_error_rate < 1:

@@ -12,7 +12,9 @@ Task names are stable; other apps may ``send_task`` them:
                   ``sitemaps``) — one tick of a seed feed (Beat runs them).
 
 Records are written by each worker process's store flusher (a thread started
-with the process and drained at warm shutdown), not by the tasks.
+with the process and drained at warm shutdown), not by the tasks. Beside it
+runs the host mover (:mod:`crawler_tasks.mover`), which hands fetches that
+waited for their host back to the broker.
 
 However a crawl task ends, its id leaves its crawl's outstanding set exactly
 once: through :func:`crawler_tasks.enqueue.complete` when it finished its work,
@@ -35,7 +37,7 @@ from celery import Task, signals
 from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
 
-from . import enqueue, feeds, fetch, parse, routing, seed, store
+from . import enqueue, feeds, fetch, mover, parse, routing, seed, store
 from .celery_app import app
 from .errors import BadInput, ClaimMissing, QueueFull, StateUnavailable, StoreUnavailable
 from .models import CrawlRequest
@@ -240,17 +242,25 @@ def _note_pool(sender: Any = None, **_: Any) -> None:
 
 
 @signals.worker_process_init.connect
-def _start_child_flusher(**_: Any) -> None:
-    store.start_flusher(current(app))
+def _start_child_threads(**_: Any) -> None:
+    _start_threads()
 
 
 @signals.worker_ready.connect
-def _start_flusher(**_: Any) -> None:
+def _start_worker_threads(**_: Any) -> None:
     if not _forking_pool:
-        store.start_flusher(current(app))
+        _start_threads()
+
+
+def _start_threads() -> None:
+    """The store flusher and the host mover of this worker process."""
+    rt = current(app)
+    store.start_flusher(rt)
+    mover.start_mover(rt)
 
 
 @signals.worker_process_shutdown.connect
 @signals.worker_shutdown.connect
-def _stop_flusher(**_: Any) -> None:
+def _stop_threads(**_: Any) -> None:
+    mover.stop_mover()
     store.stop_flusher()

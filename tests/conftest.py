@@ -36,6 +36,11 @@ os.environ.update({
     "CRAWLER_MAX_DEPTH": "0",
     # A crawl ends once its last records are written: do not wait a second for a batch.
     "CRAWLER_STORE_FLUSH_S": "0.2",
+    # Politeness has tests of its own (tests/test_hosts.py, tests/test_robots.py); the rest
+    # crawl one local host fast, with the limiter in the path but never holding them back.
+    "CRAWLER_DOWNLOAD_DELAY": "0",
+    "CRAWLER_HOST_CONCURRENCY": "0",
+    "CRAWLER_ROBOTSTXT_OBEY": "0",
 })
 
 from crawler_tasks.backends import open_store  # noqa: E402
@@ -46,7 +51,12 @@ from crawler_tasks.runtime import Runtime, current  # noqa: E402
 from crawler_tasks.seed import build_requests, submit_requests  # noqa: E402
 from crawler_tasks.settings import Settings  # noqa: E402
 
+from .polite_site import PoliteSite  # noqa: E402
 from .site import Site  # noqa: E402
+
+
+#: Settings for tests that build their own and crawl one local host fast (as the env above).
+UNTHROTTLED = {"download_delay": 0.0, "host_concurrency": 0, "robotstxt_obey": False}
 
 
 def flush(db: int) -> None:
@@ -62,6 +72,15 @@ def settings() -> Settings:
 def rt(settings: Settings) -> Runtime:
     flush(TEST_DB)
     return current(celery_app)
+
+
+@pytest.fixture
+def sites() -> Iterator[list[PoliteSite]]:
+    """Politeness test sites (one host each) a test made with ``test_hosts.site``; stopped after it."""
+    made: list[PoliteSite] = []
+    yield made
+    for s in made:
+        s.stop()
 
 
 @pytest.fixture(scope="session")

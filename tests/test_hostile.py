@@ -15,7 +15,7 @@ from crawler_tasks.runtime import Runtime
 from crawler_tasks.seed import build_requests, submit_requests
 from crawler_tasks.settings import Settings
 
-from .conftest import REDIS, flush, token
+from .conftest import REDIS, UNTHROTTLED, flush, token
 from .hostile_site import HOSTILE_PATHS, HostileSite
 
 pytestmark = pytest.mark.slow
@@ -67,7 +67,7 @@ def test_hostile_site_crawl_drains_with_a_described_record_for_everything(hostil
     settings = Settings(broker_url=f"{REDIS}/{HOSTILE_DB}", key_prefix=f"hostile{token()}",
                         store=store, download_timeout=TIMEOUT, max_retries=MAX_RETRIES,
                         retry_backoff=0.1, retry_backoff_max=1, max_links_per_page=MAX_LINKS,
-                        allowed_domains=("127.0.0.1", "localhost"), max_depth=2)
+                        allowed_domains=("127.0.0.1", "localhost"), max_depth=2, **UNTHROTTLED)
     rt = Runtime(settings, create_app(settings))
     crawl_id = "hostile"
     workers = Workers(settings, processes=2, concurrency=8, name=f"hostile{token()}@%h",

@@ -16,7 +16,7 @@ from crawler_tasks.runtime import Runtime
 from crawler_tasks.seed import build_requests, submit_requests
 from crawler_tasks.settings import Settings
 
-from .conftest import REDIS, token
+from .conftest import REDIS, UNTHROTTLED, token
 
 ORDER_DB = 14
 #: Its own vhost on RabbitMQ, so the suite's shared worker (on "/" when the suite runs on
@@ -53,7 +53,7 @@ def fresh_queues(app, settings: Settings) -> None:
 def cluster(request, tmp_path) -> Iterator[tuple[Runtime, Settings]]:
     settings = Settings(broker_url=BROKERS[request.param], redis_url=f"{REDIS}/{ORDER_DB}",
                         key_prefix=f"order{token()}", retry_backoff=0.1, download_timeout=5,
-                        store=str(tmp_path / "pages.db"))
+                        store=str(tmp_path / "pages.db"), **UNTHROTTLED)
     if not settings.broker_is_redis:
         ensure_vhost(settings.broker_url)
     app = create_app(settings)

@@ -12,7 +12,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,7 @@ from crawler_tasks.runtime import Runtime
 from crawler_tasks.seed import build_requests, submit_requests, submit_to
 from crawler_tasks.settings import Settings
 
-from .conftest import REDIS, flush, token
+from .conftest import REDIS, UNTHROTTLED, flush, token
 from .test_cli import assert_one_line_error, cli
 
 FAULT_DB = 11
@@ -59,7 +58,7 @@ class FaultCrawl:
         self.tmp_path = tmp_path
         self.settings = Settings(broker_url=broker, redis_url=redis_url, key_prefix=f"fault{token()}",
                                  visibility_timeout=10, retry_backoff=0.1, store=self.store,
-                                 **overrides)
+                                 **{**UNTHROTTLED, **overrides})
         self.rt = Runtime(self.settings, create_app(self.settings))
         self.crawl_id = f"fault-{token()}"
         self.seed = f"{site.url}/tree/{token()}/0?size={PAGES}&delay=0.3"

@@ -33,7 +33,7 @@ from crawler_tasks.runtime import Runtime
 from crawler_tasks.seed import build_requests, submit_requests
 from crawler_tasks.settings import Settings
 
-from .conftest import token
+from .conftest import UNTHROTTLED, token
 from .test_cli import assert_one_line_error
 from .tls import Pki, TlsProxy, TlsRedis
 
@@ -114,7 +114,7 @@ def tls_redis(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tl
 def settings_for(tmp_path: Path, broker: str, state: str) -> Settings:
     return Settings(broker_url=broker, redis_url=state, key_prefix=f"sec{token()}",
                     store=str(tmp_path / "pages.db"), visibility_timeout=60, retry_backoff=0.1,
-                    download_timeout=5, worker_concurrency=4, stall_timeout=60)
+                    download_timeout=5, worker_concurrency=4, stall_timeout=60, **UNTHROTTLED)
 
 
 def tree_seed(site) -> str:

@@ -144,6 +144,7 @@ PAGES_MAPPING: dict[str, Any] = {
         "method": _keyword(),
         "encoding": _keyword(),
         "redirect_to": _keyword(),
+        "proxy": _keyword(),
         "status": {"type": "integer"},
         "depth": {"type": "integer"},
         "size": {"type": "long"},

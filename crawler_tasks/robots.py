@@ -1,0 +1,245 @@
+"""robots.txt: fetched once per origin for the whole cluster, cached in Redis, parsed by protego.
+
+An origin (``scheme://host:port``) has one HASH (``keys.robots``) with a
+``state``:
+
+``rules``        the file (``body``) answered 2xx: its rules apply for ``CRAWLER_USER_AGENT``
+                 and its ``Crawl-delay`` raises the host's delay; kept ``CRAWLER_ROBOTSTXT_TTL``.
+``allow``        it answered 4xx (404, 403...): everything is allowed (RFC 9309 2.3.1.3).
+``wait``         it answered 5xx, timed out or the connection failed: the host's fetches wait
+                 (``until``, Redis time) and robots.txt is tried again with back-off
+                 (RFC 9309 2.3.1.4); after ``CRAWLER_MAX_RETRIES`` more attempts the
+                 origin is ``unreachable``.
+``unreachable``  treated as a complete disallow (RFC 9309 2.3.1.4), for
+                 ``CRAWLER_RETRY_BACKOFF_MAX``; then it is fetched again.
+
+One fetch per origin downloads it (a ``SET NX`` lock), through the host
+limiter like any request; fetches of the origin that come meanwhile wait for
+it. Up to five redirects are followed (RFC 9309 2.3.1.2). Each worker process
+keeps parsed files for up to :data:`LOCAL_S` seconds, so a page costs no Redis
+round trip for its robots check.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urljoin, urlsplit
+
+from protego import Protego
+
+from .download import REDIRECT_STATUSES, Download, download
+from .errors import FetchError, InvalidURL
+from .hosts import host_of
+from .models import CrawlRequest
+from .policy import host_feedback
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+#: Seconds a worker process trusts its parsed copy of an origin's robots.txt.
+LOCAL_S = 60.0
+#: Bytes of robots.txt parsed at most (RFC 9309 2.5: at least 500 KiB).
+MAX_BYTES = 512 * 1024
+#: Redirect hops followed for robots.txt (RFC 9309 2.3.1.2: at least five).
+MAX_HOPS = 5
+#: Seconds a fetch waits for another fetch downloading its origin's robots.txt.
+LOCK_WAIT_S = 0.25
+
+
+@dataclass(frozen=True)
+class RobotsVerdict:
+    """May this URL be fetched: ``allowed``; or not yet (``wait_until``, Redis time)."""
+
+    allowed: bool = True
+    crawl_delay: float | None = None
+    wait_until: float | None = None
+    reason: str = ""
+    counter: str = ""
+
+
+ALLOW = RobotsVerdict()
+
+
+def robots_url(url: str) -> str:
+    """The robots.txt URL of ``url``'s origin (credentials dropped)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc.rsplit('@', 1)[-1]}/robots.txt"
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host:port`` of ``url`` (the port always given)."""
+    scheme = urlsplit(url).scheme.lower()
+    return f"{scheme}://{host_of(url)}"
+
+
+@dataclass(frozen=True)
+class _Known:
+    """An origin's robots.txt as one worker process holds it."""
+
+    state: str
+    parser: Protego | None
+    until: float  # monotonic: drop this copy then
+    detail: str = ""
+
+
+class Robots:
+    """The robots.txt check of one worker process (see the module doc)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self._known: dict[str, _Known] = {}
+        self._lock = threading.Lock()
+
+    def check(self, req: CrawlRequest, task_id: str) -> RobotsVerdict:
+        """May ``req`` be fetched now; downloads its origin's robots.txt when nobody has."""
+        origin = origin_of(req.url)
+        known = self._local(origin) or self._shared(origin)
+        if known is None:
+            known = self._fetch(origin, req, task_id)
+            if isinstance(known, RobotsVerdict):
+                return known
+        return self._verdict(known, req.url)
+
+    def state_of(self, host: str) -> str:
+        """The robots.txt state of ``host`` (``host:port``) for ``stats``: ``rules``, ``allow``,
+        ``wait``, ``unreachable``, or ``unknown`` (not fetched, or expired)."""
+        with self.rt.redis.pipeline(transaction=False) as pipe:
+            for scheme in ("https", "http"):
+                pipe.hget(self.rt.keys.robots(f"{scheme}://{host}"), "state")
+            states = [s.decode() for s in pipe.execute() if s]
+        return states[0] if states else "unknown"
+
+    def _verdict(self, known: _Known, url: str) -> RobotsVerdict:
+        ua = self.rt.settings.user_agent
+        if known.state == "rules" and known.parser is not None:
+            delay = known.parser.crawl_delay(ua)
+            if not known.parser.can_fetch(url, ua):
+                return RobotsVerdict(False, reason="disallowed by robots.txt", counter="robots/disallowed")
+            return RobotsVerdict(True, crawl_delay=float(delay) if delay else None)
+        if known.state == "unreachable":
+            return RobotsVerdict(False, reason=f"robots.txt unreachable ({known.detail}): treated as "
+                                 "disallowing everything (RFC 9309)", counter="robots/unreachable")
+        return ALLOW
+
+    def _local(self, origin: str) -> _Known | None:
+        known = self._known.get(origin)
+        if known is not None and known.until > time.monotonic():
+            return known
+        return None
+
+    def _remember(self, origin: str, known: _Known) -> _Known:
+        with self._lock:
+            if len(self._known) > 10_000:
+                self._known.clear()
+            self._known[origin] = known
+        return known
+
+    def _shared(self, origin: str) -> _Known | None:
+        """The cluster's copy from Redis, or None when it must be (re)fetched or waited for."""
+        with self.rt.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.rt.keys.robots(origin))
+            pipe.ttl(self.rt.keys.robots(origin))
+            raw, ttl = pipe.execute()
+        f = {k.decode(): v for k, v in raw.items()}
+        state = f.get("state", b"").decode()
+        local_s = min(LOCAL_S, max(ttl, 0))
+        if state == "rules":
+            body = f.get("body", b"").decode("utf-8", "replace")
+            return self._remember(origin, _Known(state, Protego.parse(body), time.monotonic() + local_s))
+        if state in ("allow", "unreachable"):
+            detail = f.get("detail", b"").decode()
+            return self._remember(origin, _Known(state, None, time.monotonic() + local_s, detail))
+        return None  # "wait": the caller decides whether it is time to try again
+
+    def _fetch(self, origin: str, req: CrawlRequest, task_id: str) -> _Known | RobotsVerdict:
+        """Download robots.txt (one fetch per origin at a time), or say how long to wait."""
+        rt, key = self.rt, self.rt.keys.robots(origin)
+        state = rt.redis.hmget(key, "state", "until", "attempts")
+        now = _redis_now(rt)
+        if state[0] == b"wait" and float(state[1] or 0) > now:
+            return RobotsVerdict(wait_until=float(state[1]))
+        lock_s = int(rt.settings.download_timeout * (MAX_HOPS + 1)) + 10
+        if not rt.redis.set(rt.keys.robots_lock(origin), task_id, nx=True, ex=lock_s):
+            return RobotsVerdict(wait_until=now + LOCK_WAIT_S)
+        try:
+            known = self._shared(origin)  # the fetch that held the lock before may have just written it
+            if known is not None:
+                return known
+            host = host_of(origin)
+            slot_id = f"{task_id}.robots"
+            slot = rt.hosts.acquire(host, slot_id)
+            if not slot.go:
+                return RobotsVerdict(wait_until=slot.until)
+            result = None
+            try:
+                result = self._download(req)
+            finally:
+                rt.hosts.release(host, slot_id, host_feedback(result))
+            return self._record(origin, result, int(state[2] or 0), now)
+        finally:
+            rt.redis.delete(rt.keys.robots_lock(origin))
+
+    def _download(self, req: CrawlRequest) -> Download | FetchError:
+        """robots.txt of ``origin``, following up to :data:`MAX_HOPS` redirects."""
+        s = self.rt.settings
+        url = robots_url(req.url)
+        for _ in range(MAX_HOPS + 1):
+            try:
+                probe = CrawlRequest(url=url, crawl_id=req.crawl_id)
+                dl = download(self.rt.session, probe, timeout=s.download_timeout, maxsize=MAX_BYTES)
+            except (FetchError, InvalidURL) as exc:
+                return exc if isinstance(exc, FetchError) else FetchError(str(exc), retryable=False)
+            location = dl.headers.get("location")
+            if dl.status not in REDIRECT_STATUSES or not location:
+                return dl
+            url = urljoin(url, location)
+        return FetchError(f"more than {MAX_HOPS} redirects", retryable=False, reason="redirect_max")
+
+    def _record(self, origin: str, result: Download | FetchError | None, attempts: int,
+                now: float) -> _Known | RobotsVerdict:
+        """Keep what the download gave in Redis for the cluster and in this process."""
+        rt, s, key = self.rt, self.rt.settings, self.rt.keys.robots(origin)
+        if isinstance(result, Download) and 200 <= result.status < 300:
+            fields = {"state": "rules", "body": result.body.decode("utf-8", "replace"),
+                      "status": result.status}
+            ttl = s.robotstxt_ttl
+        elif isinstance(result, Download) and 300 <= result.status < 500 and result.status != 429:
+            fields, ttl = {"state": "allow", "status": result.status}, s.robotstxt_ttl
+        else:
+            detail = (f"HTTP {result.status}" if isinstance(result, Download)
+                      else getattr(result, "description", "no answer"))
+            attempts += 1
+            if attempts > s.max_retries:
+                log.warning("robots.txt of %s unreachable after %s attempts: %s", origin, attempts, detail)
+                fields = {"state": "unreachable", "detail": f"{detail}, {attempts} attempts"}
+                ttl = s.retry_backoff_max
+            else:
+                wait = min(s.retry_backoff * 2 ** (attempts - 1), s.retry_backoff_max)
+                log.info("robots.txt of %s: %s, the host waits %.1fs", origin, detail, wait)
+                with rt.redis.pipeline(transaction=True) as pipe:
+                    pipe.hset(key, mapping={"state": "wait", "until": now + wait, "attempts": attempts,
+                                            "detail": detail})
+                    pipe.expire(key, int(s.robotstxt_ttl))
+                    pipe.execute()
+                return RobotsVerdict(wait_until=now + wait)
+        with rt.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(key)
+            pipe.hset(key, mapping=fields)
+            pipe.expire(key, max(1, int(ttl)))
+            pipe.execute()
+        parser = Protego.parse(fields["body"]) if fields["state"] == "rules" else None
+        return self._remember(origin, _Known(str(fields["state"]), parser,
+                                             time.monotonic() + min(LOCAL_S, ttl), str(fields.get("detail", ""))))
+
+
+def _redis_now(rt: Runtime) -> float:
+    seconds, micros = rt.redis.time()
+    return seconds + micros / 1e6
+
+

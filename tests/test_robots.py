@@ -1,0 +1,108 @@
+"""robots.txt, obeyed by two real worker processes: fetched once per origin for the cluster,
+Allow/Disallow for our user agent, Crawl-delay, and what 5xx, 4xx, timeouts and redirects mean."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawler_tasks.backends import open_store
+from crawler_tasks.robots import origin_of, robots_url
+
+from .test_hosts import TOLERANCE, crawl, gaps, polite_settings, site
+
+RULES = """\
+User-agent: *
+Disallow: /
+
+User-agent: crawler-tasks
+Disallow: /p/
+Allow: /p/1
+Allow: /p/0$
+"""
+
+
+def seeds(s, n: int) -> list[str]:
+    return [f"{s.url}/p/{i}" for i in range(n)]
+
+
+def records(settings, crawl_id):
+    return {r.url.rsplit("/p/", 1)[-1]: r for r in open_store(settings.store).records(crawl_id)}
+
+
+def test_disallowed_urls_become_records_and_allow_precedence_holds(sites, tmp_path):
+    s = site(sites, pages=4)
+    s.robots = [(200, RULES, 0.0)]
+    settings = polite_settings(tmp_path, download_delay=0, host_concurrency=4)
+    rt, crawl_id, _ = crawl(settings, seeds(s, 4), tmp_path)
+    # Our group (not "*") applies: /p/0 exactly and /p/1 (the longer Allow wins), not /p/2 or /p/3.
+    assert sorted(h.path for h in s.page_hits()) == ["/p/0", "/p/1"]
+    recs = records(settings, crawl_id)
+    assert recs["0"].status == 200 and recs["1"].status == 200
+    for n in ("2", "3"):
+        assert recs[n].status is None and recs[n].description == "disallowed by robots.txt"
+    stats = rt.stats.read(crawl_id)
+    assert stats["robots/disallowed"] == 2 and stats.get("retries", 0) == 0
+    # Fetched once by the two workers' eight slots, and cached for the cluster: a second
+    # crawl of the origin does not fetch it again.
+    assert len(s.robots_hits()) == 1
+    crawl(settings, [f"{s.url}/p/1?again"], tmp_path, flush_first=False)
+    assert len(s.robots_hits()) == 1
+
+
+def test_crawl_delay_raises_the_hosts_delay(sites, tmp_path):
+    s = site(sites, pages=8)
+    s.robots = [(200, "User-agent: *\nCrawl-delay: 0.5\n", 0.0)]
+    settings = polite_settings(tmp_path, download_delay=0, host_concurrency=4)
+    crawl(settings, [s.url + "/p/0"], tmp_path)
+    starts = [h.start for h in s.page_hits()]
+    assert len(starts) == 8
+    assert min(gaps(starts)) >= 0.5 - TOLERANCE, gaps(starts)
+
+
+@pytest.mark.parametrize("first", [(503, "", 0.0), (200, "User-agent: *\nDisallow: /\n", 2.0)],
+                         ids=["5xx", "timeout"])
+def test_robots_5xx_or_timeout_makes_the_host_wait_until_it_answers(sites, tmp_path, first):
+    s = site(sites, pages=6)
+    s.robots = [first, (200, "User-agent: *\nDisallow: /p/2\n", 0.0)]
+    settings = polite_settings(tmp_path, download_delay=0, host_concurrency=4)  # timeout 1 s
+    rt, crawl_id, _ = crawl(settings, [s.url + "/p/0"], tmp_path)
+    robots = s.robots_hits()
+    assert len(robots) == 2
+    pages = s.page_hits()
+    assert pages[0].start > robots[1].start  # no page before robots.txt was known
+    assert "/p/2" not in {h.path for h in pages}
+    assert records(settings, crawl_id)["2"].description == "disallowed by robots.txt"
+
+
+def test_robots_unreachable_after_retries_disallows_everything(sites, tmp_path):
+    s = site(sites, pages=3)
+    s.robots = [(500, "", 0.0)]
+    settings = polite_settings(tmp_path, download_delay=0, host_concurrency=4, max_retries=1)
+    rt, crawl_id, _ = crawl(settings, seeds(s, 3), tmp_path)
+    assert s.page_hits() == [] and len(s.robots_hits()) == 2
+    recs = records(settings, crawl_id)
+    assert all("robots.txt unreachable (HTTP 500, 2 attempts)" in r.description for r in recs.values())
+    assert rt.stats.read(crawl_id)["robots/unreachable"] == 3
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_robots_4xx_allows_everything(sites, tmp_path, status):
+    s = site(sites, pages=6)
+    s.robots = [(status, "User-agent: *\nDisallow: /\n", 0.0)]
+    settings = polite_settings(tmp_path, download_delay=0, host_concurrency=4)
+    crawl(settings, [s.url + "/p/0"], tmp_path)
+    assert len(s.page_hits()) == 6 and len(s.robots_hits()) == 1
+
+
+def test_a_redirected_robots_txt_is_followed(sites, tmp_path):
+    s = site(sites, pages=4)
+    s.robots = [(301, "/moved/robots.txt", 0.0)]
+    s.files["/moved/robots.txt"] = (200, "User-agent: *\nDisallow: /p/3\n", {"Content-Type": "text/plain"})
+    settings = polite_settings(tmp_path, download_delay=0, host_concurrency=4)
+    crawl(settings, [s.url + "/p/0"], tmp_path)
+    assert sorted(h.path for h in s.page_hits()) == ["/p/0", "/p/1", "/p/2"]
+
+
+def test_origin_and_robots_url():
+    assert origin_of("https://u:p@Example.com/a?b") == "https://example.com:443"
+    assert robots_url("https://u:p@Example.com:8443/a?b") == "https://Example.com:8443/robots.txt"
