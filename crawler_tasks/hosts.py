@@ -171,11 +171,12 @@ redis.call('ZADD', KEYS[4], now, ARGV[6])
 return {1, tostring(delay), proxy}
 """
 
-# KEYS[1] host · KEYS[2] wait · KEYS[3] due · KEYS[4] recent
+# KEYS[1] host · KEYS[2] wait · KEYS[3] due · KEYS[4] recent · KEYS[5] slots · KEYS[6] arrivals
 # ARGV[1] member · ARGV[2] score (band rank) · ARGV[3] earliest time (Redis) · ARGV[4] host name
-# ARGV[5] state TTL
+# ARGV[5] state TTL · ARGV[6] task id
 _PARK = _NOW + """
-local score = tonumber(ARGV[2]) * 1e13 + math.floor(now * 1000)
+redis.call('ZREM', KEYS[5], ARGV[6])  -- a waiting fetch holds no slot, reserved or not
+local score = tonumber(ARGV[2]) * 1e13 + redis.call('INCR', KEYS[6]) % 1e13
 redis.call('ZADD', KEYS[2], 'NX', score, ARGV[1])
 local at = math.max(tonumber(ARGV[3]), tonumber(redis.call('HGET', KEYS[1], 'next') or '0'))
 local cur = tonumber(redis.call('ZSCORE', KEYS[3], ARGV[4]))
@@ -356,8 +357,9 @@ class HostLimiter:
         """Keep ``request`` (task ``task_id``) waiting for ``host`` in Redis, in its band."""
         k = self.keys
         rank = routing.MAX_BAND - routing.band(request.priority)
-        self._park(keys=[k.host(host), k.host_wait(host), k.hosts_due(), k.hosts_recent()],
-                   args=[member(task_id, request), rank, until, host, HOST_TTL])
+        self._park(keys=[k.host(host), k.host_wait(host), k.hosts_due(), k.hosts_recent(),
+                         k.host_slots(host), k.hosts_arrivals()],
+                   args=[member(task_id, request), rank, until, host, HOST_TTL, task_id])
 
     def release(self, host: str, task_id: str, feedback: Feedback, *,
                 crawl_delay: float | None = None) -> bool:

@@ -121,12 +121,18 @@ class Keys:
         return f"{self.hosts_stem()}slots:{host}"
 
     def host_wait(self, host: str) -> str:
-        """ZSET ``<task id>\\t<request JSON>`` -> band rank, then arrival: fetches waiting for one host."""
+        """ZSET ``<task id>\\t<request JSON>`` -> band rank × 10¹³ + arrival number: fetches
+        waiting for one host, highest band first, then first come."""
         return f"{self.hosts_stem()}wait:{host}"
 
     def hosts_due(self) -> str:
         """ZSET host -> Redis time its waiting fetches are next looked at by a mover."""
         return f"{self.hosts_stem()}due"
+
+    def hosts_arrivals(self) -> str:
+        """STRING counter: the order in which fetches joined a waiting room (first in, first out
+        within a band)."""
+        return f"{self.hosts_stem()}arrivals"
 
     def hosts_moving(self) -> str:
         """ZSET ``<host>\\t<score>\\t<entry>`` -> lease expiry: waiting fetches a mover took

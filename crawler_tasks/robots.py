@@ -171,16 +171,16 @@ class Robots:
             known = self._shared(origin)  # the fetch that held the lock before may have just written it
             if known is not None:
                 return known
-            host = host_of(origin)
-            slot_id = f"{task_id}.robots"
-            slot = rt.hosts.acquire(host, slot_id)
+            # The fetch's own slot (a slot the mover reserved for it counts), given back after.
+            host = host_of(req.url)
+            slot = rt.hosts.acquire(host, task_id)
             if not slot.go:
                 return RobotsVerdict(wait_until=slot.until)
             result = None
             try:
                 result = self._download(req)
             finally:
-                rt.hosts.release(host, slot_id, host_feedback(result))
+                rt.hosts.release(host, task_id, host_feedback(result))
             return self._record(origin, result, int(state[2] or 0), now)
         finally:
             rt.redis.delete(rt.keys.robots_lock(origin))

@@ -181,6 +181,19 @@ def test_a_mover_killed_before_publishing_loses_nothing(limiter_rt, monkeypatch)
     assert [(m.task_id, m.request) for m in again] == [("t-a", req)]
 
 
+def test_a_fetch_that_must_wait_again_gives_its_reserved_slot_back(limiter_rt):
+    """E.g. the mover sent it, but its robots.txt is not known yet: parked again, it must not
+    keep the slot the mover reserved for it, or the host would stall until the reservation ends."""
+    rt = limiter_rt
+    host = "example.test:80"
+    rt.hosts.park(host, "t-a", CrawlRequest("http://example.test/a"), 0)
+    rt.hosts.park(host, "t-b", CrawlRequest("http://example.test/b"), 0)
+    assert [m.task_id for m in rt.hosts.take_due()[0]] == ["t-a"]  # concurrency 1: one slot reserved
+    rt.hosts.park(host, "t-a", CrawlRequest("http://example.test/a"), 0)
+    assert rt.redis.zcard(rt.keys.host_slots(host)) == 0
+    assert [m.task_id for m in rt.hosts.take_due()[0]] == ["t-b"]
+
+
 def test_a_parked_fetch_delivered_twice_waits_once(limiter_rt):
     rt = limiter_rt
     host = host_of("http://example.test/a")

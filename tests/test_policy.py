@@ -188,3 +188,47 @@ def test_a_304_nobody_asked_for_is_stored_as_it_came():
     outcome = decide(req(), response(304), SETTINGS, LIMITS)
     assert isinstance(outcome, HandOn) and outcome.record.status == 304
     assert "not_modified" not in outcome.counts
+
+
+def _download(status: int, body: bytes = b"<html></html>", **headers: str) -> Download:
+    return Download(url="http://a.test/", status=status, headers=headers, body=body, truncated=False,
+                    request_size=10, response_size=10, elapsed=0.2)
+
+
+@pytest.mark.parametrize("result,kind", [
+    (_download(200), "ok"),
+    (_download(404), "ok"),
+    (_download(429, **{"retry-after": "2"}), "throttled"),
+    (_download(503), "throttled"),
+    (_download(403), "blocked"),
+    (_download(200, b"<h1>Access denied: you look like a robot</h1>"), "blocked"),
+    (FetchError("connection reset", retryable=True, reason="connection_reset"), "blocked"),
+    (FetchError("timeout after 1s", retryable=True, reason="timeout"), "timeout"),
+    (FetchError("connection refused", retryable=True, reason="connection_refused"), "timeout"),
+    (FetchError("proxy failed", retryable=True, reason="proxy"), "proxy"),
+    (FetchError("TLS error", retryable=False, reason="tls"), "error"),
+])
+def test_what_a_download_tells_the_host_limiter(result, kind):
+    from crawler_tasks.policy import host_feedback
+    from crawler_tasks.proxies import Proxies
+
+    proxies = Proxies(Settings(ban_pattern="(?i)looks? like a robot"))
+    feedback = host_feedback(result, proxies)
+    assert feedback.kind == kind
+    if kind == "throttled" and result.status == 429:
+        assert feedback.retry_after == 2.0
+
+
+def test_a_disallowed_url_is_skipped_with_a_record_and_a_busy_host_defers():
+    from crawler_tasks.hosts import Slot
+    from crawler_tasks.policy import Defer, Skip, before_fetch
+    from crawler_tasks.robots import ALLOW, RobotsVerdict
+
+    req = CrawlRequest("http://a.test/private")
+    skip = before_fetch(req, RobotsVerdict(False, reason="disallowed by robots.txt",
+                                           counter="robots/disallowed"), None)
+    assert isinstance(skip, Skip) and skip.record.description == "disallowed by robots.txt"
+    assert skip.counts == {"robots/disallowed": 1}
+    assert before_fetch(req, RobotsVerdict(wait_until=12.5), None) == Defer(req, 12.5)
+    assert before_fetch(req, ALLOW, Slot(False, 99.0)) == Defer(req, 99.0)
+    assert before_fetch(req, ALLOW, Slot(True)) is None

@@ -46,6 +46,16 @@ def test_environment_round_trips():
     ({"CRAWLER_VISIBILITY_TIMEOUT": "30", "CRAWLER_RETRY_BACKOFF_MAX": "60"},
      "retry_backoff_max: must be below visibility_timeout (60.0 >= 30); "
      "unset CRAWLER_RETRY_BACKOFF_MAX to derive it"),
+    ({"CRAWLER_DOWNLOAD_DELAY": "-1"}, "download_delay: must be 0 or more"),
+    ({"CRAWLER_HOST_CONCURRENCY": "two"}, "CRAWLER_HOST_CONCURRENCY: 'two' is not a valid integer"),
+    ({"CRAWLER_ROBOTSTXT_OBEY": "maybe"}, "CRAWLER_ROBOTSTXT_OBEY: 'maybe' is not a valid boolean (1/0)"),
+    ({"CRAWLER_PROXIES": "socks5://u:pw@proxy:1080"},  # never echoes the password
+     "CRAWLER_PROXIES: 'proxy:1080' is not an http:// or https:// proxy URL"),
+    ({"CRAWLER_PROXIES": "@/nonexistent/proxies.txt"},
+     "CRAWLER_PROXIES: cannot read '/nonexistent/proxies.txt': No such file or directory"),
+    ({"CRAWLER_BAN_PATTERN": "(unclosed"},
+     "CRAWLER_BAN_PATTERN: '(unclosed' is not a valid regular expression: "
+     "missing ), unterminated subpattern at position 0"),
 ])
 def test_bad_values_raise_a_one_line_settings_error(env, message):
     with pytest.raises(SettingsError) as info:
@@ -65,3 +75,12 @@ def test_a_short_visibility_timeout_derives_the_defaults_that_must_fit_inside_it
     assert Settings().replace(visibility_timeout=8, download_timeout=7).download_timeout == 7
     # An AMQP broker has no visibility timeout to fit into, but defaults stay derived the same way.
     assert Settings(broker_url="amqp://h//", visibility_timeout=10, retry_backoff_max=60).retry_backoff_max == 60
+
+
+def test_proxies_come_from_a_list_or_a_file_and_stay_out_of_the_repr(tmp_path):
+    listed = Settings.from_env({"CRAWLER_PROXIES": "http://u:s3cret@p1:3128, https://p2:443"})
+    assert listed.proxies == ("http://u:s3cret@p1:3128", "https://p2:443")
+    path = tmp_path / "proxies.txt"
+    path.write_text("# ours\nhttp://u:s3cret@p1:3128\n\nhttps://p2:443  # spare\n")
+    assert Settings.from_env({"CRAWLER_PROXIES": f"@{path}"}).proxies == listed.proxies
+    assert "s3cret" not in repr(listed)
