@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from kombu.exceptions import OperationalError
 
@@ -111,14 +111,17 @@ def _keep(rt: Runtime, crawl_id: str, requests: Sequence[CrawlRequest]) -> None:
 
 def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[CrawlRequest],
              counts: Mapping[str, int], *, stage: str | None = None,
-             claim_id: str | None = None, record: PageRecord | None = None) -> bool:
+             claim_id: str | None = None, record: PageRecord | None = None,
+             last: Callable[[Any], None] | None = None) -> bool:
     """End task ``task_id``: gate ``children``, count ``counts`` once, publish, leave the crawl.
 
     ``stage`` (``crawl.parse``) is the split pipeline's next step for the page
     ``claim_id`` (default: this task's id). ``record`` goes to the store queue;
     its token (:func:`store_token`) stays outstanding in the crawl until a
-    batch writes it. Returns False when the task had already been accounted for
-    (a late duplicate delivery): nothing is published then.
+    batch writes it. ``last`` adds more commands (the host slot's release) to the
+    final round trip; it is not called on a Redis Cluster or for a late duplicate.
+    Returns False when the task had already been accounted for (a late duplicate
+    delivery): nothing is published then.
     """
     crawl_id = req.crawl_id
     children, repeats = _unique(children)
@@ -143,7 +146,13 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
     if stage_id is not None:
         publish_stage(rt, stage, claim_id or task_id, req)
     if token is None:
-        rt.gate.finish(crawl_id, task_id)
+        if last is None or rt.cluster:
+            rt.gate.finish(crawl_id, task_id)
+            return True
+        with rt.redis.pipeline(transaction=False) as pipe:
+            rt.gate.finish(crawl_id, task_id, pipe)
+            last(pipe)
+            pipe.execute()
         return True
     entry = StoreEntry(token, crawl_id, rt.limits(crawl_id).store, record)
     if rt.cluster:  # the queue and the crawl live in different slots: push, then finish
@@ -155,6 +164,8 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
     with rt.redis.pipeline(transaction=True) as pipe:
         rt.store_queue.push([entry], pipe)
         rt.gate.finish(crawl_id, task_id, pipe)
+        if last is not None:
+            last(pipe)
         pipe.execute()
     return True
 

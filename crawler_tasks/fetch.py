@@ -11,7 +11,7 @@ costs one broker message. With ``split`` the body waits in a claim check for a
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import enqueue, parse, routing, store
 from .download import Download, download
@@ -45,7 +45,7 @@ def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
     if early is not None:
         return apply(rt, req, task_id, early)
     result: Download | FetchError | None = None
-    feedback = None
+    release = SlotRelease(rt, host, task_id, robots.crawl_delay, slot.proxy)
     try:
         before = store.previous(rt, req)
         try:
@@ -53,14 +53,39 @@ def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
                               maxsize=s.download_maxsize, proxy=rt.proxies.url(slot.proxy))
         except FetchError as err:
             result = err
-        feedback = host_feedback(result, rt.proxies, slot.proxy)
+        release.feedback = host_feedback(result, rt.proxies, slot.proxy)
+        # What may switch the host to the proxies is told at once; the rest rides along.
+        proxied = bool(rt.proxies) and release.feedback.kind in ("blocked", "throttled") and release.now()
+        outcome = _rerouted(rt, req, release.feedback, direct=slot.proxy is None, proxied=proxied)
+        if outcome is None:
+            outcome = decide(req, result, s, rt.limits(req.crawl_id), previous=before)
+        return apply(rt, req, task_id, _via(outcome, rt.proxies.shown(slot.proxy)), release=release)
     finally:
-        proxied = rt.hosts.release(host, task_id, feedback or host_feedback(None, proxy=slot.proxy),
-                                   crawl_delay=robots.crawl_delay)
-    outcome = _rerouted(rt, req, feedback, direct=slot.proxy is None, proxied=proxied)
-    if outcome is None:
-        outcome = decide(req, result, s, rt.limits(req.crawl_id), previous=before)
-    return apply(rt, req, task_id, _via(outcome, rt.proxies.shown(slot.proxy)))
+        release.now()  # when the outcome did not take it into its last round trip
+
+
+class SlotRelease:
+    """The host slot a download held, freed once: in the page's last round trip to Redis
+    (:func:`crawler_tasks.enqueue.complete`), or at once."""
+
+    def __init__(self, rt: Runtime, host: str, task_id: str, crawl_delay: float | None,
+                 proxy: int | None) -> None:
+        self.rt, self.host, self.task_id, self.crawl_delay = rt, host, task_id, crawl_delay
+        self.feedback = host_feedback(None, proxy=proxy)  # until the download says more
+        self.done = False
+
+    def queue(self, pipe: Any) -> None:
+        """Add the release to ``pipe`` (the caller executes it)."""
+        self.done = True
+        self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay,
+                              pipe=pipe)
+
+    def now(self) -> bool:
+        """Release now unless done; True when the host now goes through the proxies."""
+        if self.done:
+            return False
+        self.done = True
+        return self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay)
 
 
 def _rerouted(rt: Runtime, req: CrawlRequest, feedback: Feedback, *, direct: bool,
@@ -87,8 +112,13 @@ def _via(outcome: Outcome, proxy: str | None) -> Outcome:
     return outcome
 
 
-def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome) -> Retry | None:
-    """Carry out ``outcome`` of task ``task_id``; a Retry goes back to the task layer."""
+def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome, *,
+          release: SlotRelease | None = None) -> Retry | None:
+    """Carry out ``outcome`` of task ``task_id``; a Retry goes back to the task layer.
+
+    ``release`` (the download's host slot) joins the page's last round trip when the
+    outcome ends the task here.
+    """
     if isinstance(outcome, Retry):
         log.info("retry %s of %s: %s", outcome.request.retries, req.url, outcome.reason)
         rt.gate.count_once(req.crawl_id, task_id, f"retry:{outcome.request.retries}", outcome.counts)
@@ -99,26 +129,28 @@ def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome) -> Ret
         rt.hosts.park(host_of(req.url), task_id, outcome.request, outcome.until)
         return None
     if isinstance(outcome, HandOn):
-        hand_on(rt, req, task_id, outcome.record, outcome.body, outcome.counts)
+        hand_on(rt, req, task_id, outcome.record, outcome.body, outcome.counts, release=release)
     elif isinstance(outcome, Redirect):
-        hand_on(rt, req, task_id, outcome.record, None, outcome.counts, [outcome.target])
+        hand_on(rt, req, task_id, outcome.record, None, outcome.counts, [outcome.target], release=release)
     elif isinstance(outcome, (Fail, Skip)):
         log.warning("failed %s: %s", req.url, outcome.record.description)
-        hand_on(rt, req, task_id, outcome.record, None, outcome.counts)
+        hand_on(rt, req, task_id, outcome.record, None, outcome.counts, release=release)
     return None
 
 
 def hand_on(rt: Runtime, req: CrawlRequest, task_id: str, record: PageRecord,
-            body: bytes | None, counts: Counts, redirects: list[CrawlRequest] | None = None) -> None:
+            body: bytes | None, counts: Counts, redirects: list[CrawlRequest] | None = None, *,
+            release: SlotRelease | None = None) -> None:
     """Parse (when ``body`` is HTML) and queue the page's record for the store, here or
     through the split pipeline's parse step."""
+    last = release.queue if release is not None else None
     children = list(redirects or [])
     if body is not None and rt.settings.pipeline == "split":
         rt.claims.write(req.crawl_id, task_id, record, body)
-        enqueue.complete(rt, req, task_id, children, counts, stage=routing.PARSE_TASK)
+        enqueue.complete(rt, req, task_id, children, counts, stage=routing.PARSE_TASK, last=last)
         return
     if body is not None:
         links, parse_counts = parse.parse_page(rt, req, record, body)
         children += links
         counts = {**counts, **parse_counts}
-    enqueue.complete(rt, req, task_id, children, counts, record=record)
+    enqueue.complete(rt, req, task_id, children, counts, record=record, last=last)

@@ -362,19 +362,23 @@ class HostLimiter:
                    args=[member(task_id, request), rank, until, host, HOST_TTL, task_id])
 
     def release(self, host: str, task_id: str, feedback: Feedback, *,
-                crawl_delay: float | None = None) -> bool:
+                crawl_delay: float | None = None, pipe: Any = None) -> bool:
         """Free the slot of task ``task_id`` and adapt ``host``'s limits to ``feedback``;
-        True when the host now goes through the proxies."""
+        True when the host now goes through the proxies (``pipe``: queued there, False)."""
         k, s = self.keys, self.settings
-        return bool(self._release(
-            keys=[k.host(host), k.host_slots(host), k.host_wait(host), k.hosts_due(),
-                  k.proxies_benched()],
-            args=[task_id, feedback.kind, feedback.status,
-                  -1 if feedback.retry_after is None else feedback.retry_after,
-                  feedback.latency, self._floor(crawl_delay), s.retry_backoff_max, self._auto,
-                  s.autothrottle_target_concurrency, s.autothrottle_max_delay,
-                  s.autothrottle_start_delay, host, s.ban_threshold, len(s.proxies),
-                  -1 if feedback.proxy is None else feedback.proxy, s.proxy_bench_s]))
+        keys = [k.host(host), k.host_slots(host), k.host_wait(host), k.hosts_due(), k.proxies_benched()]
+        args = [task_id, feedback.kind, feedback.status,
+                -1 if feedback.retry_after is None else feedback.retry_after,
+                feedback.latency, self._floor(crawl_delay), s.retry_backoff_max, self._auto,
+                s.autothrottle_target_concurrency, s.autothrottle_max_delay,
+                s.autothrottle_start_delay, host, s.ban_threshold, len(s.proxies),
+                -1 if feedback.proxy is None else feedback.proxy, s.proxy_bench_s]
+        if pipe is not None:
+            # EVAL, not a Script: a pipeline holding a Script first asks Redis whether it is
+            # loaded (a round trip more); Redis caches the compiled script by its digest.
+            pipe.eval(_RELEASE, len(keys), *keys, *args)
+            return False
+        return bool(self._release(keys=keys, args=args))
 
     def take_due(self, limit: int = DUE_BATCH) -> tuple[list[Moved], float | None]:
         """Waiting fetches whose host may go now (each with a slot reserved), and seconds
