@@ -164,10 +164,12 @@ if n > 0 and redis.call('HGET', KEYS[1], 'proxied') == '1' then
 end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
 redis.call('HSET', KEYS[1], 'next', tostring(now + delay), 'delay', tostring(delay))
-redis.call('HINCRBY', KEYS[1], 'requests', 1)
-redis.call('EXPIRE', KEYS[1], ARGV[7])
-redis.call('EXPIRE', KEYS[2], ARGV[7])
-redis.call('ZADD', KEYS[4], now, ARGV[6])
+if redis.call('HINCRBY', KEYS[1], 'requests', 1) % 32 == 1 then
+  -- now and then, not on every request: keep the state alive and the host in the recent list
+  redis.call('EXPIRE', KEYS[1], ARGV[7])
+  redis.call('EXPIRE', KEYS[2], ARGV[7])
+  redis.call('ZADD', KEYS[4], now, ARGV[6])
+end
 return {1, tostring(delay), proxy}
 """
 
@@ -197,7 +199,7 @@ return 1
 _RELEASE = _NOW + """
 redis.call('ZREM', KEYS[2], ARGV[1])
 local kind, floor = ARGV[2], tonumber(ARGV[6])
-local h = redis.call('HMGET', KEYS[1], 'next', 'backoff', 'strikes', 'cut', 'good', 'auto')
+local h = redis.call('HMGET', KEYS[1], 'next', 'backoff', 'strikes', 'cut', 'good', 'auto', 'ban', 'proxied')
 local nxt, b = tonumber(h[1]) or 0, tonumber(h[2]) or 0
 local strikes, cut, good = tonumber(h[3]) or 0, tonumber(h[4]) or 0, tonumber(h[5]) or 0
 if kind == 'throttled' then
@@ -218,9 +220,13 @@ elseif kind == 'ok' then
     if b <= floor or b < 0.05 then redis.call('HDEL', KEYS[1], 'backoff')
     else redis.call('HSET', KEYS[1], 'backoff', tostring(b)) end
   end
-  good = good + 1
-  if cut > 0 and good >= 10 then cut = cut - 1; good = 0 end
-  redis.call('HSET', KEYS[1], 'strikes', 0, 'cut', cut, 'good', good)
+  if cut > 0 then
+    good = good + 1
+    if good >= 10 then cut = cut - 1; good = 0 end
+    redis.call('HSET', KEYS[1], 'strikes', 0, 'cut', cut, 'good', good)
+  elseif strikes > 0 then
+    redis.call('HSET', KEYS[1], 'strikes', 0)
+  end
 end
 local latency = tonumber(ARGV[5])
 if ARGV[8] == '1' and latency >= 0 and kind ~= 'timeout' then
@@ -234,19 +240,22 @@ end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('ZADD', KEYS[4], math.max(now, nxt), ARGV[12])
 end
-local ban = tonumber(redis.call('HGET', KEYS[1], 'ban') or '0')
+local ban, proxied = tonumber(h[7]) or 0, h[8] == '1'
 if kind == 'blocked' or kind == 'throttled' then
   ban = ban + 1
   redis.call('HSET', KEYS[1], 'ban', ban)
   if kind == 'blocked' then redis.call('HINCRBY', KEYS[1], 'blocked', 1) end
-  if tonumber(ARGV[14]) > 0 and ban >= tonumber(ARGV[13]) then redis.call('HSET', KEYS[1], 'proxied', 1) end
+  if tonumber(ARGV[14]) > 0 and ban >= tonumber(ARGV[13]) then
+    redis.call('HSET', KEYS[1], 'proxied', 1)
+    proxied = true
+  end
 elseif kind == 'ok' and tonumber(ARGV[3]) < 400 and ban > 0 then
   redis.call('HSET', KEYS[1], 'ban', 0)
 end
 if kind == 'proxy' and tonumber(ARGV[15]) >= 0 then
   redis.call('ZADD', KEYS[5], now + tonumber(ARGV[16]), ARGV[15])
 end
-if redis.call('HGET', KEYS[1], 'proxied') == '1' and tonumber(ARGV[14]) > 0 then return 1 end
+if proxied and tonumber(ARGV[14]) > 0 then return 1 end
 return 0
 """
 
