@@ -35,7 +35,7 @@ from .download import REDIRECT_STATUSES, Download, download
 from .errors import FetchError, InvalidURL
 from .hosts import host_of
 from .models import CrawlRequest
-from .policy import host_feedback
+from .policy import backoff, host_feedback
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -99,11 +99,13 @@ class Robots:
     def check(self, req: CrawlRequest, task_id: str) -> RobotsVerdict:
         """May ``req`` be fetched now; downloads its origin's robots.txt when nobody has."""
         origin = origin_of(req.url)
-        known = self._local(origin) or self._shared(origin)
+        known = self._local(origin)
         if known is None:
-            known = self._fetch(origin, req, task_id)
-            if isinstance(known, RobotsVerdict):
-                return known
+            known, fields = self._shared(origin)
+            if known is None:
+                known = self._fetch(origin, req, task_id, fields)
+                if isinstance(known, RobotsVerdict):
+                    return known
         return self._verdict(known, req.url)
 
     def state_of(self, host: str) -> str:
@@ -140,8 +142,9 @@ class Robots:
             self._known[origin] = known
         return known
 
-    def _shared(self, origin: str) -> _Known | None:
-        """The cluster's copy from Redis, or None when it must be (re)fetched or waited for."""
+    def _shared(self, origin: str) -> tuple[_Known | None, dict[str, bytes]]:
+        """The cluster's copy from Redis (None when it must be fetched or waited for) and the
+        fields it read."""
         with self.rt.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(self.rt.keys.robots(origin))
             pipe.ttl(self.rt.keys.robots(origin))
@@ -151,24 +154,26 @@ class Robots:
         local_s = min(LOCAL_S, max(ttl, 0))
         if state == "rules":
             body = f.get("body", b"").decode("utf-8", "replace")
-            return self._remember(origin, _Known(state, Protego.parse(body), time.monotonic() + local_s))
+            return self._remember(origin, _Known(state, Protego.parse(body), time.monotonic() + local_s)), f
         if state in ("allow", "unreachable"):
             detail = f.get("detail", b"").decode()
-            return self._remember(origin, _Known(state, None, time.monotonic() + local_s, detail))
-        return None  # "wait": the caller decides whether it is time to try again
+            return self._remember(origin, _Known(state, None, time.monotonic() + local_s, detail)), f
+        return None, f  # none yet, or "wait": the caller decides whether it is time to try again
 
-    def _fetch(self, origin: str, req: CrawlRequest, task_id: str) -> _Known | RobotsVerdict:
-        """Download robots.txt (one fetch per origin at a time), or say how long to wait."""
-        rt, key = self.rt, self.rt.keys.robots(origin)
-        state = rt.redis.hmget(key, "state", "until", "attempts")
+    def _fetch(self, origin: str, req: CrawlRequest, task_id: str,
+               fields: dict[str, bytes]) -> _Known | RobotsVerdict:
+        """Download robots.txt (one fetch per origin at a time), or say how long to wait;
+        ``fields``: what :meth:`_shared` read of its state."""
+        rt = self.rt
         now = _redis_now(rt)
-        if state[0] == b"wait" and float(state[1] or 0) > now:
-            return RobotsVerdict(wait_until=float(state[1]))
+        until = float(fields.get("until") or 0)
+        if fields.get("state") == b"wait" and until > now:
+            return RobotsVerdict(wait_until=until)
         lock_s = int(rt.settings.download_timeout * (MAX_HOPS + 1)) + 10
         if not rt.redis.set(rt.keys.robots_lock(origin), task_id, nx=True, ex=lock_s):
             return RobotsVerdict(wait_until=now + LOCK_WAIT_S)
         try:
-            known = self._shared(origin)  # the fetch that held the lock before may have just written it
+            known, fields = self._shared(origin)  # the lock's last holder may have just written it
             if known is not None:
                 return known
             # The fetch's own slot (a slot the mover reserved for it counts), given back after.
@@ -181,7 +186,7 @@ class Robots:
                 result = self._download(req)
             finally:
                 rt.hosts.release(host, task_id, host_feedback(result))
-            return self._record(origin, result, int(state[2] or 0), now)
+            return self._record(origin, result, int(fields.get("attempts") or 0), now)
         finally:
             rt.redis.delete(rt.keys.robots_lock(origin))
 
@@ -204,7 +209,7 @@ class Robots:
     def _record(self, origin: str, result: Download | FetchError | None, attempts: int,
                 now: float) -> _Known | RobotsVerdict:
         """Keep what the download gave in Redis for the cluster and in this process."""
-        rt, s, key = self.rt, self.rt.settings, self.rt.keys.robots(origin)
+        s, key = self.rt.settings, self.rt.keys.robots(origin)
         if isinstance(result, Download) and 200 <= result.status < 300:
             fields = {"state": "rules", "body": result.body.decode("utf-8", "replace"),
                       "status": result.status}
@@ -220,22 +225,23 @@ class Robots:
                 fields = {"state": "unreachable", "detail": f"{detail}, {attempts} attempts"}
                 ttl = s.retry_backoff_max
             else:
-                wait = min(s.retry_backoff * 2 ** (attempts - 1), s.retry_backoff_max)
+                wait = backoff(s, attempts - 1)
                 log.info("robots.txt of %s: %s, the host waits %.1fs", origin, detail, wait)
-                with rt.redis.pipeline(transaction=True) as pipe:
-                    pipe.hset(key, mapping={"state": "wait", "until": now + wait, "attempts": attempts,
-                                            "detail": detail})
-                    pipe.expire(key, int(s.robotstxt_ttl))
-                    pipe.execute()
+                self._store(key, {"state": "wait", "until": now + wait, "attempts": attempts,
+                                  "detail": detail}, s.robotstxt_ttl)
                 return RobotsVerdict(wait_until=now + wait)
-        with rt.redis.pipeline(transaction=True) as pipe:
+        self._store(key, fields, ttl)
+        parser = Protego.parse(fields["body"]) if fields["state"] == "rules" else None
+        return self._remember(origin, _Known(str(fields["state"]), parser,
+                                             time.monotonic() + min(LOCAL_S, ttl), str(fields.get("detail", ""))))
+
+    def _store(self, key: str, fields: dict[str, object], ttl: float) -> None:
+        """Replace an origin's robots.txt state in Redis, kept ``ttl`` seconds."""
+        with self.rt.redis.pipeline(transaction=True) as pipe:
             pipe.delete(key)
             pipe.hset(key, mapping=fields)
             pipe.expire(key, max(1, int(ttl)))
             pipe.execute()
-        parser = Protego.parse(fields["body"]) if fields["state"] == "rules" else None
-        return self._remember(origin, _Known(str(fields["state"]), parser,
-                                             time.monotonic() + min(LOCAL_S, ttl), str(fields.get("detail", ""))))
 
 
 def _redis_now(rt: Runtime) -> float:
