@@ -62,7 +62,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_default_queue": routing.FETCH_QUEUE,
         "task_routes": routing.ROUTES,
         "task_default_priority": routing.broker_priority(0, redis=redis),
-        "task_queue_max_priority": routing.MAX_BAND,
+        "task_queue_max_priority": None,  # set per queue (routing.queues)
         "task_inherit_parent_priority": False,
         "task_acks_late": True,
         "task_reject_on_worker_lost": False,

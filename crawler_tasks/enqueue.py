@@ -186,12 +186,15 @@ def _unique(requests: Sequence[CrawlRequest]) -> tuple[list[CrawlRequest], int]:
     return out, len(requests) - len(out)
 
 
+_TRACKED = {routing.TRACKED_HEADER: 1}
+
+
 def publish_fetch(rt: Runtime, request: CrawlRequest, task_id: str, *, countdown: float = 0) -> None:
     """Send one fetch in the band of its priority (the caller has tracked ``task_id``)."""
     rt.app.send_task(
         routing.FETCH_TASK, args=[request.to_dict()], task_id=task_id,
         countdown=countdown or None, **routing.ROUTES[routing.FETCH_TASK],
-        argsrepr=_shown(request), kwargsrepr="{}",
+        argsrepr=_shown(request), kwargsrepr="{}", headers=_TRACKED,
         priority=routing.broker_priority(request.priority, redis=rt.settings.broker_is_redis),
     )
 

@@ -178,6 +178,26 @@ return out
 """
 
 
+# KEYS[1] outstanding SET · KEYS[2] the task's adoption mark · KEYS[3] stats HASH
+# ARGV[1] task id · ARGV[2] TTL (s) of the mark
+# Returns 1 (tracked already), 2 (adopted now) or 0 (adopted before and done: a late duplicate).
+_ADOPT = """
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 1 end
+if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 0 end
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('HINCRBY', KEYS[3], 'fetch/direct', 1)
+return 2
+"""
+
+
+class Adoption(Enum):
+    """What :meth:`Gate.adopt` made of a fetch message this package did not publish."""
+
+    TRACKED = 1   # its id is outstanding (a retry or redelivery of an adopted message)
+    ADOPTED = 2   # first seen: its id joined the crawl's outstanding set now
+    STALE = 0     # adopted earlier and already finished: a late duplicate delivery
+
+
 @dataclass(frozen=True)
 class Settlement:
     """What became of one outstanding token (a queued store record): ``how`` is
@@ -258,6 +278,7 @@ class Gate:
         self._abandon = client.register_script(_ABANDON)
         self._count_once = client.register_script(_COUNT_ONCE)
         self._settle = client.register_script(_SETTLE)
+        self._adopt = client.register_script(_ADOPT)
 
     def complete(self, crawl_id: str, candidates: Sequence[Candidate], *,
                  task_id: str | None = None, counts: Mapping[str, int] | None = None,
@@ -281,6 +302,14 @@ class Gate:
               counts: Mapping[str, int] | None = None) -> list[str | None]:
         """Task id to publish under for each seed candidate, or None where the gate refused it."""
         return self.complete(crawl_id, candidates, counts=counts, max_pages=max_pages).task_ids
+
+    def adopt(self, crawl_id: str, task_id: str) -> Adoption:
+        """Track a fetch that another app sent straight to ``crawl.fetch`` (it bypassed the
+        gate, so no id was added for it): its id joins the crawl's outstanding set once, so
+        the page is stored and counted like any other and the crawl waits for it."""
+        keys = [self.keys.outstanding(crawl_id), self.keys.adopted(crawl_id, task_id),
+                self.keys.stats(crawl_id)]
+        return Adoption(int(self._adopt(keys=keys, args=[task_id, self.replay_ttl])))
 
     def finish(self, crawl_id: str, task_id: str, pipe: Any = None) -> None:
         """The task's children are published: it leaves the outstanding set (queued on

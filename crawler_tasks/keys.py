@@ -44,6 +44,11 @@ class Keys:
         """
         return self._crawl(crawl_id, f"replay:{task_id}")
 
+    def adopted(self, crawl_id: str, task_id: str) -> str:
+        """STRING (with a TTL) marking that a fetch another app sent straight to
+        ``crawl.fetch`` joined the crawl, so a late duplicate of it is not adopted twice."""
+        return self._crawl(crawl_id, f"adopted:{task_id}")
+
     def outstanding(self, crawl_id: str) -> str:
         """SET of task ids queued, running or waiting on a retry for one crawl."""
         return self._crawl(crawl_id, "outstanding")

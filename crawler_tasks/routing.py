@@ -17,6 +17,10 @@ from __future__ import annotations
 from kombu import Exchange, Queue
 
 FETCH_QUEUE = "crawl.fetch"
+#: Celery's default queue: where an app that knows only the broker URL sends a task
+#: by name. Workers take the crawl tasks from it too (declared without priorities,
+#: as such an app declares it).
+DEFAULT_QUEUE = "celery"
 PARSE_QUEUE = "crawl.parse"
 STORE_QUEUE = "crawl.store"
 SEED_QUEUE = "crawl.seed"
@@ -29,7 +33,11 @@ FEED_TASK = "crawl.feed"
 STATS_TASK = "crawl.flush_stats"
 
 #: Consumption order of a worker that serves every queue: pages in flight first.
-QUEUE_ORDER = (PARSE_QUEUE, STORE_QUEUE, SEED_QUEUE, FETCH_QUEUE)
+QUEUE_ORDER = (PARSE_QUEUE, STORE_QUEUE, SEED_QUEUE, FETCH_QUEUE, DEFAULT_QUEUE)
+
+#: Message header of every fetch this package publishes: its id was added to its crawl's
+#: outstanding set first. A fetch without it came from another app and is adopted.
+TRACKED_HEADER = "crawler_tracked"
 
 #: Messages name only their queue: Celery then publishes through the default
 #: (anonymous) exchange straight to it. No binding lookup per publish on Redis,
@@ -51,9 +59,13 @@ REDIS_SEP = ":"
 def queues() -> list[Queue]:
     """Declared queues, each bound to its own direct exchange under its own name.
 
-    ``x-max-priority`` is added by ``task_queue_max_priority``.
+    The crawl queues are priority queues on RabbitMQ (``x-max-priority``); the default
+    queue is declared as a plain Celery app declares it, or one of the two declarations
+    would be refused.
     """
-    return [Queue(name, Exchange(name, type="direct"), routing_key=name) for name in QUEUE_ORDER]
+    return [Queue(name, Exchange(name, type="direct"), routing_key=name,
+                  queue_arguments=None if name == DEFAULT_QUEUE else {"x-max-priority": MAX_BAND})
+            for name in QUEUE_ORDER]
 
 
 def band(priority: int) -> int:

@@ -40,9 +40,11 @@ from kombu.exceptions import OperationalError
 from . import enqueue, feeds, fetch, mover, parse, routing, seed, store
 from .celery_app import app
 from .errors import BadInput, ClaimMissing, QueueFull, StateUnavailable, StoreUnavailable
+from .gate import Adoption
 from .models import CrawlRequest
 from .policy import Retry, backoff
 from .runtime import Runtime, current
+from .urls import host_of
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +117,21 @@ def _worker_lost_too_often(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
     return True
 
 
+def _tracked(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
+    """Whether the fetch should run: ours, or sent by another app and adopted into its
+    crawl now (False: a late duplicate of one adopted before)."""
+    if (task.request.headers or {}).get(routing.TRACKED_HEADER) or \
+            getattr(task.request, routing.TRACKED_HEADER, None):
+        return True
+    adoption = rt.gate.adopt(req.crawl_id, task.request.id)
+    if adoption is Adoption.STALE:
+        log.info("dropped a late duplicate of direct fetch %s (%s)", task.request.id, req.url)
+        return False
+    if adoption is Adoption.ADOPTED:
+        rt.crawls.register(req.crawl_id, domains=[host_of(req.url)])
+    return True
+
+
 @app.task(name=routing.FETCH_TASK, bind=True, base=CrawlTask, own_retries_setting="max_retries")
 def fetch_page(self: Task, request: dict[str, Any]) -> None:
     """Download one request; parse and store it, or retry it demoted after a backoff."""
@@ -123,7 +140,7 @@ def fetch_page(self: Task, request: dict[str, Any]) -> None:
         return
     rt = current(self.app)
     with _guarded(self, rt, req):
-        if _worker_lost_too_often(self, rt, req):
+        if _worker_lost_too_often(self, rt, req) or not _tracked(self, rt, req):
             return
         outcome = fetch.fetch_page(rt, req, self.request.id)
     if isinstance(outcome, Retry):

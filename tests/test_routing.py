@@ -18,7 +18,17 @@ def test_every_crawl_task_has_a_route_to_a_declared_queue():
     tasks = {name for name in app.tasks if name.startswith("crawl.")}
     declared = {q.name for q in app.conf.task_queues}
     assert tasks == set(routing.ROUTES)
-    assert {route["queue"] for route in routing.ROUTES.values()} == declared
+    # Every declared queue but Celery's default (what apps with only the broker URL send
+    # to) is a route's.
+    assert {route["queue"] for route in routing.ROUTES.values()} == declared - {routing.DEFAULT_QUEUE}
+
+
+def test_crawl_queues_are_priority_queues_and_the_default_queue_is_plain():
+    # A plain Celery app declares ``celery`` with no arguments: declaring it otherwise on
+    # RabbitMQ would make one of the two declarations fail.
+    args = {q.name: q.queue_arguments for q in routing.queues()}
+    assert args.pop(routing.DEFAULT_QUEUE) is None
+    assert all(a == {"x-max-priority": routing.MAX_BAND} for a in args.values())
 
 
 def test_messages_are_json_only():
