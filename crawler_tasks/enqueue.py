@@ -140,9 +140,7 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
                             max_pages=rt.limits(crawl_id).max_pages)
     if done.verdict is Verdict.STALE:
         return False
-    for child, child_id in zip(children, done.task_ids):
-        if child_id is not None:
-            publish_fetch(rt, child, child_id)
+    _publish_children(rt, req, task_id, [(c, i) for c, i in zip(children, done.task_ids) if i])
     if stage_id is not None:
         publish_stage(rt, stage, claim_id or task_id, req)
     if token is None:
@@ -168,6 +166,23 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
             last(pipe)
         pipe.execute()
     return True
+
+
+def _publish_children(rt: Runtime, req: CrawlRequest, task_id: str,
+                      children: Sequence[tuple[CrawlRequest, str]]) -> None:
+    """Publish the admitted ``children``. A broker that refuses puts the task's message back
+    (its redelivery publishes them again, see the gate's replay); any other error ends
+    the task here, with the children not yet published released from the crawl."""
+    for i, (child, child_id) in enumerate(children):
+        try:
+            publish_fetch(rt, child, child_id)
+        except OperationalError:
+            raise
+        except Exception as exc:
+            name = type(exc).__name__
+            rt.gate.abandon(req.crawl_id, task_id, f"{name}: {exc} ({req.url})",
+                            {"errors": 1, f"errors/{name}": 1}, [i for _, i in children[i:]])
+            raise
 
 
 def store_token(task_id: str) -> str:

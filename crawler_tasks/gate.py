@@ -133,10 +133,15 @@ def complete_script(seen: SeenFilter) -> str:
 
 
 # KEYS[1] outstanding SET · KEYS[2] stats HASH · KEYS[3] replay HASH · KEYS[4] errors LIST
-# ARGV[1] task id · ARGV[2] error line · ARGV[3] n counters, then (name, amount) pairs
+# ARGV[1] task id · ARGV[2] error line · ARGV[3] n counters, then (name, amount) pairs,
+# then the ids of children admitted but never published (they leave the set too)
 _ABANDON = """
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-for i = 4, 3 + 2 * tonumber(ARGV[3]), 2 do redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) end
+local last = 3 + 2 * tonumber(ARGV[3])
+for i = 4, last, 2 do redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) end
+local released = 0
+for i = last + 1, #ARGV do released = released + redis.call('SREM', KEYS[1], ARGV[i]) end
+if released > 0 then redis.call('HINCRBY', KEYS[2], 'gate/released', released) end
 redis.call('DEL', KEYS[3])
 redis.call('LPUSH', KEYS[4], ARGV[2])
 redis.call('LTRIM', KEYS[4], 0, 99)
@@ -322,14 +327,19 @@ class Gate:
             pipe.execute()
 
     def abandon(self, crawl_id: str, task_id: str, error: str,
-                counts: Mapping[str, int]) -> bool:
-        """Drop a task that ended in an unexpected error, counting it once; False if already gone."""
+                counts: Mapping[str, int], children: Sequence[str] = ()) -> bool:
+        """Drop a task that ended in an unexpected error, counting it once; False if already gone.
+
+        ``children``: ids the task's completion admitted but it never published; they
+        leave the outstanding set with it (counted ``gate/released``), or the crawl
+        would wait for them forever.
+        """
         keys = [self.keys.outstanding(crawl_id), self.keys.stats(crawl_id),
                 self.keys.replay(crawl_id, task_id), self.keys.errors(crawl_id)]
         argv: list[str | int] = [task_id, error, len(counts)]
         for name, amount in counts.items():
             argv += [name, amount]
-        return bool(self._abandon(keys=keys, args=argv))
+        return bool(self._abandon(keys=keys, args=[*argv, *children]))
 
     def count_once(self, crawl_id: str, task_id: str, step: str, counts: Mapping[str, int]) -> bool:
         """Apply ``counts`` of one step of a still-outstanding task (e.g. ``retry:2``) once.

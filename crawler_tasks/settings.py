@@ -256,7 +256,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_KEY_PREFIX", "key_prefix", str, "crawler",
          "Prefix of every Redis key this package writes."),
     Spec("CRAWLER_STATE_MAX_RETRIES", "state_max_retries", int, 10,
-         "Retries of a task whose state-Redis commands failed (backoff as for fetches)."),
+         "Times a task runs again in place after its state Redis failed and answered again; "
+         "while the state is down the task waits holding its message, and then the message "
+         "goes back to the broker: never failed, never lost."),
     Spec("CRAWLER_STALL_TIMEOUT", "stall_timeout", _number, 300.0,
          "`crawler-tasks crawl` gives up (exit 1, saying what is stuck) when nothing moved "
          "this many seconds while work was outstanding."),
@@ -390,6 +392,13 @@ class Settings:
     def replay_ttl(self) -> int:
         """Seconds a task's admitted children are remembered for its redelivery."""
         return self.visibility_timeout + int(self.retry_backoff_max) + 600
+
+    @property
+    def state_hold_s(self) -> float:
+        """Seconds a task waits for a failed state Redis while holding its message: below
+        the time after which the broker hands an unacked message to another worker (half
+        the visibility timeout on Redis; RabbitMQ's default consumer timeout is 30 min)."""
+        return self.visibility_timeout / 2 if self.broker_is_redis else 900.0
 
     @property
     def redis_max_connections(self) -> int:

@@ -5,7 +5,8 @@ Counter names a user reads in ``crawler-tasks stats``:
 ``total_num`` URLs downloaded (any response) · ``total_request_size`` /
 ``total_response_size`` bytes · ``status/<code>`` responses per status ·
 ``retries`` · ``redirects`` · ``duplicates`` rejected by the gate ·
-``gate/admitted`` · ``gate/over_budget`` · ``fetch/direct`` fetches another app sent
+``gate/admitted`` · ``gate/over_budget`` · ``gate/released`` links a failed task
+admitted but never published · ``fetch/direct`` fetches another app sent
 straight to ``crawl.fetch`` (adopted into their crawl) · ``failures`` (failure records) ·
 ``stored`` records written · ``store/retries`` record writes retried while a backend was
 down · ``store/failed`` records given up on (kept as dead letters) · ``store/refused``

@@ -20,17 +20,19 @@ However a crawl task ends, its id leaves its crawl's outstanding set exactly
 once: through :func:`crawler_tasks.enqueue.complete` when it finished its work,
 or through :meth:`crawler_tasks.gate.Gate.abandon` (counted under
 ``errors/<Exception>``) when it raised something unexpected, ran out of
-retries, or its worker died under it too often. A failing state Redis is
-retried with backoff (``StateUnavailable`` in the worker log); a broker that
+retries, or its worker died under it too often. A failing state Redis never
+fails a task: the task waits for it holding its message, and gives the
+message back to the broker if it stays down (:func:`_run`); a broker that
 cannot take a publish puts the message back.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import redis
 from celery import Task, signals
@@ -39,7 +41,8 @@ from kombu.exceptions import OperationalError
 
 from . import enqueue, feeds, fetch, mover, parse, routing, seed, store
 from .celery_app import app
-from .errors import BadInput, ClaimMissing, QueueFull, StateUnavailable, StoreUnavailable
+from .errors import (BadInput, BrokerUnavailable, ClaimMissing, QueueFull, StateUnavailable,
+                     StoreUnavailable)
 from .gate import Adoption
 from .models import CrawlRequest
 from .policy import Retry, backoff
@@ -47,6 +50,7 @@ from .runtime import Runtime, current
 from .urls import host_of
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Extra deliveries allowed when a worker process dies under a task (SIGKILL, OOM).
 WORKER_LOST_RETRIES = 3
@@ -64,7 +68,7 @@ class CrawlTask(Task):
     def max_retries(self) -> int:  # type: ignore[override]
         s = self.app.crawler_settings
         own = getattr(s, self.own_retries_setting) if self.own_retries_setting else 0
-        return own + s.state_max_retries + WORKER_LOST_RETRIES
+        return own + WORKER_LOST_RETRIES
 
 
 def _request(data: Any) -> CrawlRequest | None:
@@ -75,22 +79,48 @@ def _request(data: Any) -> CrawlRequest | None:
         return None
 
 
-@contextmanager
-def _guarded(task: Task, rt: Runtime, req: CrawlRequest) -> Iterator[None]:
-    """Turn state-Redis failures into bounded retries and broker failures into a requeue."""
-    try:
-        yield
-    except redis.RedisError as exc:
-        used = task.request.retries - req.retries
-        err = StateUnavailable(f"state Redis failed ({used + 1} times): {exc}")
-        if used >= rt.settings.state_max_retries:
-            raise err from None
-        countdown = backoff(rt.settings, used)
-        log.warning("state Redis failed for %s, retry in %.1fs: %s", req.url, countdown, exc)
-        _resend(task, exc=err, countdown=countdown)
-    except OperationalError as exc:
-        log.warning("broker refused a publish for %s, message requeued: %s", req.url, exc)
-        raise Reject(exc, requeue=True) from None
+def _run(rt: Runtime, what: str, step: Callable[[], T]) -> T:
+    """Run ``step`` (the work of one message about ``what``) so that no outage loses it.
+
+    A failing state Redis never fails the task: it waits, holding its message
+    (so a worker whose state is down takes no new work), until the state answers
+    a ping, then runs the step again; after ``CRAWLER_STATE_MAX_RETRIES`` such
+    runs, or when the state stayed down for :attr:`Settings.state_hold_s`, the
+    message goes back to the broker. A broker that refuses a publish puts the
+    message back too.
+    """
+    runs = 0
+    while True:
+        try:
+            return step()
+        except redis.RedisError as exc:
+            runs += 1
+            if runs > rt.settings.state_max_retries or not _await_state(rt, what, exc):
+                log.warning("state Redis still failing for %s: message back to the broker", what)
+                raise Reject(StateUnavailable(f"state Redis failed: {exc}"), requeue=True) from None
+        except OperationalError as exc:
+            log.warning("broker refused a publish for %s, message requeued: %s", what, exc)
+            raise Reject(exc, requeue=True) from None
+
+
+def _await_state(rt: Runtime, what: str, exc: Exception) -> bool:
+    """Ping the state Redis with backoff until it answers (True) or the hold runs out."""
+    s = rt.settings
+    log.warning("state Redis failed for %s (%s): waiting for it, the message held for up to %.0fs",
+                what, exc, s.state_hold_s)
+    deadline = time.monotonic() + s.state_hold_s
+    for attempt in itertools.count():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(backoff(s, attempt), left))
+        try:
+            rt.redis.ping()
+        except redis.RedisError:
+            continue
+        log.info("state Redis answers again: running %s again", what)
+        return True
+    return False  # unreachable: itertools.count() does not end
 
 
 def _resend(task: Task, **options: Any) -> None:
@@ -139,10 +169,13 @@ def fetch_page(self: Task, request: dict[str, Any]) -> None:
     if req is None:
         return
     rt = current(self.app)
-    with _guarded(self, rt, req):
+
+    def step() -> Retry | None:
         if _worker_lost_too_often(self, rt, req) or not _tracked(self, rt, req):
-            return
-        outcome = fetch.fetch_page(rt, req, self.request.id)
+            return None
+        return fetch.fetch_page(rt, req, self.request.id)
+
+    outcome = _run(rt, req.url, step)
     if isinstance(outcome, Retry):
         prio = routing.broker_priority(outcome.request.priority, redis=rt.settings.broker_is_redis)
         _resend(self, args=[outcome.request.to_dict()], countdown=outcome.countdown, priority=prio)
@@ -155,11 +188,14 @@ def parse_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     if req is None:
         return
     rt = current(self.app)
-    with _guarded(self, rt, req):
+
+    def step() -> None:
         try:
             parse.parse_claim(rt, claim_id, req, self.request.id)
         except ClaimMissing:
             _refetch(rt, req, self.request.id)
+
+    _run(rt, req.url, step)
 
 
 @app.task(name=routing.STORE_TASK, bind=True, base=CrawlTask)
@@ -169,11 +205,14 @@ def store_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     if req is None:
         return
     rt = current(self.app)
-    with _guarded(self, rt, req):
+
+    def step() -> None:
         try:
             store.queue_claim(rt, claim_id, req, self.request.id)
         except ClaimMissing:
             _refetch(rt, req, self.request.id)
+
+    _run(rt, req.url, step)
 
 
 @app.task(name=routing.SUBMIT_TASK, bind=True)
@@ -186,14 +225,16 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
     """
     rt = current(self.app)
     try:
-        return seed.submit_to(rt, urls, priority=priority, meta=meta,
-                              crawl_id=crawl_id, dont_filter=dont_filter)
+        return _run(rt, f"{len(urls) if isinstance(urls, list) else 1} seed(s)",
+                    lambda: seed.submit_to(rt, urls, priority=priority, meta=meta,
+                                           crawl_id=crawl_id, dont_filter=dont_filter))
     except BadInput as exc:
         log.error("refused seeds: %s", exc)
         return 0
-    except QueueFull as exc:
+    except (QueueFull, BrokerUnavailable) as exc:  # the admissions were undone: try again later
         log.info("seeds wait: %s", exc)
-        raise self.retry(countdown=min(rt.settings.retry_backoff_max, 30.0), max_retries=None) from None
+        _resend(self, countdown=min(rt.settings.retry_backoff_max, 30.0), max_retries=None)
+        return 0
 
 
 @app.task(name=routing.STATS_TASK, bind=True, ignore_result=True)

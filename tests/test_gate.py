@@ -155,3 +155,29 @@ def test_a_step_counts_once_and_only_while_its_task_is_outstanding():
     g.finish("c", "t1")
     assert not g.count_once("c", "t1", "retry:3", {"retries": 1})  # a late duplicate delivery
     assert g.client.hget(g.keys.stats("c"), "retries") == b"2"
+
+
+def test_an_abandoned_task_releases_the_children_it_admitted_but_never_published():
+    # A task whose completion admitted two children, then failed before publishing the
+    # second: without the release, the crawl would wait for that child forever.
+    g, client = gate()
+    outstanding(g, client, "p")
+    g.complete("c", [Candidate("a", "t1"), Candidate("b", "t2")], task_id="p")
+    assert g.abandon("c", "p", "KeyError: boom (http://x/)", {"errors": 1}, children=["t2"])
+    assert client.smembers(g.keys.outstanding("c")) == {b"t1"}  # the published one still runs
+    stats = {k.decode(): int(v) for k, v in client.hgetall(g.keys.stats("c")).items()}
+    assert stats["gate/released"] == 1 and stats["errors"] == 1
+    assert not g.abandon("c", "p", "again", {"errors": 1}, children=["t1"])  # once only
+    assert client.smembers(g.keys.outstanding("c")) == {b"t1"}
+
+
+def test_an_adopted_fetch_joins_its_crawl_once():
+    from crawler_tasks.gate import Adoption
+
+    g, client = gate()
+    assert g.adopt("c", "x1") is Adoption.ADOPTED
+    assert g.adopt("c", "x1") is Adoption.TRACKED  # a redelivery while it is outstanding
+    g.finish("c", "x1")
+    assert g.adopt("c", "x1") is Adoption.STALE  # a late duplicate after it finished
+    assert client.scard(g.keys.outstanding("c")) == 0
+    assert client.hget(g.keys.stats("c"), "fetch/direct") == b"1"

@@ -192,6 +192,43 @@ def test_redis_killed_and_restarted_mid_crawl_with_aof(make_crawl, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("broker", ["redis", "amqp"])
+def test_state_redis_down_longer_than_the_retry_budget_loses_no_page_and_no_seed(
+        broker, make_crawl, request, tmp_path, site):
+    # The state Redis (gate, outstanding sets, counters, store queue) is a server of its
+    # own; the broker stays up. The outage (12 s) outlasts the whole retry budget (one
+    # run again, 0.1 s backoff) and, on the Redis broker, the hold (half the 10 s
+    # visibility timeout), so messages go back to the broker and come again.
+    server = AofRedis(tmp_path).start()
+    try:
+        url = f"{REDIS}/{FAULT_DB}" if broker == "redis" else request.getfixturevalue("amqp_vhost")
+        crawl = make_crawl(broker=url, redis_url=server.url, state_max_retries=1)
+        crawl.submit()
+        crawl.start_workers()
+        crawl.wait_stored(8)
+        server.crash()
+        # A seed another app sends meanwhile (crawl.submit) is not dropped either.
+        seeded = f"seeded-{token()}"
+        crawl.rt.app.send_task("crawl.submit", kwargs={"urls": [f"{site.url}/page/{seeded}"],
+                                                       "crawl_id": seeded})
+        time.sleep(12)
+        assert crawl.workers[-1].alive()
+        server.start()
+        wait_drained(lambda: crawl.rt.stats.read(seeded).get("stored", 0) == 1, timeout=60,
+                     workers=crawl.workers[-1])
+        crawl.wait_drained()
+        stats = crawl.assert_exact()
+        assert stats.get("worker_lost", 0) == 0, stats
+        assert [r.url for r in open_store(crawl.store).records(seeded)] == [f"{site.url}/page/{seeded}"]
+        log = "".join((tmp_path / f"w{n}.log").read_text() for n in range(1, len(crawl.workers) + 1))
+        # On Redis the hold ran out (the message went back and came again); on RabbitMQ the
+        # tasks held their messages all along.
+        assert ("message back to the broker" if broker == "redis" else "waiting for it") in log
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
 def test_rabbitmq_restarted_mid_crawl(make_crawl, amqp_vhost):
     crawl = make_crawl(broker=amqp_vhost)
     crawl.submit()
