@@ -17,6 +17,8 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, NoReturn
 
+import redis
+
 from .errors import BadInput, BrokerUnavailable, CrawlerError, QueueFull
 from .settings import Settings
 
@@ -104,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(exc, EXIT_ERROR)
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
+    except redis.RedisError as exc:  # the state Redis failed where no step waits for it
+        return _fail(f"Redis failed: {type(exc).__name__}: {exc}", EXIT_UNAVAILABLE)
     except BrokenPipeError:  # e.g. `crawler-tasks export | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
@@ -184,6 +188,8 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     goes back to the queue); a second signal stops them at once. Nothing this
     started outlives it.
     """
+    from .backends import mask
+    from .errors import CrawlStateLost
     from .local import CrawlWatch, EmbeddedRedis, Workers, reachable, wait_drained
 
     settings = _validate_crawl_options(args, Settings.from_env())
@@ -207,8 +213,14 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
         accepted = submit_requests(rt, requests, max_depth=args.max_depth,
                                    max_pages=args.max_pages, store=settings.store)
         progress = _Progress(rt, crawl_id, started, quiet=args.quiet)
-        watch = CrawlWatch(rt, crawl_id, settings.stall_timeout)
-        wait_drained(watch.drained, tick=progress, workers=workers)
+        watch = CrawlWatch(rt, crawl_id, settings.stall_timeout, say=progress.say)
+        try:
+            wait_drained(watch.drained, tick=progress, workers=workers)
+        except CrawlStateLost as exc:
+            raise CrawlStateLost(f"{exc}: {_stored_count(settings.store, crawl_id)} of its pages are "
+                                 f"stored in {mask(settings.store)}; run the same command with "
+                                 f"--crawl-id {crawl_id} to go on (stored pages are kept, the rest "
+                                 "is fetched again)") from None
         progress.done()
         elapsed = time.monotonic() - started
         stats = rt.stats.read(crawl_id)
@@ -221,6 +233,21 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
         _shut_down(settings, workers, embedded)
     return {"crawl_id": crawl_id, "seeds_accepted": accepted, "elapsed": elapsed,
             "store": settings.store, "stats": stats, "embedded": embedded is not None}
+
+
+def _stored_count(store: str, crawl_id: str) -> str:
+    """How many records of the crawl the store holds, as text ('an unknown number' if it
+    cannot say, e.g. a write-only WARC store)."""
+    from .backends import open_store
+
+    try:
+        opened = open_store(store, Settings.from_env())
+        try:
+            return str(opened.count(crawl_id))
+        finally:
+            opened.close()
+    except Exception:  # a store that cannot count: the message still says what to do
+        return "an unknown number"
 
 
 def _flush_stats(rt: Any, crawl_id: str) -> None:
@@ -257,13 +284,21 @@ class _Progress:
         self.tty = sys.stderr.isatty()
         self.last = 0.0 if self.tty else started
 
+    def say(self, message: str) -> None:
+        """A line of its own (ending the refreshed progress line first)."""
+        print(f"\r{message}\033[K" if self.tty else message, file=sys.stderr, flush=True)
+
     def __call__(self) -> None:
         now = time.monotonic()
         if self.quiet or now - self.last < (0.5 if self.tty else 5.0):
             return
         self.last = now
-        s = self.rt.stats.read(self.crawl_id)
-        line = (f"stored {s.get('stored', 0)} · in flight {self.rt.crawls.outstanding(self.crawl_id)}"
+        try:
+            s = self.rt.stats.read(self.crawl_id)
+            in_flight = self.rt.crawls.outstanding(self.crawl_id)
+        except redis.RedisError:  # the watch says so; no progress line meanwhile
+            return
+        line = (f"stored {s.get('stored', 0)} · in flight {in_flight}"
                 f" · failed {s.get('failures', 0)} · duplicates {s.get('duplicates', 0)}"
                 f" · {s.get('stored', 0) / max(now - self.started, 1e-6):.1f} pages/s")
         print(f"\r{line}\033[K" if self.tty else line, end="" if self.tty else "\n",

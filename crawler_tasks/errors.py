@@ -14,6 +14,7 @@
     ├── QueueFull                 more fetches wait in the broker than CRAWLER_MAX_QUEUED
     ├── FeedSourceUnavailable     a seed feed could not read its source (seed file, sitemap)
     ├── CrawlStalled              nothing moved for CRAWLER_STALL_TIMEOUT while work was outstanding
+    ├── CrawlStateLost            the state Redis came back without a running crawl's state
     ├── FetchError                a download failed; ``retryable`` says if trying again may help
     ├── StoreUnavailable          a backend could not take a write: safe to retry
     └── ClaimMissing              a page's claim check expired before parse/store read it
@@ -72,6 +73,11 @@ class FeedSourceUnavailable(CrawlerError):
 
 class CrawlStalled(CrawlerError):
     """A crawl had work outstanding but nothing moved for the stall timeout."""
+
+
+class CrawlStateLost(CrawlerError):
+    """The state Redis came back without a running crawl's state (restarted without
+    persistence): what it tracked is gone, the records already stored are not."""
 
 
 class FetchError(CrawlerError):

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 import redis
 
 from . import routing
-from .connection import check_broker, redis_from_url
-from .errors import BrokerRefused, BrokerUnavailable, CrawlerError, CrawlStalled
+from .connection import check_broker, redis_from_url, safe_url
+from .errors import BrokerRefused, BrokerUnavailable, CrawlerError, CrawlStalled, CrawlStateLost
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -167,18 +167,39 @@ class Workers:
 class CrawlWatch:
     """Tells when a crawl has drained, and raises :class:`CrawlStalled` when it stopped moving.
 
-    "Moving" is any change of the outstanding count or of any counter.
+    "Moving" is any change of the outstanding count or of any counter. The state
+    Redis may go away for a while (a restart): ``say`` is told once, and the watch
+    waits for it up to the stall timeout. If it comes back without the crawl (restarted
+    without persistence), :class:`CrawlStateLost` says so: an empty outstanding set
+    then does not mean drained.
     """
 
-    def __init__(self, rt: Runtime, crawl_id: str, stall_timeout: float | None = None) -> None:
+    def __init__(self, rt: Runtime, crawl_id: str, stall_timeout: float | None = None, *,
+                 say: Callable[[str], None] = lambda message: None) -> None:
         self.rt = rt
         self.crawl_id = crawl_id
         self.stall_timeout = stall_timeout
+        self.say = say
         self._last: tuple[int, dict[str, int]] | None = None
         self._moved = time.monotonic()
+        self._down_since: float | None = None
 
     def drained(self) -> bool:
-        outstanding = self.rt.crawls.outstanding(self.crawl_id)
+        try:
+            with self.rt.redis.pipeline(transaction=False) as pipe:
+                pipe.scard(self.rt.keys.outstanding(self.crawl_id))
+                pipe.sismember(self.rt.keys.crawls(), self.crawl_id)
+                outstanding, known = pipe.execute()
+        except redis.RedisError as exc:
+            self._unavailable(exc)
+            return False
+        if self._down_since is not None:
+            self._down_since = None
+            self._moved = time.monotonic()
+            self.say(f"Redis at {safe_url(self.rt.settings.redis_url)} answers again")
+        if not known:
+            raise CrawlStateLost(f"Redis at {safe_url(self.rt.settings.redis_url)} no longer holds "
+                                 f"crawl {self.crawl_id} (restarted without persistence?)")
         if outstanding == 0:
             return True
         if self.stall_timeout:
@@ -189,6 +210,17 @@ class CrawlWatch:
             elif now - self._moved > self.stall_timeout:
                 raise CrawlStalled(self.describe(outstanding, now - self._moved))
         return False
+
+    def _unavailable(self, exc: redis.RedisError) -> None:
+        """The state Redis did not answer: say so once; give up after the stall timeout."""
+        now = time.monotonic()
+        where = f"Redis at {safe_url(self.rt.settings.redis_url)}"
+        if self._down_since is None:
+            self._down_since = now
+            limit = f" for up to {self.stall_timeout:g}s" if self.stall_timeout else ""
+            self.say(f"{where} is unavailable ({type(exc).__name__}): waiting for it{limit}")
+        elif self.stall_timeout and now - self._down_since > self.stall_timeout:
+            raise BrokerUnavailable(f"{where} did not come back within {self.stall_timeout:g}s")
 
     def describe(self, outstanding: int, still: float) -> str:
         """One line: what is stuck, for how long, and the latest error."""

@@ -142,17 +142,19 @@ def test_sigkilled_worker_loses_no_page_and_counts_none_twice(broker, make_crawl
 
 
 class AofRedis:
-    """A redis-server of the test's own, persisting every write (AOF, fsync always)."""
+    """A redis-server of the test's own, persisting every write (AOF, fsync always), or
+    nothing with ``persist=False`` (a restart then comes back empty)."""
 
-    def __init__(self, directory: Path) -> None:
-        self.dir, self.port = directory, free_port()
+    def __init__(self, directory: Path, *, persist: bool = True) -> None:
+        self.dir, self.port, self.persist = directory, free_port(), persist
         self.proc: subprocess.Popen | None = None
         self.url = f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> AofRedis:
         self.proc = subprocess.Popen(
             [shutil.which("redis-server") or "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--dir", str(self.dir),
+             "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always", "--save", "",
+             "--dir", str(self.dir),
              "--maxmemory-policy", "noeviction"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while True:

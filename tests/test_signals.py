@@ -109,3 +109,42 @@ def test_sigterm_to_demo_leaves_no_process(tmp_path, env):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert processes_mentioning(crawl_id) == []
+
+
+@pytest.mark.parametrize("persist", [True, False], ids=["with-aof", "without-persistence"])
+def test_crawl_rides_out_a_redis_restart_or_says_in_one_line_that_its_state_is_gone(
+        persist, site, tmp_path):
+    from .test_reliability import AofRedis
+
+    server = AofRedis(tmp_path, persist=persist).start()
+    tok = token()
+    crawl_id, store = f"restart-{tok}", str(tmp_path / "pages.db")
+    env = {"CRAWLER_BROKER_URL": server.url, "CRAWLER_REDIS_URL": server.url,
+           "CRAWLER_VISIBILITY_TIMEOUT": "10", "CRAWLER_WORKER_CONCURRENCY": "4",
+           "CRAWLER_DOWNLOAD_TIMEOUT": "5", "CRAWLER_STALL_TIMEOUT": "60"}
+    proc = start_cli("crawl", f"{site.url}/tree/{tok}/0?size=40&delay=0.3", "--crawl-id", crawl_id,
+                     "--workers", "1", "--store", store, env=env)
+    try:
+        state = redis.Redis.from_url(server.url)
+        stats_key = f"{os.environ['CRAWLER_KEY_PREFIX']}:{{{crawl_id}}}:stats"
+        wait_for(lambda: int(state.hget(stats_key, "stored") or 0) >= 5, 60)
+        server.crash()
+        time.sleep(2)
+        server.start()
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        server.stop()
+    assert "Traceback" not in err, err
+    assert "is unavailable" in err or persist is False, err
+    if persist:
+        assert proc.returncode == 0, err
+        urls = stored(store)
+        assert len(urls) == len(set(urls)) == 40
+    else:
+        assert proc.returncode != 0
+        last = err.strip().splitlines()[-1]
+        assert last.startswith("crawler-tasks: error: ") and f"--crawl-id {crawl_id}" in last, err
+        assert "stored in" in last and "restarted without persistence" in last
+    wait_for(lambda: not processes_mentioning(crawl_id), 15)  # no worker left behind
