@@ -17,6 +17,8 @@ from .urls import fingerprint, validate_url
 DEFAULT_CRAWL_ID = "default"
 METHODS = ("GET", "HEAD")
 _CRAWL_ID_FORBIDDEN = frozenset(":{}")
+#: Longest crawl id: it is part of every key of its crawl and of every message.
+MAX_CRAWL_ID = 128
 #: Meta keys the retry policy turns into numbers.
 _INTEGER_META = ("max_retry_times", "retry_priority_adjust")
 
@@ -62,10 +64,10 @@ class CrawlRequest:
             raise BadInput("headers: must be a JSON object of strings")
         crawl_id = self.crawl_id
         if (not isinstance(crawl_id, str) or not crawl_id or not crawl_id.isprintable()
-                or not _CRAWL_ID_FORBIDDEN.isdisjoint(crawl_id)):
+                or not _CRAWL_ID_FORBIDDEN.isdisjoint(crawl_id) or len(crawl_id) > MAX_CRAWL_ID):
             # ':' separates key parts, '{' and '}' would break the Redis Cluster hash tag.
             raise BadInput(f"crawl_id: {crawl_id!r:.80} must be a non-empty printable string "
-                           "without ':', '{' or '}'")
+                           f"of at most {MAX_CRAWL_ID} characters without ':', '{{' or '}}'")
         for name in ("priority", "depth", "retries", "redirects"):
             value = getattr(self, name)
             if not _is_int(value):

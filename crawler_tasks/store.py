@@ -71,25 +71,28 @@ def flush_stats(rt: Runtime, crawl_ids: Sequence[str] | None = None) -> int:
     store, when that store keeps statistics (Elasticsearch: ``<index>-stats``, one
     document per crawl updated in place). Returns how many crawls were written."""
     ids = list(crawl_ids) if crawl_ids is not None else rt.crawls.all_ids()
-    flushed = rt.keys.stats_flushed()
-    last = dict(zip(ids, rt.redis.hmget(flushed, ids))) if ids else {}
+    last = dict(zip(ids, rt.redis.hmget(rt.keys.stats_flushed(), ids))) if ids else {}
     written = 0
     for crawl_id in ids:
-        target = rt.store(rt.limits(crawl_id).store)
-        if not hasattr(target, "write_stats"):
-            continue
-        counters = rt.stats.read(crawl_id)
-        digest = json.dumps(counters, sort_keys=True).encode()
-        if last.get(crawl_id) == digest:
-            continue
         try:
-            target.write_stats(crawl_id, counters)
-        except StoreUnavailable as exc:  # the next flush tries again; the other crawls go on
+            written += _flush_crawl_stats(rt, crawl_id, last.get(crawl_id))
+        except (StoreUnavailable, BadInput) as exc:  # the next flush tries again; the others go on
             log.warning("statistics of crawl %s not written: %s", crawl_id, exc)
-            continue
-        rt.redis.hset(flushed, crawl_id, digest)
-        written += 1
     return written
+
+
+def _flush_crawl_stats(rt: Runtime, crawl_id: str, last: bytes | None) -> int:
+    """Write one crawl's counters to its store when they changed since ``last``; 1 if written."""
+    target = rt.store(rt.limits(crawl_id).store)
+    if not hasattr(target, "write_stats"):
+        return 0
+    counters = rt.stats.read(crawl_id)
+    digest = json.dumps(counters, sort_keys=True).encode()
+    if last == digest:
+        return 0
+    target.write_stats(crawl_id, counters)
+    rt.redis.hset(rt.keys.stats_flushed(), crawl_id, digest)
+    return 1
 
 
 def write_batch(rt: Runtime, consumer: str, raw: Sequence[bytes]) -> None:

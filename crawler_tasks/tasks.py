@@ -28,6 +28,8 @@ cannot take a publish puts the message back.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
 import logging
 import time
@@ -69,6 +71,24 @@ class CrawlTask(Task):
         s = self.app.crawler_settings
         own = getattr(s, self.own_retries_setting) if self.own_retries_setting else 0
         return own + WORKER_LOST_RETRIES
+
+
+def _shaped(fn: Callable[..., T]) -> Callable[..., T | None]:
+    """A task body that logs one line and drops a message whose arguments do not fit its
+    signature (another app's mistake), instead of failing with a traceback."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def task(self: Task, *args: Any, **kwargs: Any) -> T | None:
+        try:
+            signature.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            log.error("%s[%s]: dropped a message with arguments of the wrong shape: %s (args %.200r, "
+                      "kwargs %.200r)", self.name, self.request.id, exc, args, kwargs)
+            return None
+        return fn(self, *args, **kwargs)
+
+    return task
 
 
 def _request(data: Any) -> CrawlRequest | None:
@@ -163,6 +183,7 @@ def _tracked(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
 
 
 @app.task(name=routing.FETCH_TASK, bind=True, base=CrawlTask, own_retries_setting="max_retries")
+@_shaped
 def fetch_page(self: Task, request: dict[str, Any]) -> None:
     """Download one request; parse and store it, or retry it demoted after a backoff."""
     req = _request(request)
@@ -182,6 +203,7 @@ def fetch_page(self: Task, request: dict[str, Any]) -> None:
 
 
 @app.task(name=routing.PARSE_TASK, bind=True, base=CrawlTask)
+@_shaped
 def parse_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     """Parse a fetched page, enqueue its links through the gate, send it to store."""
     req = _request(request)
@@ -199,6 +221,7 @@ def parse_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
 
 
 @app.task(name=routing.STORE_TASK, bind=True, base=CrawlTask)
+@_shaped
 def store_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     """A store message of an earlier release: its record joins the store queue."""
     req = _request(request)
@@ -216,6 +239,7 @@ def store_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
 
 
 @app.task(name=routing.SUBMIT_TASK, bind=True)
+@_shaped
 def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] | None = None,
            crawl_id: str | None = None, dont_filter: bool = False) -> int:
     """Gate and enqueue seeds sent by another app; returns how many were enqueued.
@@ -238,6 +262,7 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
 
 
 @app.task(name=routing.STATS_TASK, bind=True, ignore_result=True)
+@_shaped
 def flush_stats(self: Task) -> int:
     """Write changed crawl counters to the stores that keep statistics (Beat runs it)."""
     try:
@@ -248,6 +273,7 @@ def flush_stats(self: Task) -> int:
 
 
 @app.task(name=routing.FEED_TASK, bind=True, ignore_result=True)
+@_shaped
 def feed(self: Task, name: str = feeds.START_URLS) -> int:
     """One tick of the seed feed ``name``; returns how many seeds it admitted."""
     rt = current(self.app)

@@ -52,6 +52,8 @@ def assert_one_line_error(result: subprocess.CompletedProcess, code: int) -> Non
     ["submit", "http://127.0.0.1:9/ok", "mailto:someone@example.test"],
     ["submit"],
     ["submit", "--file", "/nonexistent/seeds.txt"],
+    ["submit", "http://127.0.0.1:9/ok", "--crawl-id", "c" * 129],
+    ["crawl", "http://127.0.0.1:9/", "--crawl-id", "c" * 129],
     ["export", "--store", "/nonexistent/pages.db"],
     ["frobnicate"],
 ])

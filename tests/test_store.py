@@ -247,3 +247,18 @@ def test_a_store_message_of_an_earlier_release_still_stores_its_page(rt, worker,
     [stored] = open_store(store).records(crawl_id)
     assert stored.body == "kept" and rt.stats.read(crawl_id)["stored"] == 1
     assert not rt.redis.exists(rt.keys.page(crawl_id, claim_id))  # the claim is gone
+
+
+def test_a_crawl_whose_statistics_cannot_be_written_does_not_stop_the_others(rt):
+    with ESServer() as es:
+        host = es.url.split("://", 1)[1]
+        bad, good = f"st{token()}", f"st{token()}"
+        # A crawl whose store no backend knows (registered by an older configuration) comes
+        # first; the next crawl's statistics are written all the same.
+        rt.crawls.register(bad, store="mongo://nowhere/db")
+        rt.crawls.register(good, store=f"elasticsearch://{host}/pages")
+        rt.gate.add_counts(bad, {"stored": 1})
+        rt.gate.add_counts(good, {"stored": 2, "total_num": 2})
+        assert flush_stats(rt, [bad, good]) == 1
+        [stats] = [d for d in es.documents("pages-stats").values() if d["crawl_id"] == good]
+        assert stats["total_num"] == 2

@@ -227,6 +227,30 @@ def test_pickled_and_malformed_messages_are_refused_and_the_worker_goes_on(rt, w
     assert rt.stats.read(crawl_id)["stored"] == 1
     assert not marker.exists()
     new_keys = {k for k in rt.redis.keys(f"{rt.settings.key_prefix}:*")} - keys_before
-    assert all(crawl_id.encode() in k for k in new_keys if b":crawls" not in k), new_keys
+    # (the crawl's own page leaves its host's politeness state, under {hosts})
+    assert all(crawl_id.encode() in k for k in new_keys
+               if b":crawls" not in k and b":{hosts}:" not in k), new_keys
     log = Path(worker.log_path).read_text()
     assert "ContentDisallowed" in log or "Refusing to deserialize" in log
+
+
+def test_a_message_with_arguments_of_the_wrong_shape_is_one_log_line(rt, worker):
+    from crawler_tasks import routing
+
+    sent = {}
+    for name, args, kwargs in [(routing.FETCH_TASK, [], {}),
+                               (routing.FETCH_TASK, [{"url": "http://127.0.0.1:9/x"}, 2, 3], {}),
+                               (routing.PARSE_TASK, ["only-one"], {}),
+                               (routing.SUBMIT_TASK, [], {"zz": 1}),
+                               (routing.FEED_TASK, ["start_urls", "extra"], {})]:
+        task_id = f"shape-{token()}"
+        rt.app.send_task(name, args=args, kwargs=kwargs, task_id=task_id, **routing.ROUTES[name])
+        sent[task_id] = name
+    log_path = Path(worker.log_path)
+    wait_drained(lambda: all(f"[{t}]: dropped a message with arguments of the wrong shape" in
+                             log_path.read_text() for t in sent), timeout=30, workers=worker)
+    lines = log_path.read_text().splitlines()
+    for task_id, name in sent.items():
+        mentions = [line for line in lines if task_id in line]
+        assert not any("raised unexpected" in line or "TypeError(" in line for line in mentions), mentions
+        assert any(line.rstrip().endswith("}") or "kwargs" in line for line in mentions)
