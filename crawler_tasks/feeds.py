@@ -4,8 +4,10 @@ Three feeds, each on when its setting is set:
 
 ``start_urls``  the Redis key ``CRAWLER_START_URLS_KEY`` (a list, set or sorted set) other
                 programs push seeds onto: ``CRAWLER_START_URLS_BATCH`` entries per tick, every
-                ``CRAWLER_START_URLS_INTERVAL`` s. Entries leave the key only after they were
-                gated and published; malformed ones go to ``<key>:rejected`` with their reason.
+                ``CRAWLER_START_URLS_INTERVAL`` s. A tick moves its entries to a taking list in
+                one step (producers may push meanwhile), and drops them from it only after they
+                were gated and published; malformed ones go to ``<key>:rejected`` with their
+                reason.
 ``seed_file``   ``CRAWLER_SEED_FILE``, re-read whole every ``CRAWLER_SEED_INTERVAL`` s: one URL or
                 JSON seed object per line, blank lines and ``#`` comments skipped. Every line is
                 submitted again each time and the gate refuses the ones already admitted, so a
@@ -276,39 +278,57 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 # -- start_urls ---------------------------------------------------------------
 
-_TAKE: dict[str, Callable[[redis.Redis, str, int], list[bytes]]] = {
-    "list": lambda client, key, n: client.lrange(key, 0, n - 1),
-    "set": lambda client, key, n: client.srandmember(key, n),
-    "zset": lambda client, key, n: client.zrange(key, 0, n - 1),
-}
-_DONE = {
-    "list": lambda pipe, key, items: pipe.ltrim(key, len(items), -1),
-    "set": lambda pipe, key, items: items and pipe.srem(key, *items),
-    "zset": lambda pipe, key, items: items and pipe.zrem(key, *items),
-}
+# KEYS[1] the start-URL key · KEYS[2] its taking list · ARGV[1] how many
+# Entries a tick took but did not finish (its worker died) come first; else up to ARGV[1]
+# entries move from the key to the taking list in one step, so an entry a producer adds
+# meanwhile is neither lost nor taken twice.
+_TAKE = """
+local left = redis.call('LRANGE', KEYS[2], 0, -1)
+if #left > 0 then return left end
+local n, kind = tonumber(ARGV[1]), redis.call('TYPE', KEYS[1])['ok']
+local items = {}
+if kind == 'list' then
+  items = redis.call('LRANGE', KEYS[1], 0, n - 1)
+  redis.call('LTRIM', KEYS[1], #items, -1)
+elseif kind == 'set' then
+  items = redis.call('SPOP', KEYS[1], n)
+elseif kind == 'zset' then
+  local popped = redis.call('ZPOPMIN', KEYS[1], n)
+  for i = 1, #popped, 2 do items[#items + 1] = popped[i] end
+end
+if #items > 0 then redis.call('RPUSH', KEYS[2], unpack(items)) end
+return items
+"""
+
+
+def taking_key(key: str) -> str:
+    """The list holding the start-URL entries a tick took and has not finished: in the same
+    Redis Cluster slot as ``key`` (its hash tag, or ``key`` made one)."""
+    tagged = "{" in key and "}" in key.split("{", 1)[1]
+    return f"{key}:taking" if tagged else f"{{{key}}}:taking"
 
 
 def waiting(rt: Runtime) -> int:
-    """Entries waiting in the start-URL key (0 when it is missing or of a type not read)."""
+    """Entries waiting in the start-URL key (0 when it is missing or of a type not read),
+    and those a tick took but did not finish."""
     key = rt.settings.start_urls_key
     size = {"list": rt.redis.llen, "set": rt.redis.scard, "zset": rt.redis.zcard}.get(
         rt.redis.type(key).decode())
-    return int(size(key)) if size else 0
+    return (int(size(key)) if size else 0) + int(rt.redis.llen(taking_key(key)))
 
 
 def feed_start_urls(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
     """Move up to ``batch`` entries of the start-URL key into their crawls.
 
     A list is taken from its head, a set at random, a sorted set lowest
-    scores first. The entries leave the key only after they were submitted
-    (at least once: a worker dying half-way makes the next tick submit them
-    again, and the gate refuses the repeats).
+    scores first. Taking moves the entries to a taking list in one step; they
+    leave it only after they were submitted (at least once: a worker dying
+    half-way makes the next tick submit them again, and the gate refuses the
+    repeats).
     """
     key, client = rt.settings.start_urls_key, rt.redis
-    kind = client.type(key).decode()
-    if kind not in _TAKE:
-        return  # missing (nothing pushed yet), or of a type we do not read
-    items = _TAKE[kind](client, key, batch)
+    taking = taking_key(key)
+    items = client.eval(_TAKE, 2, key, taking, batch)
     requests, rejected = [], []
     for raw in items:
         text = raw.decode("utf-8", errors="replace").strip()
@@ -317,14 +337,14 @@ def feed_start_urls(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
         except BadInput as exc:
             rejected.append((text, exc))
     if requests and not _submit(rt, lock, fed, requests):
-        return  # nothing removed: the next tick takes the same entries
+        return  # kept in the taking list: the next tick takes the same entries
     with rt.pipeline() as pipe:
         for text, exc in rejected:
             fed.refuse(f"an entry of {key}", exc)
             pipe.lpush(f"{key}:rejected", json.dumps({"item": text[:500], "error": str(exc)},
                                                      ensure_ascii=False))
         pipe.ltrim(f"{key}:rejected", 0, REJECTED_KEPT - 1)
-        _DONE[kind](pipe, key, items)
+        pipe.delete(taking)
         pipe.execute()
 
 

@@ -93,7 +93,8 @@ def test_a_crawl_with_its_state_on_a_redis_cluster_stores_every_page_once(cluste
                                                                           tmp_path: Path):
     flush(CLUSTER_BROKER_DB)
     settings = Settings.from_env(broker_url=f"{REDIS}/{CLUSTER_BROKER_DB}", redis_url=cluster_url,
-                                 key_prefix=f"cl{token()}", store=str(tmp_path / "pages.db"))
+                                 key_prefix=f"cl{token()}", store=str(tmp_path / "pages.db"),
+                                 robotstxt_obey=True)  # robots.txt state kept on the cluster too
     rt = Runtime(settings, create_app(settings))
     assert isinstance(rt.redis, RedisCluster)
     t, pages = token(), 30
@@ -118,6 +119,7 @@ def test_a_crawl_with_its_state_on_a_redis_cluster_stores_every_page_once(cluste
     assert rt.stats.read(crawls[0])["duplicates"] >= 1
     nodes = {rt.redis.get_node_from_key(rt.keys.seen(c)).port for c in crawls}
     assert len(nodes) > 1  # the crawls' keys live on different masters
+    assert rt.robots.state_of(site.url.split("://", 1)[1]) == "allow"  # the site has none: 404
     rt.close()
 
 

@@ -385,3 +385,31 @@ def test_ticks_skip_while_the_fetch_queue_is_over_the_cap(idle_rt, tmp_path):
     status = feeds.status(idle_rt, feeds.SEED_FILE)
     assert (status["ticks"], status["stopped_early"], status["skipped/queue_full"]) == (2, 2, 3)
     assert feeds.status(idle_rt, feeds.START_URLS)["skipped/queue_full"] == 3
+
+
+def test_entries_producers_push_while_ticks_run_are_neither_lost_nor_fed_twice(settings):
+
+    url = f"{REDIS}/{IDLE_DB}"
+    redis.Redis.from_url(url).flushdb()
+    s = settings.replace(broker_url=url, redis_url=url, start_urls_batch=20, max_queued=0)
+    frt = Runtime(s, create_app(s))
+    key, total = s.start_urls_key, 400
+    producer = redis.Redis.from_url(url)
+
+    def produce() -> None:  # LPUSH, as scrapy-redis users do, one at a time
+        for i in range(total):
+            producer.lpush(key, f"http://127.0.0.1:9/pushed/{i}")
+            time.sleep(0.0005)
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    try:
+        while thread.is_alive() or feeds.waiting(frt):
+            feeds.tick(frt, feeds.START_URLS)
+    finally:
+        thread.join()
+    stats = frt.stats.read(s.seed_crawl_id)
+    assert frt.gate.seen_count(s.seed_crawl_id) == total and stats["gate/admitted"] == total, stats
+    assert waiting_fetches(frt.app, s) == total  # each published once
+    frt.close()
+    redis.Redis.from_url(url).flushdb()
