@@ -221,6 +221,10 @@ def test_state_redis_down_longer_than_the_retry_budget_loses_no_page_and_no_seed
         crawl.wait_drained()
         stats = crawl.assert_exact()
         assert stats.get("worker_lost", 0) == 0, stats
+        print(f"\nstate Redis down 12 s ({broker} broker): {PAGES} pages expected, "
+              f"{open_store(crawl.store).count(crawl.crawl_id)} records, stored {stats['stored']}, "
+              f"status/200 {stats['status/200']}, errors {stats.get('errors', 0)}, "
+              f"duplicates {stats.get('duplicates', 0)}, retries {stats.get('retries', 0)}")
         assert [r.url for r in open_store(crawl.store).records(seeded)] == [f"{site.url}/page/{seeded}"]
         log = "".join((tmp_path / f"w{n}.log").read_text() for n in range(1, len(crawl.workers) + 1))
         # On Redis the hold ran out (the message went back and came again); on RabbitMQ the
