@@ -32,6 +32,7 @@ import functools
 import inspect
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -123,6 +124,16 @@ def _run(rt: Runtime, what: str, step: Callable[[], T]) -> T:
             raise Reject(exc, requeue=True) from None
 
 
+#: Set when this worker process begins a warm shutdown: a task waiting for its state
+#: Redis gives its message back at once instead of holding the shutdown up.
+_stopping = threading.Event()
+
+
+@signals.worker_shutting_down.connect
+def _note_stopping(**_: Any) -> None:
+    _stopping.set()
+
+
 def _await_state(rt: Runtime, what: str, exc: Exception) -> bool:
     """Ping the state Redis with backoff until it answers (True) or the hold runs out."""
     s = rt.settings
@@ -131,9 +142,8 @@ def _await_state(rt: Runtime, what: str, exc: Exception) -> bool:
     deadline = time.monotonic() + s.state_hold_s
     for attempt in itertools.count():
         left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        time.sleep(min(backoff(s, attempt), left))
+        if left <= 0 or _stopping.wait(min(backoff(s, attempt), left)):
+            return False  # held long enough, or the worker is stopping: back to the broker
         try:
             rt.redis.ping()
         except redis.RedisError:
