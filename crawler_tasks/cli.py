@@ -63,12 +63,15 @@ def _parser() -> argparse.ArgumentParser:
     f = sub.add_parser("seeds", help="show the seed feeds Beat runs and how their ticks went")
     f.add_argument("--json", action="store_true")
 
-    d = sub.add_parser("dead-letters", help="list records whose store stayed down past its retries")
+    d = sub.add_parser("dead-letters", help="list records a store refused, or whose store stayed "
+                                            "down past its retries, with the reason")
     d.add_argument("--json", action="store_true")
     d.add_argument("--crawl-id", default=None)
 
-    r = sub.add_parser("replay-dead", help="write the dead letters to their stores again")
+    r = sub.add_parser("replay-dead", help="write the dead letters to their stores (or another) again")
     r.add_argument("--crawl-id", default=None)
+    r.add_argument("--to", default=None, metavar="URI",
+                   help="write them to this store URI instead of their own")
     return p
 
 
@@ -188,7 +191,7 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     goes back to the queue); a second signal stops them at once. Nothing this
     started outlives it.
     """
-    from .backends import mask
+    from .backends.refs import masked
     from .errors import CrawlStateLost
     from .local import CrawlWatch, EmbeddedRedis, Workers, reachable, wait_drained
 
@@ -218,7 +221,7 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
             wait_drained(watch.drained, tick=progress, workers=workers)
         except CrawlStateLost as exc:
             raise CrawlStateLost(f"{exc}: {_stored_count(settings.store, crawl_id)} of its pages are "
-                                 f"stored in {mask(settings.store)}; run the same command with "
+                                 f"stored in {masked(settings.store)}; run the same command with "
                                  f"--crawl-id {crawl_id} to go on (stored pages are kept, the rest "
                                  "is fetched again)") from None
         progress.done()
@@ -232,7 +235,7 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     finally:
         _shut_down(settings, workers, embedded)
     return {"crawl_id": crawl_id, "seeds_accepted": accepted, "elapsed": elapsed,
-            "store": settings.store, "stats": stats, "embedded": embedded is not None}
+            "store": masked(settings.store), "stats": stats, "embedded": embedded is not None}
 
 
 def _stored_count(store: str, crawl_id: str) -> str:
@@ -509,17 +512,26 @@ def cmd_dead_letters(args: argparse.Namespace) -> int:
         return 0
     for entry in entries:
         record = entry["record"]
-        print(f"{entry['at']}  {record['crawl_id']}  {record['url']}  -> {entry['store']}: {entry['error']}")
+        print(f"{entry['at']}  {record['crawl_id']}  {record['url']}  -> {entry['store']}  "
+              f"{entry['kind']}: {entry['error']}")
     print(f"{len(entries)} dead letter(s)", file=sys.stderr)
     return 0
 
 
 def cmd_replay_dead(args: argparse.Namespace) -> int:
+    from .backends import open_store
     from .store import replay_dead
 
-    written, failing = replay_dead(_state_runtime(), args.crawl_id)
-    print(f"replayed {written} dead letter(s); {failing} still failing (kept)")
-    return 0 if not failing else EXIT_UNAVAILABLE
+    settings = Settings.from_env()
+    to = None
+    if args.to is not None:
+        to = _absolute_store(args.to)
+        open_store(to, settings).close()  # a malformed URI is one line, before any letter moves
+    done = replay_dead(_state_runtime(), args.crawl_id, to=to)
+    for url, store, reason in done.failing:
+        print(f"still failing: {url}  -> {store}: {reason}", file=sys.stderr)
+    print(f"replayed {done.written} dead letter(s); {len(done.failing)} still failing (kept)")
+    return 0 if not done.failing else EXIT_UNAVAILABLE
 
 
 COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import redis
 
+from .backends.refs import masked
 from .keys import Keys
 from .settings import Settings
 from .urls import domain_allowed, host_of
@@ -30,6 +31,7 @@ class Limits:
     domains: frozenset[str]
     max_depth: int
     max_pages: int
+    #: The crawl's store URI (or list), passwords masked: what store-queue entries carry.
     store: str
 
     def allows(self, url: str, *, origin: str) -> bool:
@@ -45,7 +47,7 @@ class Limits:
             domains=frozenset(settings.allowed_domains) or config.domains,
             max_depth=settings.max_depth if config.max_depth is None else config.max_depth,
             max_pages=config.max_pages,
-            store=config.store or settings.store,
+            store=masked(config.store or settings.store),
         )
 
 
@@ -74,14 +76,17 @@ class Crawls:
 
     def register(self, crawl_id: str, *, domains: Iterable[str] = (), max_depth: int | None = None,
                  max_pages: int | None = None, store: str | None = None) -> None:
-        """Record a crawl and add ``domains``; limits given here override worker settings."""
+        """Record a crawl and add ``domains``; limits given here override worker settings.
+
+        ``store`` is kept with its passwords masked: workers resolve it against their own
+        ``CRAWLER_STORE``."""
         fields: dict[str, str | int] = {f"{DOMAIN_FIELD}{d}": 1 for d in domains if d}
         if max_depth is not None:
             fields["max_depth"] = max_depth
         if max_pages is not None:
             fields["max_pages"] = max_pages
         if store:
-            fields["store"] = store
+            fields["store"] = masked(store)
         pipe = self.client.pipeline(transaction=False)
         pipe.sadd(self.keys.crawls(), crawl_id)
         if fields:

@@ -7,7 +7,8 @@
     │   ├── InvalidURL            not a URL we can fetch
     │   │   └── UnsupportedScheme scheme other than http/https
     │   ├── SettingsError         an environment variable with a bad value
-    │   └── UnknownStore          a store URI no backend understands
+    │   ├── UnknownStore          a store URI no backend understands
+    │   └── StoreNotConfigured    a masked store URI this process was not configured with
     ├── BrokerUnavailable         the broker or the state Redis does not answer
     │   ├── BrokerRefused         it answers but refuses us (password, TLS certificate)
     │   └── StateUnavailable      a state-Redis command failed mid-task: safe to retry
@@ -45,6 +46,11 @@ class SettingsError(BadInput):
 
 class UnknownStore(BadInput):
     """A store URI that names no known backend."""
+
+
+class StoreNotConfigured(BadInput):
+    """A store URI whose password is masked (as Redis keeps it) that matches none of the
+    stores this process was configured with, so it cannot be opened here."""
 
 
 class BrokerUnavailable(CrawlerError):

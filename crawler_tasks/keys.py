@@ -75,9 +75,9 @@ class Keys:
         return self._crawl(crawl_id, f"page:{task_id}")
 
     def dead_letters(self) -> str:
-        """LIST of records whose store stayed down past CRAWLER_STORE_MAX_RETRIES (JSON,
-        zlib-compressed above 4 KiB, newest first): each with its store URI and last error,
-        waiting for ``crawler-tasks replay-dead``."""
+        """LIST of records a store refused for good, or whose store stayed down past
+        CRAWLER_STORE_MAX_RETRIES (JSON, zlib-compressed above 4 KiB, newest first): each with
+        its store URI (passwords masked) and the reason, waiting for ``crawler-tasks replay-dead``."""
         return f"{self.prefix}:dead_letters"
 
     # The store queue's keys share the hash tag {store}: one slot on a Redis Cluster,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import requests
 
 from .backends import Store, open_store
+from .backends.refs import StoreResolver
 from .claims import Claims
 from .connection import redis_from_url
 from .crawls import Crawls, Limits
@@ -56,6 +57,8 @@ class Runtime:
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
         self._stores: dict[str, Store] = {}
+        #: Turns the masked store URIs Redis keeps back into this process's own (CRAWLER_STORE).
+        self.store_uris = StoreResolver([settings.store])
         self._limits: dict[str, tuple[object, Limits]] = {}
         self._lock = threading.Lock()
 
@@ -71,11 +74,13 @@ class Runtime:
         return session
 
     def store(self, uri: str) -> Store:
-        """The open store for ``uri`` (opened on first use; safe across threads)."""
+        """The open store for ``uri``, masked (as Redis keeps it) or not (opened on first use;
+        safe across threads). :class:`~crawler_tasks.errors.StoreNotConfigured` when a masked
+        URI is none of this process's ``CRAWLER_STORE``."""
         store = self._stores.get(uri)
         if store is None:
             with self._lock:
-                store = self._stores.get(uri) or open_store(uri, self.settings)
+                store = self._stores.get(uri) or open_store(self.store_uris.resolve(uri), self.settings)
                 self._stores[uri] = store
         return store
 

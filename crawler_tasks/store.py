@@ -5,7 +5,10 @@ a :class:`Flusher` thread in every worker process takes up to
 ``CRAWLER_STORE_BATCH`` records at a time (or fewer after
 ``CRAWLER_STORE_FLUSH_S``), writes each store's share in one request, and only
 then settles them: a store that is down gets the records back with backoff,
-and past ``CRAWLER_STORE_MAX_RETRIES`` they go to the dead letters.
+and past ``CRAWLER_STORE_MAX_RETRIES`` they go to the dead letters, as does at
+once a record a backend refuses for good (with the backend's reason) and one
+whose store cannot be opened here. ``crawler-tasks replay-dead`` writes them
+again, to their own store or to another one.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ import time
 import uuid
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import redis
 
 from . import enqueue
-from .backends import RecordFailure, mask
+from .backends import RecordFailure
+from .backends.refs import masked
 from .errors import BadInput, StoreUnavailable
 from .gate import Settlement
 from .models import CrawlRequest, PageRecord
@@ -54,7 +59,7 @@ def previous(rt: Runtime, req: CrawlRequest) -> PageRecord | None:
         return None
     try:
         return rt.store(rt.limits(req.crawl_id).store).get(req.fingerprint)
-    except StoreUnavailable:
+    except (StoreUnavailable, BadInput):  # down, or not configured here: the write will say so
         return None
 
 
@@ -97,26 +102,38 @@ def _flush_crawl_stats(rt: Runtime, crawl_id: str, last: bytes | None) -> int:
 
 def write_batch(rt: Runtime, consumer: str, raw: Sequence[bytes]) -> None:
     """Write the store entries ``raw`` that ``consumer`` took, one upsert per store URI,
-    then settle each: written or refused (its token leaves the crawl, counted once),
-    put back with backoff while its store is down, or, past ``CRAWLER_STORE_MAX_RETRIES``,
-    kept in the dead letters. Only then is the taken list released."""
+    then settle each: written, refused for good (kept in the dead letters with the
+    backend's reason), put back with backoff while its store is down, or, past
+    ``CRAWLER_STORE_MAX_RETRIES``, kept in the dead letters; each counted once. Only
+    then is the taken list released."""
     settled = _Settled()
     for uri, group in _by_store(_decode(raw)).items():
         rt.store_queue.renew(consumer, rt.settings.store_lease_s)
         try:
             refused = {f.fingerprint: f.reason for f in write(rt, uri, [e.record for e in group])}
         except Exception as exc:  # StoreUnavailable, or a bug: never drop the records
-            if not isinstance(exc, StoreUnavailable):
-                log.exception("store %s failed unexpectedly", mask(uri))
+            if not isinstance(exc, (StoreUnavailable, BadInput)):
+                log.exception("store %s failed unexpectedly", masked(uri))
             _failed(rt, uri, group, exc, settled)
             continue
         for e in group:
             reason = refused.get(e.record.fingerprint)
-            if reason is not None:
-                log.error("store refused %s (%s): %s", e.record.url, e.record.fingerprint, reason)
-            settled.add(e, Settlement.END, {"store/refused" if reason is not None else "stored": 1})
+            if reason is None:
+                settled.add(e, Settlement.END, {"stored": 1})
+            else:
+                _refused(e, reason, settled)
     settled.apply(rt)
     rt.store_queue.release(consumer)
+
+
+def _refused(e: StoreEntry, reason: str, settled: _Settled) -> None:
+    """A backend refused ``e``'s record for good (retrying the same record cannot help):
+    it goes to the dead letters with the backend's reason, for a replay elsewhere."""
+    log.error("store %s refused %s (%s), kept in the dead letters (crawler-tasks dead-letters, "
+              "replay-dead --to): %s", masked(e.store), e.record.url, e.record.fingerprint, reason)
+    letter = _letter(_letter_data(e, REFUSED, reason))
+    settled.add(e, f"store refused: {reason} ({e.record.url})",
+                {"store/refused": 1, "store/dead_letters": 1}, letter=letter)
 
 
 def _decode(raw: Sequence[bytes]) -> list[StoreEntry]:
@@ -150,7 +167,7 @@ def _failed(rt: Runtime, uri: str, group: Sequence[StoreEntry], exc: Exception,
         settled.later(backoff(s, e.attempts), e.failed_again())
         settled.add(e, Settlement.KEEP, {"store/retries": 1})
     if again:
-        log.warning("store %s failed for %s records, retry %s in %.1fs: %s", mask(uri), len(again),
+        log.warning("store %s failed for %s records, retry %s in %.1fs: %s", masked(uri), len(again),
                     again[0].attempts + 1, backoff(s, again[0].attempts), exc)
     name = type(exc).__name__
     counts = {"store/failed": 1, "store/dead_letters": 1}
@@ -159,8 +176,7 @@ def _failed(rt: Runtime, uri: str, group: Sequence[StoreEntry], exc: Exception,
     for e in gone:
         log.error("store of %s failed (%s retries): its record goes to the dead letters "
                   "(crawler-tasks dead-letters, replay-dead): %s", e.record.url, e.attempts, exc)
-        letter = _letter({"record": e.record.to_dict(), "store": e.store, "error": str(exc),
-                          "at": now_iso()})
+        letter = _letter(_letter_data(e, FAILED, str(exc)))
         line = f"store failed: {exc} ({e.record.url})" if down else f"{name}: {exc} ({e.record.url})"
         settled.add(e, line, counts, letter=letter)
 
@@ -289,6 +305,15 @@ def stop_flusher() -> None:
         flusher.stop()
 
 
+#: Why a dead letter was kept: its store refused the record for good, or could not take it.
+REFUSED, FAILED = "refused", "failed"
+
+
+def _letter_data(e: StoreEntry, kind: str, error: str) -> dict:
+    return {"record": e.record.to_dict(), "store": masked(e.store), "kind": kind, "error": error,
+            "at": now_iso()}
+
+
 def _letter(data: dict) -> bytes:
     """A dead letter as kept in Redis: JSON, zlib-compressed above 4 KiB (a page's body
     makes it tens of KB, and letters pile up while a store stays down)."""
@@ -297,35 +322,50 @@ def _letter(data: dict) -> bytes:
 
 
 def _read_letter(raw: bytes) -> dict:
-    return json.loads(raw if raw[:1] == b"{" else zlib.decompress(raw))
+    data = json.loads(raw if raw[:1] == b"{" else zlib.decompress(raw))
+    data.setdefault("kind", FAILED)  # letters of earlier releases: their store failed
+    return data
 
 
 def dead_letters(rt: Runtime, crawl_id: str | None = None) -> list[dict]:
-    """The dead letters (newest first), of one crawl or all."""
+    """The dead letters (newest first), of one crawl or all: ``record``, ``store`` (passwords
+    masked), ``kind`` (``refused`` or ``failed``), ``error`` (the backend's reason), ``at``."""
     entries = [_read_letter(raw) for raw in rt.redis.lrange(rt.keys.dead_letters(), 0, -1)]
     return [e for e in entries if crawl_id is None or e["record"]["crawl_id"] == crawl_id]
 
 
-def replay_dead(rt: Runtime, crawl_id: str | None = None) -> tuple[int, int]:
-    """Write the dead letters (of one crawl) to their stores again; (written, still failing).
+@dataclass
+class Replay:
+    """What a replay of the dead letters did: how many it wrote, and the (URL, store, reason)
+    of each letter still failing (kept)."""
+
+    written: int = 0
+    failing: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def replay_dead(rt: Runtime, crawl_id: str | None = None, *, to: str | None = None) -> Replay:
+    """Write the dead letters (of one crawl) again, to their own store or to ``to``.
 
     A written one leaves the list and counts ``store/replayed`` (and ``stored``) in its
-    crawl; one whose store is still down stays as it was.
+    crawl. One whose store is down, cannot be opened here (unknown, not configured) or
+    refuses the record again stays as it was, and the others go on.
     """
-    written = failing = 0
+    done = Replay()
     for raw in rt.redis.lrange(rt.keys.dead_letters(), 0, -1):
         entry = _read_letter(raw)
         record = PageRecord.from_dict(entry["record"])
         if crawl_id is not None and record.crawl_id != crawl_id:
             continue
+        target = to or entry["store"]
         try:
-            refused = write(rt, entry["store"], [record])
-        except StoreUnavailable as exc:
-            log.warning("dead letter %s still not stored: %s", record.url, exc)
-            failing += 1
+            refused = write(rt, target, [record])
+        except (StoreUnavailable, BadInput) as exc:
+            refused = [RecordFailure(record.fingerprint, str(exc))]
+        if refused:
+            log.info("dead letter %s still not stored: %s", record.url, refused[0].reason)
+            done.failing.append((record.url, masked(target), refused[0].reason))
             continue
         rt.redis.lrem(rt.keys.dead_letters(), 1, raw)
-        rt.gate.add_counts(record.crawl_id, {"store/replayed": 1, "stored": 1 - len(refused),
-                                             "store/refused": len(refused)})
-        written += 1
-    return written, failing
+        rt.gate.add_counts(record.crawl_id, {"store/replayed": 1, "stored": 1})
+        done.written += 1
+    return done

@@ -37,6 +37,7 @@ from typing import Any
 
 import redis
 
+from .backends.refs import masked
 from .keys import Keys
 from .models import PageRecord
 
@@ -118,7 +119,7 @@ class StoreEntry:
     #: Id of the record in its crawl's outstanding set (``<task id>.write``).
     token: str
     crawl_id: str
-    #: The store URI (or comma list) the record goes to.
+    #: The store URI (or comma list) the record goes to, passwords masked.
     store: str
     record: PageRecord
     #: Failed writes so far.
@@ -129,7 +130,7 @@ class StoreEntry:
         :data:`COMPRESS_OVER` bytes (entries that wait on a retry: a store can stay down
         a while). The hot path stays uncompressed: an entry waits about a second, and
         compressing a 20 KB page cost more CPU than the rest of its trip through Redis."""
-        data = json.dumps({"t": self.token, "c": self.crawl_id, "s": self.store,
+        data = json.dumps({"t": self.token, "c": self.crawl_id, "s": masked(self.store),
                            "a": self.attempts, "r": self.record.to_dict()},
                           ensure_ascii=False).encode()
         return zlib.compress(data, 3) if compress and len(data) > COMPRESS_OVER else data

@@ -62,6 +62,12 @@ def test_bad_input_is_one_line_nonzero_and_enqueues_nothing(args, empty_broker):
     assert empty_broker.dbsize() == 0
 
 
+def test_replay_to_a_malformed_store_is_one_line_before_any_letter_moves():
+    result = cli("replay-dead", "--to", "mongo://db.internal/pages", env=cli_env())
+    assert_one_line_error(result, 2)
+    assert "unknown store 'mongo://db.internal/pages': scheme 'mongo'" in result.stderr
+
+
 def test_bad_line_in_seed_file_enqueues_nothing(empty_broker, tmp_path):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://127.0.0.1:9/a\n{\"url\": \"http://127.0.0.1:9/b\"}\nftp://nope/\n")

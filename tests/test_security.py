@@ -8,6 +8,7 @@ on a free port (:class:`~tests.tls.TlsRedis`), and RabbitMQ (vhost
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -21,10 +22,12 @@ from urllib.parse import quote, urlencode
 
 import pytest
 import redis
+import requests
+from elasticsearch import Elasticsearch
 from kombu import Connection
 
 from crawler_tasks import routing
-from crawler_tasks.backends import open_store
+from crawler_tasks.backends import open_store, split_uris
 from crawler_tasks.celery_app import celery_config, create_app
 from crawler_tasks.connection import broker_params, redis_from_url, safe_url
 from crawler_tasks.errors import SettingsError
@@ -34,8 +37,12 @@ from crawler_tasks.seed import build_requests, submit_requests
 from crawler_tasks.settings import Settings
 
 from .conftest import UNTHROTTLED, token
+from .es_server import ESServer
+from .polite_site import PoliteSite
+from .proxy_server import ForwardProxy
 from .test_cli import assert_one_line_error
-from .tls import Pki, TlsProxy, TlsRedis
+from .test_flower import poll, start_flower
+from .tls import PasswordRedis, Pki, TlsProxy, TlsRedis
 
 #: The distinctive part of the password: no spelling of it may appear anywhere.
 CORE = uuid.uuid4().hex
@@ -413,3 +420,122 @@ def test_untrusted_certificate_is_one_line_exit_3_and_enqueues_nothing(untrusted
     # No AMQP client got past TLS, so nothing reached RabbitMQ.
     assert proxy.handshakes == ip_proxy.handshakes == 0
     assert queued(tls_redis.client()) == []
+
+
+# -- every credential-bearing setting at once ---------------------------------
+
+#: One secret per setting, each its own so that a leak names its source.
+SECRETS = {name: f"{name}{uuid.uuid4().hex}" for name in ("broker", "state", "store", "apikey", "proxy")}
+#: What goes over the wire for them: ``Authorization: Basic`` / ``ApiKey`` headers.
+SENT = {f"{name} header": base64.b64encode(f"{user}:{SECRETS[name]}".encode()).decode()
+        for name, user in (("store", "crawler"), ("apikey", "kid"), ("proxy", "crawler"))}
+
+
+def flower_json(url: str, path: str) -> str:
+    """Flower's answer at ``path`` ("" while it is starting)."""
+    try:
+        return requests.get(f"{url}{path}", timeout=10).text
+    except requests.ConnectionError:
+        return ""
+
+
+@pytest.fixture(scope="module")
+def every_secret(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Two crawls with a password in every setting that takes one: the broker and the state
+    Redis (private redis-servers with ``requirepass``), the store URIs (Elasticsearch with
+    ``user:password@``, and an API key), and the proxy a banned host goes through.
+
+    Returns everything a user, an operator or Flower could see of them.
+    """
+    tmp = tmp_path_factory.mktemp("every-secret")
+    broker = PasswordRedis(tmp / "broker", SECRETS["broker"]).start()
+    state = PasswordRedis(tmp / "state", SECRETS["state"]).start()
+    es = ESServer(username="crawler", password=SECRETS["store"], api_key=("kid", SECRETS["apikey"])).start()
+    proxy = ForwardProxy(username="crawler", password=SECRETS["proxy"]).start()
+    site = PoliteSite(pages=TREE)
+    site.ban_after = 3  # direct requests get 403 after three pages: the host goes through the proxy
+    host = es.url.split("://", 1)[1]
+    authed = f"elasticsearch://crawler:{SECRETS['store']}@{host}"
+    Elasticsearch(es.url, basic_auth=("crawler", SECRETS["store"])).indices.create(
+        index="strict", mappings={"properties": {"title": {"type": "integer"}}})  # refuses every page
+    settings = Settings(
+        broker_url=broker.url(), redis_url=state.url(), key_prefix=f"sec{token()}",
+        store=f"{tmp / 'pages.db'},{authed}/pages,elasticsearch://{host}/keyed",
+        es_api_key=f"kid:{SECRETS['apikey']}",
+        proxies=(f"http://crawler:{SECRETS['proxy']}@127.0.0.1:{proxy.port}",), ban_threshold=2,
+        download_delay=0, host_concurrency=2, robotstxt_obey=False, task_events=True,
+        visibility_timeout=60, retry_backoff=0.1, download_timeout=5, worker_concurrency=4, stall_timeout=60)
+    env = settings.to_env()
+    crawl_id = f"every-{token()}"
+    seen: dict[str, str | bytes] = {}
+    flower, flower_url = start_flower(tmp, {**env, "FLOWER_UNAUTHENTICATED_API": "true"})
+    log = tmp / "worker.log"
+    workers = Workers(settings, concurrency=4, name=f"{crawl_id}@%h", log_path=str(log), loglevel="INFO")
+    rt = Runtime(settings, create_app(settings))
+    try:
+        workers.start()
+        assert poll(lambda: crawl_id in flower_json(flower_url, "/api/workers?refresh=1"), 30), \
+            "Flower never saw the worker"
+        result = cli("submit", "--crawl-id", crawl_id, f"{site.url}/p/0", env=env)
+        seen["submit"] = result.stdout + result.stderr
+        wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=60, workers=workers)
+        seen["flower workers"] = flower_json(flower_url, "/api/workers?refresh=1")
+        workers.stop()
+
+        # `crawler-tasks crawl` into a store that refuses every page: the pages are dead letters.
+        result = cli("crawl", f"{site.url}/p/0", "--workers", "1", "--crawl-id", f"{crawl_id}-cli",
+                     "--store", f"{authed}/strict", env=env)
+        assert result.returncode == 0, result.stderr
+        seen["crawl"] = result.stdout + result.stderr
+        for args in (["stats"], ["stats", "--json"], ["dead-letters"], ["dead-letters", "--json"],
+                     ["replay-dead"]):
+            result = cli(*args, env=env)
+            seen[" ".join(args)] = result.stdout + result.stderr
+        for name, store in zip(("sqlite", "user:password", "API key"), split_uris(settings.store)):
+            result = cli("export", "--store", store, env=env)
+            seen[f"export {name}"] = result.stdout + result.stderr
+        seen["flower tasks"] = poll(lambda: (t := flower_json(flower_url, "/api/tasks")) != "{}" and t, 10)
+        assert seen["flower tasks"], "Flower saw no task"
+        seen["flower log"] = (tmp / "flower.log").read_bytes()
+        seen["redis: broker"] = repr(dump_redis(broker.client()))
+        seen["redis: state"] = repr(dump_redis(state.client()))
+        seen["worker log"] = log.read_bytes()
+        yield {"seen": seen, "crawl_id": crawl_id, "es": es, "proxy": proxy, "host": host,
+               "letters": [json.loads(line) for line in seen["dead-letters --json"].splitlines()]}
+    finally:
+        workers.stop()
+        rt.close()
+        flower.terminate()
+        flower.wait(10)
+        for server in (site, proxy, es, state, broker):
+            server.stop()
+
+
+def test_a_crawl_with_every_credential_set_uses_each_of_them(every_secret):
+    seen, crawl_id, es, host = (every_secret[k] for k in ("seen", "crawl_id", "es", "host"))
+    records = [json.loads(line) for line in seen["export sqlite"].splitlines()]
+    assert len(records) == TREE and all(r["status"] == 200 for r in records), records
+    proxied = [r for r in records if r["proxy"]]
+    assert proxied and {r["proxy"] for r in proxied} == {every_secret["proxy"].url}
+    assert every_secret["proxy"].requests
+    for name in ("pages", "keyed"):  # basic auth from the URI, the API key from the setting
+        assert {d["url"] for d in es.documents(name).values()} == {r["url"] for r in records}
+    assert len(seen["export user:password"].splitlines()) == len(seen["export API key"].splitlines()) == TREE
+    shown = f"elasticsearch://crawler:***@{host}"
+    summary = {line[:20].strip(): line[20:] for line in seen["crawl"].splitlines()}
+    assert summary["store"] == f"{shown}/strict"
+    letters = every_secret["letters"]
+    assert len(letters) == TREE and {e["record"]["crawl_id"] for e in letters} == {f"{crawl_id}-cli"}
+    assert {(e["store"], e["kind"]) for e in letters} == {(f"{shown}/strict", "refused")}
+    assert f"store {shown}/strict is not configured here" in seen["replay-dead"]
+    assert json.loads(seen["flower tasks"]) and crawl_id in seen["flower workers"]
+
+
+def test_no_secret_of_any_setting_reaches_redis_logs_output_records_or_flower(every_secret):
+    seen = every_secret["seen"]
+    assert {"redis: broker", "redis: state", "worker log", "flower log", "flower tasks", "flower workers",
+            "crawl", "dead-letters", "dead-letters --json", "stats --json", "replay-dead"} <= set(seen)
+    assert b"INFO" in seen["worker log"] and b"crawl.fetch" in seen["worker log"]
+    for where, text in seen.items():
+        for secret in (*SECRETS.values(), *SENT.values()):
+            assert_no_secret(where, text, secret)

@@ -15,12 +15,13 @@ from crawler_tasks.local import Workers, wait_drained
 from crawler_tasks.models import PageRecord
 from crawler_tasks.runtime import Runtime
 from crawler_tasks.seed import build_requests, submit_requests
-from crawler_tasks.store import flush_stats
+from crawler_tasks.store import Flusher, dead_letters, flush_stats
 
 from .conftest import REDIS, flush, token
 from .es_server import ESServer
 from .hbase_server import HBaseServer
 from .test_cli import cli
+from .test_store_queue import finish_pages, queue_rt
 
 
 def test_dead_backend_means_retried_store_tasks_not_dropped_pages(rt, worker, site, tmp_path):
@@ -72,29 +73,76 @@ def test_a_crawl_writes_each_page_with_its_body_to_every_store_of_the_list(rt, w
         assert stats["total_num"] == 3 and stats["status"]["200"] == 3
 
 
-def test_a_record_a_backend_refuses_for_good_is_counted_not_retried(rt, worker, site):
+def test_a_record_a_backend_refuses_is_kept_as_a_dead_letter_with_the_reason_and_replayed_elsewhere(
+        rt, worker, site, tmp_path):
     with ESServer() as es:
         host = es.url.split("://", 1)[1]
         # An index made by someone else, where `title` must be a number: the page is refused.
         Elasticsearch(es.url).indices.create(index="strict", mappings={
             "properties": {"title": {"type": "integer"}}})
-        crawl_id = _crawl_into(rt, worker, f"elasticsearch://{host}/strict", [f"{site.url}/page/{token()}"])
+        url = f"{site.url}/page/{token()}"
+        crawl_id = _crawl_into(rt, worker, f"elasticsearch://{host}/strict", [url])
         stats = rt.stats.read(crawl_id)
-        assert stats.get("store/refused") == 1 and "stored" not in stats and "store/retries" not in stats
+        assert stats.get("store/refused") == stats.get("store/dead_letters") == 1
+        assert "stored" not in stats and "store/retries" not in stats  # not retried, not lost
+
+        listed = cli("dead-letters", "--crawl-id", crawl_id)
+        assert f"{crawl_id}  {url}  -> elasticsearch://{host}/strict  refused: " \
+            "document_parsing_exception: " in listed.stdout
+        assert "failed to parse field [title] of type [integer]" in listed.stdout
+
+        again = cli("replay-dead", "--crawl-id", crawl_id)  # the same store refuses it again: kept
+        assert again.returncode == 3 and "0 dead letter(s); 1 still failing" in again.stdout
+        assert f"still failing: {url}  -> elasticsearch://{host}/strict: document_parsing_exception" \
+            in again.stderr
+        db = str(tmp_path / "rescued.db")
+        done = cli("replay-dead", "--crawl-id", crawl_id, "--to", db)
+        assert done.returncode == 0, done.stderr
+        assert "replayed 1 dead letter(s); 0 still failing" in done.stdout
+        [record] = open_store(db).records(crawl_id)
+        assert record.url == url and "<title>Page" in record.body
+        assert cli("dead-letters", "--json", "--crawl-id", crawl_id).stdout == ""
+        assert rt.stats.read(crawl_id)["store/replayed"] == 1
 
 
-def test_store_body_off_keeps_metadata_only(rt, site, tmp_path):
-    from crawler_tasks.crawls import Limits
-    from crawler_tasks.download import Download
-    from crawler_tasks.models import CrawlRequest
-    from crawler_tasks.policy import decide
+def test_replay_goes_on_past_letters_whose_store_cannot_be_opened_and_sends_them_elsewhere(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the store's directory should be")
+    down = str(blocker / "pages.db")
+    rt = queue_rt(down, store_max_retries=0)
+    env = rt.settings.to_env()
+    try:
+        # Oldest first: a store that was down (it comes back), then two that cannot be opened
+        # here, which a replay meets first (the list is newest first).
+        for crawl_id, store in (("back", down), ("unknown", "mongo://db.internal/pages"),
+                                ("masked", f"elasticsearch://crawler:pw{token()}@127.0.0.1:9/pages")):
+            rt.crawls.register(crawl_id, store=store)
+            finish_pages(rt, 1, crawl_id=crawl_id)
+            Flusher(rt, "w1").flush_once(now=True)
+        assert len(dead_letters(rt)) == 3
+        blocker.unlink()
 
-    req = CrawlRequest(url=f"{site.url}/data.json")
-    dl = Download(url=req.url, status=200, headers={"content-type": "application/json; charset=utf-8"},
-                  body='{"a": "é"}'.encode(), truncated=False, request_size=1, response_size=1)
-    limits = Limits(domains=frozenset(), max_depth=0, max_pages=0, store="x")
-    assert decide(req, dl, rt.settings, limits).record.body == '{"a": "é"}'
-    assert decide(req, dl, rt.settings.replace(store_body=False), limits).record.body is None
+        first = cli("replay-dead", env=env)
+        assert first.returncode == 3 and "replayed 1 dead letter(s); 2 still failing" in first.stdout
+        failing = first.stderr.splitlines()
+        assert failing == [
+            "still failing: http://site.test/masked/0  -> elasticsearch://crawler:***@127.0.0.1:9/pages: "
+            "store elasticsearch://crawler:***@127.0.0.1:9/pages is not configured here: its password "
+            "is masked in Redis, so CRAWLER_STORE must name it",
+            "still failing: http://site.test/unknown/0  -> mongo://db.internal/pages: unknown store "
+            "'mongo://db.internal/pages': scheme 'mongo'; known: elasticsearch, elasticsearchs, "
+            "hbase, sqlite, warc"], first.stderr
+        assert [r.url for r in open_store(down).records("back")] == ["http://site.test/back/0"]
+
+        elsewhere = str(tmp_path / "elsewhere.db")
+        done = cli("replay-dead", "--to", elsewhere, env=env)
+        assert done.returncode == 0 and "replayed 2 dead letter(s); 0 still failing" in done.stdout
+        assert sorted(r.url for r in open_store(elsewhere).records()) == [
+            "http://site.test/masked/0", "http://site.test/unknown/0"]
+        assert dead_letters(rt) == []
+        assert rt.stats.read("masked")["store/replayed"] == rt.stats.read("unknown")["store/replayed"] == 1
+    finally:
+        rt.close()
 
 
 DEAD_DB = 14

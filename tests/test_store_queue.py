@@ -7,9 +7,11 @@ Each test has a key prefix of its own, so the suite's shared worker (prefix
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Iterator
 
 import pytest
+from elasticsearch import Elasticsearch
 
 from crawler_tasks import enqueue
 from crawler_tasks.celery_app import create_app
@@ -212,3 +214,89 @@ def test_an_entry_delivered_twice_to_a_dead_store_leaves_one_dead_letter(tmp_pat
         assert rt.stats.read("c1")["store/dead_letters"] == 2 and rt.crawls.outstanding("c1") == 0
     finally:
         rt.close()
+
+
+def kept_in_redis(rt: Runtime) -> bytes:
+    """Every key of ``rt``'s prefix with its values, whatever their type, as one blob."""
+    read = {b"string": lambda k: [rt.redis.get(k)], b"hash": lambda k: sum(rt.redis.hgetall(k).items(), ()),
+            b"list": lambda k: rt.redis.lrange(k, 0, -1), b"set": rt.redis.smembers,
+            b"zset": lambda k: rt.redis.zrange(k, 0, -1)}
+    blob = []
+    for key in rt.redis.scan_iter(f"{rt.settings.key_prefix}:*", count=1000):
+        blob += [key, *read.get(rt.redis.type(key), lambda k: [])(key)]
+    return b"\n".join(_plain(v) for v in blob if isinstance(v, bytes))
+
+
+def _plain(value: bytes) -> bytes:
+    """``value`` decompressed when it is a compressed entry or letter."""
+    try:
+        return zlib.decompress(value)
+    except zlib.error:
+        return value
+
+
+def test_redis_holds_the_store_masked_and_the_worker_writes_with_its_password():
+    secret = f"pw{token()}"
+    with ESServer(username="crawler", password=secret) as es:
+        uri = f"elasticsearch://crawler:{secret}@{es.url.split('://', 1)[1]}/pages"
+        shown = f"elasticsearch://crawler:***@{es.url.split('://', 1)[1]}/pages"
+        rt = queue_rt(uri)  # this worker is configured with the store, password included
+        try:
+            rt.crawls.register("c1", store=uri)
+            finish_pages(rt, 3)
+            assert rt.redis.hget(rt.keys.crawl("c1"), "store") == shown.encode()
+            assert {StoreEntry.decode(raw).store for raw in rt.redis.lrange(rt.keys.store_pending(), 0, -1)} \
+                == {shown}
+            assert secret.encode() not in kept_in_redis(rt)
+            assert Flusher(rt, "w1").flush_once(now=True) == 3
+            assert len(es.documents("pages")) == rt.stats.read("c1")["stored"] == 3
+        finally:
+            rt.close()
+
+
+def test_a_masked_store_this_worker_was_not_configured_with_keeps_its_records_as_dead_letters(tmp_path):
+    secret = f"pw{token()}"
+    rt = queue_rt(str(tmp_path / "pages.db"))  # configured with another store only
+    try:
+        rt.crawls.register("c1", store=f"elasticsearch://crawler:{secret}@127.0.0.1:9/pages")
+        finish_pages(rt, 2)
+        assert Flusher(rt, "w1").flush_once(now=True) == 2
+        letters = dead_letters(rt, "c1")
+        assert len(letters) == 2 and {e["kind"] for e in letters} == {"failed"}
+        assert {e["error"] for e in letters} == {
+            "store elasticsearch://crawler:***@127.0.0.1:9/pages is not configured here: its "
+            "password is masked in Redis, so CRAWLER_STORE must name it"}
+        stats = rt.stats.read("c1")
+        assert stats["store/dead_letters"] == 2 and stats["errors/StoreNotConfigured"] == 2
+        assert rt.crawls.outstanding("c1") == 0
+        assert secret.encode() not in kept_in_redis(rt)
+    finally:
+        rt.close()
+
+
+def test_a_record_the_backend_refuses_is_one_dead_letter_with_the_reason_even_when_written_twice():
+    with ESServer() as es:
+        Elasticsearch(es.url).indices.create(index="strict", mappings={
+            "properties": {"url": {"type": "integer"}}})  # every page's URL is refused
+        rt = queue_rt(f"elasticsearch://{es.url.split('://', 1)[1]}/strict")
+        try:
+            finish_pages(rt, 2)
+            twice = rt.redis.lrange(rt.keys.store_pending(), 0, -1)
+            rt.redis.rpush(rt.keys.store_pending(), *twice)  # the same entries delivered again
+            taken = rt.store_queue.take("w1", 10, 0, 30, now=True)
+            assert len(taken) == 4
+            write_batch(rt, "w1", taken)
+            write_batch(rt, "w2", taken)  # the batch of a worker thought dead, written again
+            letters = dead_letters(rt, "c1")
+            assert sorted(e["record"]["url"] for e in letters) == ["http://site.test/c1/0",
+                                                                   "http://site.test/c1/1"]
+            assert {e["kind"] for e in letters} == {"refused"}
+            assert all(e["error"].startswith("document_parsing_exception: ")
+                       and "failed to parse field [url] of type [integer]" in e["error"] for e in letters)
+            stats = rt.stats.read("c1")
+            assert (stats["store/refused"], stats["store/dead_letters"]) == (2, 2)
+            assert "stored" not in stats and "store/retries" not in stats
+            assert rt.crawls.outstanding("c1") == 0
+            assert rt.crawls.errors("c1", 1)[0].startswith("store refused: document_parsing_exception")
+        finally:
+            rt.close()

@@ -1,8 +1,10 @@
-"""TLS test helpers: a private CA, a redis-server with TLS and a password, a TLS-terminating proxy.
+"""Test helpers for secured servers: a private CA, a redis-server with a password (with TLS
+or without), a TLS-terminating proxy.
 
-Nothing here touches a shared server: :class:`TlsRedis` starts its own
-``redis-server`` on a free port, and :class:`TlsProxy` puts a TLS listener of
-its own in front of a plain TCP port (RabbitMQ has no TLS listener here).
+Nothing here touches a shared server: :class:`TlsRedis` and
+:class:`PasswordRedis` start their own ``redis-server`` on a free port, and
+:class:`TlsProxy` puts a TLS listener of its own in front of a plain TCP port
+(RabbitMQ has no TLS listener here).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Self
 
 import redis
 import trustme
@@ -43,28 +46,28 @@ class Pki:
         return ctx
 
 
-class TlsRedis:
-    """A private redis-server speaking only TLS (``--port 0``), with ``requirepass``."""
+class _PrivateRedis:
+    """A redis-server of the test's own on a free port, with ``requirepass``."""
 
-    def __init__(self, directory: Path, pki: Pki, password: str) -> None:
-        self.dir, self.pki, self.password = directory, pki, password
+    def __init__(self, directory: Path, password: str) -> None:
+        self.dir, self.password = directory, password
         directory.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
-    def client(self) -> redis.Redis:
-        """A trusted client with the password (for the test's own checks)."""
-        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, ssl=True,
-                           ssl_ca_certs=self.pki.ca_file, socket_connect_timeout=3)
+    def client(self, db: int = 0) -> redis.Redis:
+        raise NotImplementedError
 
-    def start(self, timeout: float = 10.0) -> TlsRedis:
+    def args(self) -> list[str]:
+        """Where it listens."""
+        raise NotImplementedError
+
+    def start(self, timeout: float = 10.0) -> Self:
         binary = shutil.which("redis-server") or "redis-server"
         self.proc = subprocess.Popen(
-            [binary, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
-             "--tls-cert-file", self.pki.cert_file, "--tls-key-file", self.pki.key_file,
-             "--tls-ca-cert-file", self.pki.ca_file, "--tls-auth-clients", "no",
-             "--requirepass", self.password, "--save", "", "--appendonly", "no",
-             "--dir", str(self.dir), "--maxmemory-policy", "noeviction", "--loglevel", "warning"],
+            [binary, *self.args(), "--bind", "127.0.0.1", "--requirepass", self.password,
+             "--save", "", "--appendonly", "no", "--dir", str(self.dir),
+             "--maxmemory-policy", "noeviction", "--loglevel", "warning"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while True:
@@ -74,7 +77,7 @@ class TlsRedis:
             except (redis.ConnectionError, OSError):
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError("the TLS redis-server did not start") from None
+                    raise RuntimeError(f"the {type(self).__name__} redis-server did not start") from None
                 time.sleep(0.05)
 
     def stop(self) -> None:
@@ -85,6 +88,40 @@ class TlsRedis:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+class PasswordRedis(_PrivateRedis):
+    """A private redis-server on plain TCP with ``requirepass``."""
+
+    def url(self, db: int = 0) -> str:
+        """Its URL, password included (as written: give a password that needs no encoding)."""
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/{db}"
+
+    def client(self, db: int = 0) -> redis.Redis:
+        """A client with the password (for the test's own checks)."""
+        return redis.Redis(host="127.0.0.1", port=self.port, db=db, password=self.password,
+                           socket_connect_timeout=3)
+
+    def args(self) -> list[str]:
+        return ["--port", str(self.port)]
+
+
+class TlsRedis(_PrivateRedis):
+    """A private redis-server speaking only TLS (``--port 0``), with ``requirepass``."""
+
+    def __init__(self, directory: Path, pki: Pki, password: str) -> None:
+        super().__init__(directory, password)
+        self.pki = pki
+
+    def client(self, db: int = 0) -> redis.Redis:
+        """A trusted client with the password (for the test's own checks)."""
+        return redis.Redis(host="127.0.0.1", port=self.port, db=db, password=self.password, ssl=True,
+                           ssl_ca_certs=self.pki.ca_file, socket_connect_timeout=3)
+
+    def args(self) -> list[str]:
+        return ["--port", "0", "--tls-port", str(self.port),
+                "--tls-cert-file", self.pki.cert_file, "--tls-key-file", self.pki.key_file,
+                "--tls-ca-cert-file", self.pki.ca_file, "--tls-auth-clients", "no"]
 
 
 class TlsProxy:
