@@ -18,10 +18,10 @@ Three feeds, each on when its setting is set:
 Seeds join the crawl ``CRAWLER_SEED_CRAWL_ID`` unless a JSON seed names its own ``crawl_id``.
 Each seed is judged on its own: a malformed one, or one whose host is an address the
 private-network guard refuses (:mod:`crawler_tasks.addresses`; a host name is judged when a
-worker connects), is logged (with its line number, key or
-sitemap), counted (``seeds/invalid`` in that crawl's counters, ``refused`` in the feed's
-status) and never enqueued; it never stops the feed. The file and sitemap feeds submit
-:data:`CHUNK` seeds per gate call.
+worker connects), is logged (with its line number, key or sitemap), counted
+(``seeds/invalid`` in that crawl's counters, ``refused`` in the feed's status) and never
+enqueued; it never stops the feed. The file and sitemap feeds submit :data:`CHUNK` seeds per
+gate call.
 
 One feeder at a time. A tick
 
