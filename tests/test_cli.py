@@ -195,4 +195,4 @@ def test_demo_crawls_its_own_local_site_with_the_guard_on(tmp_path):
                       **GUARDED})
     assert result.returncode == 0, result.stderr
     summary = {line[:20].strip(): line[20:] for line in result.stdout.splitlines()}
-    assert summary["pages stored"] == "5" and summary["failed"] == "0"
+    assert summary["pages stored"] == "6" and summary["failed"] == "0"  # / and /page/0 to /page/4
