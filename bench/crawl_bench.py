@@ -39,7 +39,8 @@ def run(pages: int, workers: int, site_url: str, pool: str | None = None) -> dic
     broker, state = EmbeddedRedis().start(), EmbeddedRedis().start()
     store = os.path.join(tempfile.mkdtemp(prefix="bench-"), "pages.db")
     settings = Settings(broker_url=broker.url, redis_url=state.url, store=store, download_delay=0,
-                        host_concurrency=0, robotstxt_obey=False)
+                        host_concurrency=0, robotstxt_obey=False,
+                        private_allowlist=("127.0.0.0/8",))  # the demo site is on loopback
     os.environ.update(settings.to_env())
     from crawler_tasks.celery_app import create_app
     from crawler_tasks.runtime import Runtime

@@ -76,7 +76,8 @@ def main() -> int:
     broker = EmbeddedRedis().start()
     args.out.mkdir(parents=True, exist_ok=True)
     store = os.path.join(tempfile.mkdtemp(prefix="profile-"), "pages.db")
-    os.environ.update({"CRAWLER_BROKER_URL": broker.url, "CRAWLER_STORE": store})
+    os.environ.update({"CRAWLER_BROKER_URL": broker.url, "CRAWLER_STORE": store,
+                       "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8"})  # the site is on loopback
     from crawler_tasks.runtime import current
     from crawler_tasks.settings import Settings
 

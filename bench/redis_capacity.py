@@ -66,7 +66,8 @@ def crawl(pages: int) -> dict[str, dict[str, float]]:
     url = f"http://127.0.0.1:{server.stdout.readline().split()[-1]}/"
     broker, state = EmbeddedRedis().start(), EmbeddedRedis().start()
     os.environ.update({"CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
-                       "CRAWLER_STORE": os.path.join(tempfile.mkdtemp(), "pages.db")})
+                       "CRAWLER_STORE": os.path.join(tempfile.mkdtemp(), "pages.db"),
+                       "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8"})  # the site is on loopback
     from crawler_tasks.celery_app import app
     from crawler_tasks.runtime import current
     from crawler_tasks.seed import build_requests, submit_requests

@@ -184,6 +184,22 @@ def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Set
     return settings.replace(**changes)
 
 
+def _allow_seed_hosts(settings: Settings, requests: list) -> Settings:
+    """``settings`` whose private-network allowlist also holds the hosts of ``requests``: the
+    seeds an operator typed (or the demo's own site) may be private; what they link or
+    redirect to is judged as usual."""
+    from .addresses import parse_allowlist
+    from .urls import host_of
+
+    hosts = []
+    for host in sorted({host_of(r.url) for r in requests}):
+        try:
+            hosts += parse_allowlist([host])
+        except ValueError:  # a name the allowlist cannot hold: judged like any other
+            pass
+    return settings.replace(private_allowlist=(*settings.private_allowlist, *hosts))
+
+
 def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     """Run workers on this machine, submit ``requests`` and wait until their crawl drains.
 
@@ -195,7 +211,7 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     from .errors import CrawlStateLost
     from .local import CrawlWatch, EmbeddedRedis, Workers, reachable, wait_drained
 
-    settings = _validate_crawl_options(args, Settings.from_env())
+    settings = _allow_seed_hosts(_validate_crawl_options(args, Settings.from_env()), requests)
     crawl_id = requests[0].crawl_id
     embedded: EmbeddedRedis | None = None
     workers: Workers | None = None

@@ -18,12 +18,15 @@ from dataclasses import dataclass
 import requests
 
 from . import transport
+from .addresses import AddressPolicy
 from .errors import FetchError
 from .models import CrawlRequest
 
 RETRY_STATUSES = frozenset({408, 429})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 CHUNK = 64 * 1024
+#: Request headers for the proxy alone, left out of the exchange a record keeps.
+HOP_SECRETS = frozenset({"proxy-authorization"})
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class RawExchange:
             return None
         request_line, request_headers = _split_head(wire.request_head)
         status_line, headers = _split_head(wire.response_head)
+        # The proxy's credentials went to the proxy, not to the site: never into a record.
+        request_headers = [(k, v) for k, v in request_headers if k.lower() not in HOP_SECRETS]
         return cls(request_line, request_headers, status_line, headers)
 
 
@@ -83,13 +88,17 @@ class Download:
         return self.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
-def make_session(user_agent: str, pool_size: int = 32, *, deny_private: bool = False) -> requests.Session:
-    """A session with a connection pool, reused by every fetch of one worker thread."""
+def make_session(user_agent: str, pool_size: int = 32, *,
+                 policy: AddressPolicy | None = None) -> requests.Session:
+    """A session with a connection pool, reused by every fetch of one worker thread.
+
+    ``policy`` says which addresses it may connect to (default: no private ones).
+    """
     session = requests.Session()
     # Without proxy variables (HTTP_PROXY...) set, skip requests' per-request
     # look-up of the environment; with them, requests applies them (NO_PROXY too).
     session.trust_env = bool(urllib.request.getproxies())
-    adapter = transport.GuardedAdapter(deny_private=deny_private, pool_size=pool_size)
+    adapter = transport.GuardedAdapter(policy=policy, pool_size=pool_size)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     session.headers["User-Agent"] = user_agent
@@ -177,10 +186,10 @@ def _request_error(exc: requests.exceptions.RequestException, timeout: float, *,
     cause = _root_cause(exc)
     if expired or isinstance(exc, requests.exceptions.Timeout) or isinstance(cause, TimeoutError):
         return _timeout(timeout)
+    if isinstance(cause, transport.BlockedAddress):  # before the proxy: not the proxy's fault
+        return FetchError(f"refused: {cause}", retryable=False, reason="blocked_address")
     if isinstance(exc, requests.exceptions.ProxyError):  # never the proxy URL: it may hold a password
         return FetchError("proxy failed", retryable=True, reason="proxy")
-    if isinstance(cause, transport.BlockedAddress):
-        return FetchError(f"refused: {cause}", retryable=False, reason="blocked_address")
     if isinstance(exc, requests.exceptions.SSLError):
         return FetchError(f"TLS error: {_ssl_reason(exc)}", retryable=False, reason="tls")
     if isinstance(cause, transport.HeadersCutOff):

@@ -6,6 +6,7 @@
     ├── BadInput                  the caller's mistake: never retried, one line on the CLI
     │   ├── InvalidURL            not a URL we can fetch
     │   │   └── UnsupportedScheme scheme other than http/https
+    │   ├── BlockedSeed           a seed naming an address the private-network guard refuses
     │   ├── SettingsError         an environment variable with a bad value
     │   ├── UnknownStore          a store URI no backend understands
     │   └── StoreNotConfigured    a masked store URI this process was not configured with
@@ -38,6 +39,11 @@ class InvalidURL(BadInput):
 
 class UnsupportedScheme(InvalidURL):
     """A URL whose scheme is not http or https."""
+
+
+class BlockedSeed(BadInput):
+    """A seed whose host is a literal address the private-network guard refuses
+    (``CRAWLER_DENY_PRIVATE_NETWORKS``, ``CRAWLER_PRIVATE_ALLOWLIST``)."""
 
 
 class SettingsError(BadInput):

@@ -18,10 +18,12 @@ Three feeds, each on when its setting is set:
                 than the one recorded when that URL was last fed re-admits it (``dont_filter``).
 
 Seeds join the crawl ``CRAWLER_SEED_CRAWL_ID`` unless a JSON seed names its own ``crawl_id``.
-Each seed is judged on its own: a malformed one is logged (with its line number, key or
-sitemap), counted (``seeds/invalid`` in that crawl's counters, ``refused`` in the feed's
-status) and never enqueued; it never stops the feed. The file and sitemap feeds submit
-:data:`CHUNK` seeds per gate call.
+Each seed is judged on its own: a malformed one, or one whose host is an address the
+private-network guard refuses (:mod:`crawler_tasks.addresses`; a host name is judged when a
+worker connects), is logged (with its line number, key or sitemap), counted
+(``seeds/invalid`` in that crawl's counters, ``refused`` in the feed's status) and never
+enqueued; it never stops the feed. The file and sitemap feeds submit :data:`CHUNK` seeds per
+gate call.
 
 One feeder at a time. A tick
 
@@ -62,10 +64,11 @@ import redis
 from . import enqueue
 from .errors import BadInput, BrokerUnavailable, FeedSourceUnavailable, QueueFull
 from .models import CrawlRequest
-from .seed import build_requests, parse_seed_line, submit_requests
+from .seed import build_requests, parse_seed_line, refuse_blocked, submit_requests
 from .sitemaps import Entry, SitemapReader, fetch_sitemap, parse_lastmod
 
 if TYPE_CHECKING:
+    from .addresses import AddressPolicy
     from .runtime import Runtime
     from .settings import Settings
 
@@ -261,12 +264,15 @@ def _submit(rt: Runtime, lock: FeedLock, fed: Fed, requests: list[CrawlRequest])
     return True
 
 
-def judge(text: str, crawl_id: str) -> CrawlRequest:
-    """The request for one seed line or entry (a URL or a JSON seed object); :class:`BadInput` if none."""
+def judge(text: str, crawl_id: str, policy: AddressPolicy | None = None) -> CrawlRequest:
+    """The request for one seed line or entry (a URL or a JSON seed object); :class:`BadInput` if
+    none, or if ``policy`` refuses the address it names."""
     try:
         [request] = build_requests([parse_seed_line(text)], crawl_id=crawl_id)
     except (ValueError, TypeError, RecursionError) as exc:  # e.g. JSON nested too deep
         raise BadInput(f"not a usable seed ({type(exc).__name__})") from None
+    if policy is not None:
+        refuse_blocked([request], policy)
     return request
 
 
@@ -333,7 +339,7 @@ def feed_start_urls(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
     for raw in items:
         text = raw.decode("utf-8", errors="replace").strip()
         try:
-            requests.append(judge(text, rt.settings.seed_crawl_id))
+            requests.append(judge(text, rt.settings.seed_crawl_id, rt.addresses))
         except BadInput as exc:
             rejected.append((text, exc))
     if requests and not _submit(rt, lock, fed, requests):
@@ -355,7 +361,7 @@ def feed_seed_file(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
     path = rt.settings.seed_file
     try:
         with open(path, "rb") as handle:
-            requests = _file_requests(handle, path, rt.settings.seed_crawl_id, fed)
+            requests = _file_requests(handle, path, rt.settings.seed_crawl_id, fed, rt.addresses)
             for chunk in _chunks(requests, batch):
                 if not _submit(rt, lock, fed, chunk):
                     return
@@ -363,10 +369,11 @@ def feed_seed_file(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
         raise FeedSourceUnavailable(f"seed file {path}: {exc.strerror or exc}") from None
 
 
-def _file_requests(handle: IO[bytes], path: str, crawl_id: str, fed: Fed) -> Iterator[CrawlRequest]:
+def _file_requests(handle: IO[bytes], path: str, crawl_id: str, fed: Fed,
+                   policy: AddressPolicy) -> Iterator[CrawlRequest]:
     for number, raw in _lines(handle):
         try:
-            request = _line_request(raw, number, crawl_id)
+            request = _line_request(raw, number, crawl_id, policy)
         except BadInput as exc:
             fed.refuse(f"{path}:{number}", exc)
             continue
@@ -374,7 +381,8 @@ def _file_requests(handle: IO[bytes], path: str, crawl_id: str, fed: Fed) -> Ite
             yield request
 
 
-def _line_request(raw: bytes | None, number: int, crawl_id: str) -> CrawlRequest | None:
+def _line_request(raw: bytes | None, number: int, crawl_id: str,
+                  policy: AddressPolicy) -> CrawlRequest | None:
     """The request of one file line; None for a blank line or a comment."""
     if raw is None:
         raise BadInput(f"line longer than {MAX_LINE} bytes")
@@ -386,7 +394,7 @@ def _line_request(raw: bytes | None, number: int, crawl_id: str) -> CrawlRequest
         text = text.lstrip("\ufeff")
     if not text or text.startswith("#"):
         return None
-    return judge(text, crawl_id)
+    return judge(text, crawl_id, policy)
 
 
 def _lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
@@ -414,7 +422,7 @@ def feed_sitemaps(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
     reader = SitemapReader(
         get=lambda url: fetch_sitemap(rt.session, url, timeout=settings.download_timeout),
         before_fetch=lock.renew)
-    entries = _sitemap_requests(reader.entries(settings.sitemap_urls), crawl_id, fed)
+    entries = _sitemap_requests(reader.entries(settings.sitemap_urls), crawl_id, fed, rt.addresses)
     for chunk in _chunks(entries, batch):
         chunk = _readmit_newer(rt, crawl_id, chunk)
         if not _submit(rt, lock, fed, [request for request, _ in chunk]):
@@ -427,11 +435,12 @@ def feed_sitemaps(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
         raise FeedSourceUnavailable(f"no sitemap could be read ({', '.join(reader.failed)[:300]})")
 
 
-def _sitemap_requests(entries: Iterable[Entry], crawl_id: str,
-                      fed: Fed) -> Iterator[tuple[CrawlRequest, datetime | None]]:
+def _sitemap_requests(entries: Iterable[Entry], crawl_id: str, fed: Fed,
+                      policy: AddressPolicy) -> Iterator[tuple[CrawlRequest, datetime | None]]:
     for entry in entries:
         try:
             [request] = build_requests([entry.loc], crawl_id=crawl_id)
+            refuse_blocked([request], policy)
         except BadInput as exc:
             fed.refuse(f"a <loc> of {entry.sitemap}", exc)
             continue

@@ -9,7 +9,8 @@ An origin (``scheme://host:port``) has one HASH (``keys.robots``) with a
 ``wait``         it answered 5xx, timed out or the connection failed: the host's fetches wait
                  (``until``, Redis time) and robots.txt is tried again with back-off
                  (RFC 9309 2.3.1.4); after ``CRAWLER_MAX_RETRIES`` more attempts the
-                 origin is ``unreachable``.
+                 origin is ``unreachable``. A host the private-network guard refuses is
+                 ``unreachable`` at once.
 ``unreachable``  treated as a complete disallow (RFC 9309 2.3.1.4), for
                  ``CRAWLER_RETRY_BACKOFF_MAX``; then it is fetched again.
 
@@ -217,6 +218,10 @@ class Robots:
             ttl = s.robotstxt_ttl
         elif isinstance(result, Download) and 300 <= result.status < 500 and result.status != 429:
             fields, ttl = {"state": "allow", "status": result.status}, s.robotstxt_ttl
+        elif isinstance(result, FetchError) and result.reason == "blocked_address":
+            # The guard refuses the host: asking again cannot help, and its pages are refused too.
+            fields = {"state": "unreachable", "detail": result.description}
+            ttl = s.retry_backoff_max
         else:
             detail = (f"HTTP {result.status}" if isinstance(result, Download)
                       else getattr(result, "description", "no answer"))

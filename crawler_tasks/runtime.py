@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import requests
 
+from .addresses import AddressPolicy
 from .backends import Store, open_store
 from .backends.refs import StoreResolver
 from .claims import Claims
@@ -52,6 +53,8 @@ class Runtime:
         self.hosts = HostLimiter(self.redis, self.keys, settings)
         self.robots = Robots(self)
         self.proxies = Proxies(settings)
+        #: Which addresses downloads may connect to (and seeds may name).
+        self.addresses = AddressPolicy.of(settings)
         #: Whether the state Redis is a Redis Cluster (no multi-slot transactions).
         self.cluster = type(self.redis).__name__ == "RedisCluster"
         self._local = threading.local()
@@ -67,8 +70,7 @@ class Runtime:
         """This thread's HTTP session (connection pool)."""
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = make_session(
-                self.settings.user_agent, deny_private=self.settings.deny_private_networks)
+            session = self._local.session = make_session(self.settings.user_agent, policy=self.addresses)
             with self._lock:
                 self._sessions.append(session)
         return session

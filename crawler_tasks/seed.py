@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import enqueue
-from .errors import BadInput
+from .addresses import AddressPolicy
+from .errors import BadInput, BlockedSeed
 from .models import DEFAULT_CRAWL_ID, CrawlRequest
 from .runtime import Runtime, current
 from .urls import host_of
@@ -43,9 +44,12 @@ def submit_requests(rt: Runtime, requests: list[CrawlRequest], *, max_depth: int
                     max_pages: int | None = None, store: str | None = None) -> int:
     """Register each crawl (seed hosts become its allowed domains), gate and publish.
 
-    Raises :class:`~crawler_tasks.errors.QueueFull` first when the broker holds
-    more fetches than ``CRAWLER_MAX_QUEUED``.
+    Raises :class:`~crawler_tasks.errors.BlockedSeed` before anything is enqueued
+    when a seed's host is an address the private-network guard refuses, and
+    :class:`~crawler_tasks.errors.QueueFull` when the broker holds more fetches
+    than ``CRAWLER_MAX_QUEUED``.
     """
+    refuse_blocked(requests, rt.addresses)
     enqueue.ensure_room(rt)
     by_crawl: dict[str, list[CrawlRequest]] = defaultdict(list)
     for req in requests:
@@ -56,6 +60,15 @@ def submit_requests(rt: Runtime, requests: list[CrawlRequest], *, max_depth: int
                            max_depth=max_depth, max_pages=max_pages, store=store)
         accepted += enqueue.fetches(rt, reqs)
     return accepted
+
+
+def refuse_blocked(requests: Iterable[CrawlRequest], policy: AddressPolicy) -> None:
+    """Raise :class:`~crawler_tasks.errors.BlockedSeed` for the first request whose host is a
+    literal address ``policy`` refuses (a host name is judged when a worker connects)."""
+    for req in requests:
+        reason = policy.seed_refusal(req.url)
+        if reason is not None:
+            raise BlockedSeed(f"seed {req.url} refused: {reason}")
 
 
 def submit_to(rt: Runtime, seeds: Any, **options: Any) -> int:

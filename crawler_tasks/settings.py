@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .addresses import parse_allowlist
 from .errors import SettingsError
 
 DEFAULT_BROKER_URL = "redis://localhost:6379/0"
@@ -61,6 +62,15 @@ def _proxies(raw: str) -> tuple[str, ...]:
             shown = url.rsplit("@", 1)[-1]  # never echo credentials
             raise SettingsError(f"CRAWLER_PROXIES: {shown!r} is not an http:// or https:// proxy URL")
     return urls
+
+
+def _allowlist(raw: str) -> tuple[str, ...]:
+    """A comma list of host names, addresses and CIDRs, in normal form."""
+    try:
+        return parse_allowlist(_list(raw))
+    except ValueError as exc:
+        raise SettingsError(f"CRAWLER_PRIVATE_ALLOWLIST: {str(exc)!r} is not a host name, "
+                            "an address or a CIDR") from None
 
 
 def _pattern(raw: str) -> str:
@@ -213,9 +223,17 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_MAX_LINKS_PER_PAGE", "max_links_per_page", int, 1000,
          "Links followed from one page (after de-duplication, in document order); the rest "
          "are counted (`links/over_cap`), not queued, so one page cannot flood the frontier."),
-    Spec("CRAWLER_DENY_PRIVATE_NETWORKS", "deny_private_networks", _bool, False,
-         "Refuse to fetch (and to follow redirects to) loopback, private, link-local and "
-         "cloud-metadata addresses, judged by the address actually connected to."),
+    Spec("CRAWLER_DENY_PRIVATE_NETWORKS", "deny_private_networks", _bool, True,
+         "Refuse to connect to loopback, private, link-local, CGNAT, multicast and reserved "
+         "addresses (IPv4 inside IPv6, e.g. NAT64 or 6to4, judged as the IPv4) unless "
+         "`CRAWLER_PRIVATE_ALLOWLIST` allows them: fetches, redirects, robots.txt, sitemaps, "
+         "through proxies too. Hosts are resolved and judged before any packet is sent. "
+         "Cloud-metadata addresses are refused even when this is 0."),
+    Spec("CRAWLER_PRIVATE_ALLOWLIST", "private_allowlist", _allowlist, (),
+         "Comma list of host names, addresses and CIDRs (`intranet.example,10.1.0.0/16,::1`) "
+         "that may be reached although private. A cloud-metadata address only when named "
+         "exactly (its address, or the URL's host name). `crawler-tasks crawl` and `demo` "
+         "add the hosts of their seeds.", "none"),
     Spec("CRAWLER_START_URLS_KEY", "start_urls_key", str, "",
          "Redis key other programs push seeds onto (a list, set or sorted set: URLs or "
          "JSON seed objects), drained by Beat's `crawl.feed`.",
@@ -311,6 +329,7 @@ class Settings:
     store_lease_s: float = _DEFAULTS["store_lease_s"]
     max_links_per_page: int = _DEFAULTS["max_links_per_page"]
     deny_private_networks: bool = _DEFAULTS["deny_private_networks"]
+    private_allowlist: tuple[str, ...] = _DEFAULTS["private_allowlist"]
     start_urls_key: str = _DEFAULTS["start_urls_key"]
     start_urls_batch: int = _DEFAULTS["start_urls_batch"]
     start_urls_interval: float = _DEFAULTS["start_urls_interval"]
@@ -336,6 +355,9 @@ class Settings:
     _derived: tuple[str, ...] = dataclasses.field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        allowlist = self.private_allowlist
+        object.__setattr__(self, "private_allowlist",
+                           _allowlist(allowlist if isinstance(allowlist, str) else ",".join(allowlist)))
         if not self.redis_url:
             fallback = self.broker_url if self.broker_is_redis else DEFAULT_BROKER_URL
             object.__setattr__(self, "redis_url", fallback)

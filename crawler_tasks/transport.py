@@ -6,11 +6,16 @@ for as long as it likes. Here every response is armed with a deadline on a
 single per-process watchdog thread, which shuts the socket down when the
 deadline passes, whatever phase the download is in. A response whose headers
 are cut off by the server closing the connection is an error (http.client
-would take it for a complete response with no body). With
-``CRAWLER_DENY_PRIVATE_NETWORKS`` on, the address a connection actually
-reached (not what a resolver said earlier) must be a public one, so DNS
-rebinding cannot get a URL through to loopback, private, link-local or
-cloud-metadata addresses.
+would take it for a complete response with no body).
+
+The address guard (:mod:`crawler_tasks.addresses` has its rules) runs before
+any packet leaves: the host is resolved here, each address judged, and the
+socket connects only to an address that passed, the very one judged, so a
+name that resolves to a public address once and to a private one the next
+time (DNS rebinding) gains nothing. Requests through a proxy take the same
+connections (deadline and strict headers included); the connection to the
+proxy is not judged (the operator configured it), the target is: its name is
+resolved here and every address it has must pass before the request is sent.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from __future__ import annotations
 import functools
 import heapq
 import http.client
-import ipaddress
 import itertools
 import socket
 import threading
@@ -28,9 +32,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import requests
 from requests.adapters import HTTPAdapter
+from requests.utils import select_proxy
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.util import parse_url
+from urllib3.util.connection import allowed_gai_family
+
+from .addresses import AddressPolicy, literal_addresses
+from .addresses import is_public as is_public  # re-exported: the rule lives in addresses
 
 
 class HeadersCutOff(http.client.HTTPException):
@@ -38,15 +50,48 @@ class HeadersCutOff(http.client.HTTPException):
 
 
 class BlockedAddress(OSError):
-    """A connection reached an address that ``CRAWLER_DENY_PRIVATE_NETWORKS`` refuses."""
+    """A host resolved to an address the guard refuses (nothing was sent to it)."""
 
 
-def is_public(address: str) -> bool:
-    """True for a globally routable address (IPv4-mapped IPv6 judged as its IPv4)."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
+def resolve(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to, in the resolver's order (``socket.gaierror`` if none)."""
+    infos = socket.getaddrinfo(host.strip("[]"), port, allowed_gai_family(), socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def allowed_addresses(policy: AddressPolicy, host: str, addresses: list[str]) -> list[str]:
+    """The addresses of ``host`` the policy lets a connection go to; :class:`BlockedAddress`
+    (naming the first refused one) when there is none."""
+    if policy.allows_host(host):
+        return addresses
+    allowed, refused = [], []
+    for address in addresses:
+        reason = policy.refusal(host, address)
+        (refused if reason else allowed).append(reason or address)
+    if not allowed:
+        raise BlockedAddress(refused[0] if refused else f"{host} has no address")
+    return allowed
+
+
+def judge_target(policy: AddressPolicy, url: str) -> None:
+    """Before a request goes through a proxy: every address of its host must be allowed.
+
+    The proxy connects, not us, to whichever address it picks. With the private
+    networks allowed, only a literal address is judged (a name may be one only
+    the proxy can resolve). Raises :class:`BlockedAddress` or ``socket.gaierror``.
+    """
+    parts = parse_url(url)
+    host = parts.host or ""
+    if policy.allows_host(host):
+        return
+    if policy.deny_private:
+        addresses = resolve(host, parts.port or (443 if parts.scheme == "https" else 80))
+    else:
+        addresses = literal_addresses(host)
+    for address in addresses:
+        reason = policy.refusal(host, address)
+        if reason:
+            raise BlockedAddress(reason)
 
 
 class _Entry:
@@ -174,19 +219,35 @@ class _LastLine:
 
 
 class _GuardedMixin:
-    """Arms the thread's deadline on each response; checks the peer address on connect."""
+    """Arms the thread's deadline on each response; connects only to addresses the policy allows."""
 
     response_class = _StrictResponse
-    deny_private = False
+    policy = AddressPolicy()
 
     def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()  # type: ignore[misc]
-        if self.deny_private:
-            peer = sock.getpeername()[0]
-            if not is_public(peer):
-                sock.close()
-                raise BlockedAddress(f"{self.host} is at {peer}, a private or reserved address")  # type: ignore[attr-defined]
-        return sock
+        if self.proxy is not None:  # type: ignore[attr-defined]
+            # To the proxy the operator configured; GuardedAdapter.send judged the target.
+            return super()._new_conn()  # type: ignore[misc]
+        name = self._dns_host  # type: ignore[has-type]
+        try:
+            addresses = resolve(name, self.port)  # type: ignore[attr-defined]
+        except socket.gaierror as exc:
+            raise NameResolutionError(self.host, self, exc) from exc  # type: ignore[attr-defined, arg-type]
+        allowed = allowed_addresses(self.policy, self.host, addresses)  # type: ignore[attr-defined]
+        # urllib3 connects to ``_dns_host``: point it at each judged address in turn, so
+        # no second resolution can hand the socket another one. TLS still verifies
+        # ``host`` as it was once this returns.
+        try:
+            for i, address in enumerate(allowed):
+                self._dns_host = address
+                try:
+                    return super()._new_conn()  # type: ignore[misc]
+                except (NewConnectionError, ConnectTimeoutError):
+                    if i == len(allowed) - 1:
+                        raise
+        finally:
+            self._dns_host = name
+        raise AssertionError("unreachable")
 
     def endheaders(self, *args: Any, **kwargs: Any) -> None:
         # http.client's buffer holds the request line and headers as they go on
@@ -214,10 +275,10 @@ class Wire:
 
 
 @functools.cache
-def _pool_classes(deny_private: bool) -> dict[str, type]:
-    """urllib3 pool classes on the guarded connections (built once per flag)."""
-    http_conn = type("GuardedHTTPConnection", (_GuardedMixin, HTTPConnection), {"deny_private": deny_private})
-    https_conn = type("GuardedHTTPSConnection", (_GuardedMixin, HTTPSConnection), {"deny_private": deny_private})
+def _pool_classes(policy: AddressPolicy) -> dict[str, type]:
+    """urllib3 pool classes on the guarded connections (built once per policy)."""
+    http_conn = type("GuardedHTTPConnection", (_GuardedMixin, HTTPConnection), {"policy": policy})
+    https_conn = type("GuardedHTTPSConnection", (_GuardedMixin, HTTPSConnection), {"policy": policy})
     return {
         "http": type("GuardedHTTPConnectionPool", (HTTPConnectionPool,), {"ConnectionCls": http_conn}),
         "https": type("GuardedHTTPSConnectionPool", (HTTPSConnectionPool,), {"ConnectionCls": https_conn}),
@@ -225,12 +286,34 @@ def _pool_classes(deny_private: bool) -> dict[str, type]:
 
 
 class GuardedAdapter(HTTPAdapter):
-    """requests' adapter on the guarded connections (no retries: the crawler decides)."""
+    """requests' adapter on the guarded connections, direct or through a proxy (no retries:
+    the crawler decides)."""
 
-    def __init__(self, *, deny_private: bool = False, pool_size: int = 32) -> None:
-        self.deny_private = deny_private
+    def __init__(self, *, policy: AddressPolicy | None = None, pool_size: int = 32) -> None:
+        self.policy = policy if policy is not None else AddressPolicy()
         super().__init__(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = _pool_classes(self.deny_private)
+        self.poolmanager.pool_classes_by_scheme = _pool_classes(self.policy)
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        # requests builds a proxy's pools from urllib3's own classes: without this, a
+        # proxied request would have no deadline, no strict headers and no guard.
+        if proxy.lower().startswith("socks"):
+            raise requests.exceptions.InvalidProxyURL("SOCKS proxies are not supported: use http:// or https://")
+        new = proxy not in self.proxy_manager
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if new:
+            manager.pool_classes_by_scheme = _pool_classes(self.policy)
+        return manager
+
+    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
+             verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:
+        if proxies and select_proxy(request.url or "", proxies):
+            try:
+                judge_target(self.policy, request.url or "")
+            except (BlockedAddress, socket.gaierror) as exc:
+                raise requests.exceptions.ConnectionError(exc, request=request) from None
+        return super().send(request, stream=stream, timeout=timeout, verify=verify, cert=cert,
+                            proxies=proxies)

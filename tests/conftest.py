@@ -41,8 +41,11 @@ os.environ.update({
     "CRAWLER_DOWNLOAD_DELAY": "0",
     "CRAWLER_HOST_CONCURRENCY": "0",
     "CRAWLER_ROBOTSTXT_OBEY": "0",
+    # Every test site is on loopback, which the private-network guard refuses by default.
+    "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8,::1,localhost",
 })
 
+from crawler_tasks.addresses import AddressPolicy  # noqa: E402
 from crawler_tasks.backends import open_store  # noqa: E402
 from crawler_tasks.celery_app import app as celery_app  # noqa: E402
 from crawler_tasks.local import Workers, wait_drained  # noqa: E402
@@ -55,8 +58,13 @@ from .polite_site import PoliteSite  # noqa: E402
 from .site import Site  # noqa: E402
 
 
+#: The allowlist that lets the tests reach their local sites (as the env above).
+LOOPBACK = ("127.0.0.0/8", "::1", "localhost")
 #: Settings for tests that build their own and crawl one local host fast (as the env above).
-UNTHROTTLED = {"download_delay": 0.0, "host_concurrency": 0, "robotstxt_obey": False}
+UNTHROTTLED = {"download_delay": 0.0, "host_concurrency": 0, "robotstxt_obey": False,
+               "private_allowlist": LOOPBACK}
+#: The address policy of a session that fetches from the local test sites.
+LOCAL = AddressPolicy(allowlist=LOOPBACK)
 
 
 def flush(db: int) -> None:

@@ -4,8 +4,10 @@ Clients send absolute-form requests (``GET http://host:port/path HTTP/1.1``);
 the proxy forwards them upstream with a fresh connection, adds
 ``Via: 1.1 test-proxy`` and relays the answer with its own Content-Length so
 the client connection stays usable for keep-alive. Optional Basic
-authentication (``407`` otherwise) and a ``fail`` mode that drops every
-connection without answering (a dead proxy).
+authentication (``407`` otherwise), a ``fail`` mode that drops every
+connection without answering (a dead proxy), and a ``stream`` mode that relays
+the answer as it arrives (close-delimited, for at most ``STREAM_S`` seconds),
+as most proxies do, so a slow server behind it is slow through it too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import base64
 import http.client
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 from urllib.parse import urlsplit
@@ -34,6 +37,10 @@ HOP_BY_HOP = frozenset(
 )
 
 
+#: Longest a streamed answer is relayed: a server that never ends cannot hold a test forever.
+STREAM_S = 10.0
+
+
 class ForwardProxy:
     """An HTTP forward proxy on 127.0.0.1 for the tests (absolute-form GET/HEAD, http:// only)."""
 
@@ -43,8 +50,10 @@ class ForwardProxy:
         username: str | None = None,
         password: str | None = None,
         fail: bool = False,
+        stream: bool = False,
     ) -> None:
         self.fail = fail
+        self.stream = stream
         self.expected_auth: str | None = None
         if username is not None or password is not None:
             token = f"{username or ''}:{password or ''}".encode()
@@ -189,6 +198,9 @@ class ForwardProxy:
             conn.putheader("Via", "1.1 test-proxy")
             conn.endheaders(body)
             resp = conn.getresponse()
+            if self.stream:
+                self.relay(h, resp)
+                return
             data = resp.read()
             upstream = resp.getheaders()
         except (OSError, http.client.HTTPException) as exc:
@@ -213,6 +225,24 @@ class ForwardProxy:
         h.end_headers()
         if h.command != "HEAD":
             h.wfile.write(data)
+
+    @staticmethod
+    def relay(h: BaseHTTPRequestHandler, resp: http.client.HTTPResponse) -> None:
+        """Pass the answer on as it arrives, ended by closing the connection."""
+        h.send_response_only(resp.status, resp.reason)
+        for name, value in resp.getheaders():
+            if name.lower() not in HOP_BY_HOP | {"content-length"}:
+                h.send_header(name, value)
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.close_connection = True
+        ends = time.monotonic() + STREAM_S
+        try:
+            while h.command != "HEAD" and time.monotonic() < ends and (chunk := resp.read1(65536)):
+                h.wfile.write(chunk)
+                h.wfile.flush()
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":

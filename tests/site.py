@@ -1,4 +1,4 @@
-"""The local web site the tests crawl, served on 127.0.0.1 from a thread.
+"""The local web site the tests crawl, served on 127.0.0.1 (or another loopback address) from a thread.
 
 Every path is deterministic; paths take a token segment where a test needs
 state of its own (e.g. ``/flaky/<token>`` fails twice per token).
@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -27,7 +28,8 @@ def links(*hrefs: str) -> str:
 class Site:
     """Routes by path prefix; records every hit as (path, monotonic time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
         self.hits: list[tuple[str, float]] = []
         self.counts: Counter[str] = Counter()
         #: (path, If-None-Match, If-Modified-Since) of each /validated request.
@@ -48,13 +50,13 @@ class Site:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"http://{self.host}:{self.server.server_address[1]}"
 
     def start(self) -> Site:
         self.thread.start()
@@ -183,6 +185,17 @@ class Site:
 
     def r_target(self, h, segs, q, count, head):
         self.send(h, 200, html("Target"), head=head)
+
+    def r_goto(self, h, segs, q, count, head):
+        # /goto?to=URL: a redirect anywhere
+        self.send(h, 302, b"", headers={"Location": q["to"][0]}, head=head)
+
+    def r_sitemap(self, h, segs, q, count, head):
+        # /sitemap?loc=URL&loc=URL...: a sitemap listing those URLs
+        urls = "".join(f"<url><loc>{escape(loc)}</loc></url>" for loc in q.get("loc", []))
+        body = ('<?xml version="1.0" encoding="UTF-8"?>'
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>').encode()
+        self.send(h, 200, body, ctype="application/xml", head=head)
 
     def r_chain(self, h, segs, q, count, head):
         token, n = segs[0], int(segs[1])

@@ -159,3 +159,48 @@ def test_crawl_max_depth_and_max_pages(site, tmp_path, empty_broker):
                  "--workers", "1", env=cli_env())
     assert result.returncode == 0, result.stderr
     assert {line[:20].strip(): line[20:] for line in result.stdout.splitlines()}["pages stored"] == "7"
+
+
+# -- the private-network guard ---------------------------------------------------
+
+#: The guard as a user gets it with no setting (the tests' loopback allowlist cleared), and
+#: CRAWLER_DENY_PRIVATE_NETWORKS=1 said outright.
+GUARDED = {"CRAWLER_PRIVATE_ALLOWLIST": "", "CRAWLER_DENY_PRIVATE_NETWORKS": "1"}
+
+
+@pytest.mark.parametrize("seeds", [
+    ["http://169.254.169.254/latest/meta-data/"],
+    ["http://127.0.0.1:9/ok", "http://[64:ff9b::a9fe:a9fe]/"],
+    ["--file", "-"],
+])
+def test_submit_of_a_seed_at_a_refused_address_is_one_line_and_enqueues_nothing(seeds, empty_broker):
+    stdin = '{"url": "http://10.0.0.5/admin", "headers": {"X-Token": "t"}}\n'
+    result = cli("submit", *seeds, env={**cli_env(), **GUARDED}, stdin=stdin)
+    assert_one_line_error(result, 2)
+    assert "refused:" in result.stderr and "CRAWLER_PRIVATE_ALLOWLIST" in result.stderr
+    assert empty_broker.dbsize() == 0
+
+
+def test_crawl_allows_the_hosts_typed_and_refuses_a_redirect_elsewhere(site, tmp_path, empty_broker):
+    t, port = token(), site.url.rsplit(":", 1)[1]
+    store = str(tmp_path / "pages.db")
+    elsewhere = f"http://127.0.0.2:{port}/page/{t}-elsewhere"
+    # 127.0.0.2 is a domain links may go to, yet not a host typed: the guard has the say.
+    env = {**cli_env(), **GUARDED, "CRAWLER_ALLOWED_DOMAINS": "127.0.0.1,127.0.0.2,localhost"}
+    result = cli("crawl", f"{site.url}/goto?to={elsewhere}", f"http://localhost:{port}/page/{t}",
+                 "--store", store, "--workers", "1", env=env)
+    assert result.returncode == 0, result.stderr
+    records = {r["url"]: r for r in map(json.loads, cli("export", "--store", store).stdout.splitlines())}
+    assert records[f"http://localhost:{port}/page/{t}"]["status"] == 200
+    assert records[f"{site.url}/goto?to={elsewhere}"]["status"] == 302
+    assert records[elsewhere]["description"] == (
+        "refused: 127.0.0.2 is a loopback address (not in CRAWLER_PRIVATE_ALLOWLIST)")
+
+
+def test_demo_crawls_its_own_local_site_with_the_guard_on(tmp_path):
+    result = cli("demo", "--pages", "5", "--store", str(tmp_path / "demo.db"), "--workers", "1",
+                 env={"CRAWLER_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0", "CRAWLER_REDIS_URL": "",
+                      **GUARDED})
+    assert result.returncode == 0, result.stderr
+    summary = {line[:20].strip(): line[20:] for line in result.stdout.splitlines()}
+    assert summary["pages stored"] == "6" and summary["failed"] == "0"  # / and /page/0 to /page/4

@@ -15,6 +15,8 @@ from crawler_tasks.download import Download, download, make_session
 from crawler_tasks.models import CrawlRequest, PageRecord
 from crawler_tasks.policy import response_record
 
+from .conftest import LOCAL
+
 #: A 1x1 PNG (bytes that are not text in any encoding).
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
@@ -84,7 +86,7 @@ def raw_site() -> Iterator[RawSite]:
 
 def fetch(site: RawSite, path: str, **fields) -> tuple[CrawlRequest, Download]:
     req = CrawlRequest(url=site.url + path, **fields)
-    session = make_session("raw-test/1.0")
+    session = make_session("raw-test/1.0", policy=LOCAL)
     try:
         return req, download(session, req, timeout=10, maxsize=1 << 20)
     finally:

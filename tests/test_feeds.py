@@ -388,7 +388,6 @@ def test_ticks_skip_while_the_fetch_queue_is_over_the_cap(idle_rt, tmp_path):
 
 
 def test_entries_producers_push_while_ticks_run_are_neither_lost_nor_fed_twice(settings):
-
     url = f"{REDIS}/{IDLE_DB}"
     redis.Redis.from_url(url).flushdb()
     s = settings.replace(broker_url=url, redis_url=url, start_urls_batch=20, max_queued=0)
@@ -413,3 +412,58 @@ def test_entries_producers_push_while_ticks_run_are_neither_lost_nor_fed_twice(s
     assert waiting_fetches(frt.app, s) == total  # each published once
     frt.close()
     redis.Redis.from_url(url).flushdb()
+
+
+# -- the private-network guard ---------------------------------------------------
+
+#: Seeds whose host is an address the guard refuses, whatever the tests' loopback allowlist.
+REFUSED = ["http://169.254.169.254/latest/meta-data/iam/security-credentials/",
+           json.dumps({"url": "http://10.0.0.5/admin", "headers": {"Authorization": "Bearer x"}}),
+           json.dumps({"url": "http://[fd00:ec2::254]/latest/api/token", "method": "HEAD",
+                       "headers": {"X-aws-ec2-metadata-token-ttl-seconds": "60"}})]
+
+
+def test_start_url_seeds_at_refused_addresses_are_rejected_with_their_reason(rt, worker, site):
+    key = rt.settings.start_urls_key
+    rt.redis.delete(key, f"{key}:rejected")
+    crawl_id, t = f"guard{token()}", token()
+    good = json.dumps({"url": f"{site.url}/page/{t}", "crawl_id": crawl_id, "headers": {"X-A": "1"}})
+    rt.redis.rpush(key, *REFUSED[:2], good, REFUSED[2])
+    fed = start_urls_tick(rt)
+    assert (fed.admitted, fed.invalid) == (1, 3)
+    errors = [json.loads(r)["error"] for r in rt.redis.lrange(f"{key}:rejected", 0, -1)]
+    assert sorted(errors) == sorted([
+        "seed http://10.0.0.5/admin refused: 10.0.0.5 is a private address (not in CRAWLER_PRIVATE_ALLOWLIST)",
+        "seed http://169.254.169.254/latest/meta-data/iam/security-credentials/ refused: 169.254.169.254 is a "
+        "cloud-metadata address (only CRAWLER_PRIVATE_ALLOWLIST naming it exactly allows it)",
+        "seed http://[fd00:ec2::254]/latest/api/token refused: fd00:ec2::254 is a cloud-metadata address "
+        "(only CRAWLER_PRIVATE_ALLOWLIST naming it exactly allows it)"])
+    wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=30, workers=worker)
+    assert rt.stats.read(crawl_id)["stored"] == 1
+
+
+def test_seed_file_lines_at_refused_addresses_are_refused_one_by_one(feed_rt, worker, site, tmp_path, caplog):
+    t = token()
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("\n".join([*REFUSED, f"{site.url}/page/{t}"]) + "\n")
+    frt = feed_rt(seed_file=str(seeds))
+    with caplog.at_level(logging.WARNING, logger="crawler_tasks.feeds"):
+        result = feeds.tick(frt, feeds.SEED_FILE)
+    assert (result.fed.admitted, result.fed.invalid) == (1, 3)
+    assert f"feed seed_file: refused {seeds}:2: seed http://10.0.0.5/admin refused: 10.0.0.5 is a private " \
+           "address" in caplog.text
+    assert set(stored(frt, tmp_path, worker)) == {f"{site.url}/page/{t}"}
+
+
+def test_a_sitemap_loc_at_a_refused_address_is_never_fetched_nor_stored(feed_rt, files, worker, site, tmp_path):
+    t = token()
+    files.files["/map.xml"] = (urlset([(f"{site.url}/page/{t}", None),
+                                       ("http://169.254.169.254/latest/meta-data/iam/", None),
+                                       ("http://[64:ff9b::a9fe:a9fe]/latest/user-data", None),
+                                       ("http://192.168.1.1/admin", None)]), {})
+    frt = feed_rt(sitemap_urls=(f"{files.url}/map.xml",))
+    result = feeds.tick(frt, feeds.SITEMAPS)
+    assert (result.outcome, result.fed.admitted, result.fed.invalid) == ("fed", 1, 3)
+    records = stored(frt, tmp_path, worker)
+    assert set(records) == {f"{site.url}/page/{t}"}
+    assert feeds.status(frt, feeds.SITEMAPS)["refused"] == 3

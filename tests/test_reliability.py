@@ -279,7 +279,8 @@ def test_broker_down_at_submit_is_one_line_and_leaves_no_gate_state(tmp_path):
 
     # submit() from another app: the publish fails after the gate admitted the seeds;
     # the admissions are undone, so a later submit enqueues them again.
-    settings = Settings(broker_url=dead, redis_url=f"{REDIS}/{FAULT_DB}", key_prefix=f"down{token()}")
+    settings = Settings(broker_url=dead, redis_url=f"{REDIS}/{FAULT_DB}", key_prefix=f"down{token()}",
+                        **UNTHROTTLED)
     rt = Runtime(settings, create_app(settings))
     with pytest.raises(BrokerUnavailable, match="did not take the seeds"):
         submit_to(rt, ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"], crawl_id="down")
@@ -291,7 +292,7 @@ def test_a_bloom_gate_keeps_seeds_the_broker_did_not_take_and_publishes_them_nex
     flush(FAULT_DB)
     dead = f"redis://127.0.0.1:{free_port()}/0"
     settings = Settings(broker_url=dead, redis_url=f"{REDIS}/{FAULT_DB}", key_prefix=f"down{token()}",
-                        dedup="bloom", bloom_capacity=1000)
+                        dedup="bloom", bloom_capacity=1000, **UNTHROTTLED)
     rt = Runtime(settings, create_app(settings))
     seeds = ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"]
     with pytest.raises(BrokerUnavailable, match="did not take the seeds"):

@@ -106,3 +106,20 @@ def test_a_redirected_robots_txt_is_followed(sites, tmp_path):
 def test_origin_and_robots_url():
     assert origin_of("https://u:p@Example.com/a?b") == "https://example.com:443"
     assert robots_url("https://u:p@Example.com:8443/a?b") == "https://Example.com:8443/robots.txt"
+
+
+def test_a_host_the_guard_refuses_is_unreachable_at_once_and_nothing_is_sent(sites, tmp_path):
+    s = site(sites, pages=2)
+    s.robots = [(200, "User-agent: *\nAllow: /\n", 0.0)]
+    # Only 127.0.0.2 is allowed: the site, at 127.0.0.1 under the name localhost, is not.
+    settings = polite_settings(tmp_path, download_delay=0, host_concurrency=4, private_allowlist=("127.0.0.2",))
+    by_name = s.url.replace("127.0.0.1", "localhost")
+    rt, crawl_id, _ = crawl(settings, [f"{by_name}/p/0", f"{by_name}/p/1"], tmp_path)
+    refused = "refused: localhost is at 127.0.0.1, a loopback address (not in CRAWLER_PRIVATE_ALLOWLIST)"
+    recs = records(settings, crawl_id)
+    assert {n: (r.status, r.description) for n, r in recs.items()} == {
+        n: (None, f"robots.txt unreachable ({refused}): treated as disallowing everything (RFC 9309)")
+        for n in ("0", "1")}
+    assert s.robots_hits() == [] and s.page_hits() == []
+    assert rt.stats.read(crawl_id).get("retries", 0) == 0
+    assert rt.robots.state_of(by_name.split("//", 1)[1]) == "unreachable"  # not waiting for a retry

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -26,20 +27,21 @@ import requests
 from elasticsearch import Elasticsearch
 from kombu import Connection
 
-from crawler_tasks import routing
+from crawler_tasks import feeds, routing
 from crawler_tasks.backends import open_store, split_uris
 from crawler_tasks.celery_app import celery_config, create_app
 from crawler_tasks.connection import broker_params, redis_from_url, safe_url
 from crawler_tasks.errors import SettingsError
-from crawler_tasks.local import Workers, free_port, wait_drained
+from crawler_tasks.local import EmbeddedRedis, Workers, free_port, wait_drained
 from crawler_tasks.runtime import Runtime
 from crawler_tasks.seed import build_requests, submit_requests
 from crawler_tasks.settings import Settings
 
-from .conftest import UNTHROTTLED, token
+from .conftest import LOOPBACK, UNTHROTTLED, by_url, token
 from .es_server import ESServer
 from .polite_site import PoliteSite
 from .proxy_server import ForwardProxy
+from .site import Site
 from .test_cli import assert_one_line_error
 from .test_flower import poll, start_flower
 from .tls import PasswordRedis, Pki, TlsProxy, TlsRedis
@@ -464,7 +466,8 @@ def every_secret(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         es_api_key=f"kid:{SECRETS['apikey']}",
         proxies=(f"http://crawler:{SECRETS['proxy']}@127.0.0.1:{proxy.port}",), ban_threshold=2,
         download_delay=0, host_concurrency=2, robotstxt_obey=False, task_events=True,
-        visibility_timeout=60, retry_backoff=0.1, download_timeout=5, worker_concurrency=4, stall_timeout=60)
+        visibility_timeout=60, retry_backoff=0.1, download_timeout=5, worker_concurrency=4, stall_timeout=60,
+        private_allowlist=LOOPBACK)
     env = settings.to_env()
     crawl_id = f"every-{token()}"
     seen: dict[str, str | bytes] = {}
@@ -539,3 +542,90 @@ def test_no_secret_of_any_setting_reaches_redis_logs_output_records_or_flower(ev
     for where, text in seen.items():
         for secret in (*SECRETS.values(), *SENT.values()):
             assert_no_secret(where, text, secret)
+
+
+# -- the private-network guard, end to end -------------------------------------
+
+@dataclass
+class Guarded:
+    """Workers with the guard as shipped, allowing only 127.0.0.2 (the ``inside`` site), on a
+    Redis of their own; ``proxy`` is the proxy their environment sends everything through."""
+
+    settings: Settings
+    workers: Workers
+    rt: Runtime
+    proxy: ForwardProxy | None
+
+
+@pytest.fixture(scope="module")
+def inside() -> Iterator[Site]:
+    """The one site the guarded crawls may reach: on 127.0.0.2, the loopback address allowed."""
+    s = Site(host="127.0.0.2").start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module", params=["direct", "HTTP_PROXY"])
+def guarded(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guarded]:
+    tmp = tmp_path_factory.mktemp("guarded")
+    redis_server = EmbeddedRedis().start()
+    settings = Settings(broker_url=redis_server.url, redis_url=redis_server.url, key_prefix=f"guard{token()}",
+                        store=str(tmp / "pages.db"), visibility_timeout=60, retry_backoff=0.1,
+                        download_timeout=5, worker_concurrency=4, stall_timeout=60,
+                        **{**UNTHROTTLED, "private_allowlist": ("127.0.0.2",)},
+                        # Links and redirects may go to each of these: the guard decides.
+                        allowed_domains=("127.0.0.1", "127.0.0.2", "localhost"))
+    proxy, env = None, {}
+    if request.param == "HTTP_PROXY":
+        proxy = ForwardProxy().start()
+        env = {"HTTP_PROXY": proxy.url, "http_proxy": proxy.url, "NO_PROXY": "", "no_proxy": ""}
+    workers = Workers(settings, concurrency=4, name=f"guard-{request.param}@%h",
+                      log_path=str(tmp / "worker.log"), extra_env=env).start()
+    rt = Runtime(settings, create_app(settings))
+    yield Guarded(settings, workers, rt, proxy)
+    workers.stop()
+    rt.close()
+    if proxy is not None:
+        proxy.stop()
+    redis_server.stop()
+
+
+def test_the_guard_refuses_internal_targets_however_they_come(guarded, inside, site):
+    """Direct, by redirect, as a JSON seed with headers, as a sitemap <loc>; with every request
+    through a proxy too. The internal server (127.0.0.1, as ``localhost`` or literally) is
+    never reached and nothing of it is stored."""
+    t, port = token(), site.server.server_address[1]
+    rt, crawl_id = guarded.rt, f"guard-{token()}"
+    internal = f"http://localhost:{port}/page/{t}"
+    rt.crawls.register(crawl_id, store=guarded.settings.store)
+    seeds = [f"{inside.url}/page/{t}-ok",
+             f"{internal}-direct",
+             {"url": f"{internal}-json", "headers": {"Authorization": "Bearer secret"}},
+             f"{inside.url}/goto?to={quote(f'http://127.0.0.1:{port}/page/{t}-redirect')}"]
+    assert submit_requests(rt, build_requests(seeds, crawl_id=crawl_id)) == 4
+    locs = [f"{inside.url}/page/{t}-listed", f"{internal}-sitemap",
+            "http://169.254.169.254/latest/meta-data/iam/security-credentials/"]
+    sitemap = f"{inside.url}/sitemap?{urlencode([('loc', loc) for loc in locs])}"
+    feed_rt = Runtime(guarded.settings.replace(sitemap_urls=(sitemap,), seed_crawl_id=crawl_id), rt.app)
+    tick = feeds.tick(feed_rt, feeds.SITEMAPS)
+    feed_rt.close()
+    assert (tick.outcome, tick.fed.admitted, tick.fed.invalid) == ("fed", 2, 1)  # the metadata <loc> refused
+
+    wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=60, workers=guarded.workers)
+    records = by_url(list(open_store(guarded.settings.store).records(crawl_id)))
+    loopback = "a loopback address (not in CRAWLER_PRIVATE_ALLOWLIST)"
+    assert {url: (r.status, r.description) for url, r in records.items()} == {
+        f"{inside.url}/page/{t}-ok": (200, None),
+        f"{inside.url}/page/{t}-listed": (200, None),
+        f"{internal}-direct": (None, f"refused: localhost is at 127.0.0.1, {loopback}"),
+        f"{internal}-json": (None, f"refused: localhost is at 127.0.0.1, {loopback}"),
+        f"{internal}-sitemap": (None, f"refused: localhost is at 127.0.0.1, {loopback}"),
+        seeds[3]: (302, None),
+        f"http://127.0.0.1:{port}/page/{t}-redirect": (None, f"refused: 127.0.0.1 is {loopback}"),
+    }
+    assert all(r.body is None for r in records.values() if r.status is None)
+    assert site.paths(f"/page/{t}") == []  # nothing reached the internal server
+    stats = rt.stats.read(crawl_id)
+    assert (stats["failures"], stats["seeds/invalid"], stats["total_num"]) == (4, 1, 3), stats
+    if guarded.proxy is not None:  # everything went through it, the refused targets never
+        assert sorted(guarded.proxy.requests) == sorted([seeds[0], seeds[3], f"{inside.url}/page/{t}-listed"])

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from crawler_tasks.errors import BadInput
-from crawler_tasks.seed import build_requests, parse_seed_line
+from crawler_tasks.addresses import AddressPolicy
+from crawler_tasks.errors import BadInput, BlockedSeed
+from crawler_tasks.seed import build_requests, parse_seed_line, refuse_blocked
 
 
 def test_a_seed_line_is_a_url_or_a_json_seed_object():
@@ -28,3 +29,16 @@ def test_an_upstream_seed_keeps_its_meta_and_may_name_its_own_crawl():
     assert (first.method, first.meta, first.crawl_id) == ("HEAD", upstream["meta"], "feeds")
     assert not first.extract_links
     assert second.crawl_id == "news" and third.crawl_id == "feeds"
+
+
+def test_a_seed_naming_a_refused_address_refuses_the_whole_submission():
+    requests = build_requests(["https://a.test/", {"url": "http://169.254.169.254/latest/meta-data/",
+                                                   "headers": {"Metadata-Flavor": "Google"}}])
+    with pytest.raises(BlockedSeed) as info:
+        refuse_blocked(requests, AddressPolicy())
+    assert str(info.value) == ("seed http://169.254.169.254/latest/meta-data/ refused: 169.254.169.254 is a "
+                               "cloud-metadata address (only CRAWLER_PRIVATE_ALLOWLIST naming it exactly "
+                               "allows it)")
+    # A host name is left to the worker, which judges what it resolves to.
+    refuse_blocked(build_requests(["http://metadata.google.internal/"]), AddressPolicy())
+    refuse_blocked(build_requests(["http://10.0.0.1/"]), AddressPolicy(allowlist=("10.0.0.0/8",)))

@@ -1,18 +1,60 @@
-"""The HTTP transport: one deadline per download, cut-off headers, the private-network guard."""
+"""The HTTP transport: one deadline per download, cut-off headers, the private-network guard,
+direct and through a proxy."""
 
 from __future__ import annotations
 
 import socket
+import sys
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from crawler_tasks.addresses import AddressPolicy
 from crawler_tasks.download import download, make_session
 from crawler_tasks.errors import FetchError
 from crawler_tasks.models import CrawlRequest
-from crawler_tasks.transport import is_public
 
+from .conftest import LOCAL
 from .hostile_site import HostileSite
+from .proxy_server import ForwardProxy
+
+
+class Connects:
+    """Every ``socket.connect`` this process attempts, seen by an audit hook (Python calls it
+    before the connect). A connect to an address off this machine is stopped there with
+    :class:`OffMachine`: whatever the code under test does, no packet leaves."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        sys.addaudithook(self._hook)
+
+    def _hook(self, event: str, args: tuple) -> None:
+        if event != "socket.connect":
+            return
+        address = args[1]
+        host = str(address[0]) if isinstance(address, tuple) else str(address)
+        self.seen.append(host)
+        if isinstance(address, tuple) and not host.startswith(("127.", "::1", "localhost")):
+            raise OffMachine(f"connect to {host} stopped by the test")
+
+    def during(self, fn, *args, **kwargs) -> tuple[list[str], object]:
+        """(addresses connected to while ``fn`` ran, what it returned or raised)."""
+        start = len(self.seen)
+        try:
+            result: object = fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - the caller looks at it
+            result = exc
+        return self.seen[start:], result
+
+
+class OffMachine(PermissionError):
+    """A test tried to connect somewhere other than loopback."""
+
+
+CONNECTS = Connects()
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +64,22 @@ def hostile():
     site.stop()
 
 
-def fetch(url: str, *, timeout: float = 2.0, deny_private: bool = False, maxsize: int = 1 << 20):
-    session = make_session("test", deny_private=deny_private)
-    return download(session, CrawlRequest(url=url), timeout=timeout, maxsize=maxsize)
+def fetch(url: str, *, timeout: float = 2.0, policy: AddressPolicy = LOCAL, maxsize: int = 1 << 20,
+          proxy: str | None = None, **fields):
+    session = make_session("test", policy=policy)
+    try:
+        return download(session, CrawlRequest(url=url, **fields), timeout=timeout, maxsize=maxsize,
+                        proxy=proxy)
+    finally:
+        session.close()
+
+
+def refused(url: str, **options) -> FetchError:
+    """The FetchError of a download the guard refused."""
+    with pytest.raises(FetchError) as info:
+        fetch(url, **options)
+    assert info.value.reason == "blocked_address" and not info.value.retryable, info.value
+    return info.value
 
 
 @pytest.mark.parametrize("path", ["/drip", "/stall-headers"])
@@ -68,34 +123,180 @@ def test_an_untrusted_certificate_is_a_tls_failure_not_retried(hostile):
     assert not info.value.retryable
 
 
-@pytest.mark.parametrize("address,public", [
-    ("127.0.0.1", False), ("10.1.2.3", False), ("192.168.0.1", False), ("172.16.0.1", False),
-    ("169.254.169.254", False), ("100.64.0.1", False), ("0.0.0.0", False), ("::1", False),
-    ("fd00:ec2::254", False), ("fe80::1%eth0", False), ("::ffff:127.0.0.1", False), ("224.0.0.1", False),
-    ("93.184.216.34", True), ("2606:4700::1111", True), ("::ffff:8.8.8.8", True),
-])
-def test_public_addresses(address, public):
-    assert is_public(address) is public
+# -- the private-network guard ------------------------------------------------
+
+DEFAULT = AddressPolicy()  # what a worker has with no setting: private addresses refused
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
-def test_deny_private_networks_refuses_loopback(site, host):
+def test_loopback_is_refused_by_default_and_allowed_by_the_allowlist(site, host):
     url = site.url.replace("127.0.0.1", host) + "/"
-    assert fetch(url).status == 200  # allowed when the guard is off
-    with pytest.raises(FetchError, match=r"refused: .* is at (127\.0\.0\.1|::1), a private") as info:
-        fetch(url, deny_private=True)
-    assert not info.value.retryable and info.value.reason == "blocked_address"
+    before = len(site.paths())
+    error = refused(url, policy=DEFAULT)
+    assert str(error) == ("refused: 127.0.0.1 is a loopback address (not in CRAWLER_PRIVATE_ALLOWLIST)"
+                          if host == "127.0.0.1" else
+                          "refused: localhost is at 127.0.0.1, a loopback address (not in CRAWLER_PRIVATE_ALLOWLIST)")
+    assert len(site.paths()) == before  # nothing reached the server
+    assert fetch(url, policy=LOCAL).status == 200
 
 
-def test_deny_private_networks_judges_the_address_connected_to_not_the_name(site, monkeypatch):
-    # A resolver that answers a public-looking name with loopback: DNS rebinding.
-    real = socket.getaddrinfo
+def test_the_allowlist_judges_a_name_by_its_address_unless_it_names_the_host(site):
+    by_name = site.url.replace("127.0.0.1", "localhost") + "/"
+    # A range or an address: whatever name leads there is allowed, and only there.
+    assert fetch(by_name, policy=AddressPolicy(allowlist=("127.0.0.1/32",))).status == 200
+    assert "localhost is at 127.0.0.1" in str(refused(by_name, policy=AddressPolicy(allowlist=("127.0.0.2",))))
+    # A name: that host, whatever it resolves to; the address itself is not allowed by it.
+    assert fetch(by_name, policy=AddressPolicy(allowlist=("localhost",))).status == 200
+    refused(site.url + "/", policy=AddressPolicy(allowlist=("localhost",)))
+
+
+class Answer:
+    """A server on one loopback address that says which one it is."""
+
+    def __init__(self, host: str, port: int = 0) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = host.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def twin_servers() -> Iterator[int]:
+    """One port, served on 127.0.0.2 (allowed below) and 127.0.0.1 (the 'internal' one)."""
+    allowed = Answer("127.0.0.2")
+    internal = Answer("127.0.0.1", allowed.port)
+    yield allowed.port
+    allowed.close()
+    internal.close()
+
+
+def test_dns_rebinding_gains_nothing_the_address_judged_is_the_one_connected_to(twin_servers, monkeypatch):
+    # A resolver whose first answer is an allowed address and every later one an internal
+    # one: a guard that checks a name and then lets the connection resolve it again
+    # would reach the internal server.
+    real, answers = socket.getaddrinfo, []
 
     def rebinding(host, *args, **kwargs):
-        return real("127.0.0.1" if host == "public.example.test" else host, *args, **kwargs)
+        if host == "rebind.example.test":
+            answers.append(host)
+            host = "127.0.0.2" if len(answers) == 1 else "127.0.0.1"
+        return real(host, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", rebinding)
-    url = site.url.replace("127.0.0.1", "public.example.test") + "/"
-    assert fetch(url).status == 200
-    with pytest.raises(FetchError, match="public.example.test is at 127.0.0.1"):
-        fetch(url, deny_private=True)
+    policy = AddressPolicy(allowlist=("127.0.0.2",))
+    dl = fetch(f"http://rebind.example.test:{twin_servers}/", policy=policy)
+    assert dl.body == b"127.0.0.2" and len(answers) == 1
+    error = refused(f"http://rebind.example.test:{twin_servers}/", policy=policy)
+    assert "rebind.example.test is at 127.0.0.1, a loopback address" in str(error)
+
+
+@pytest.mark.parametrize("host,what", [
+    ("169.254.169.254", "169.254.169.254 is a cloud-metadata address"),
+    ("100.100.100.200", "100.100.100.200 is a cloud-metadata address"),
+    ("[fd00:ec2::254]", "fd00:ec2::254 is a cloud-metadata address"),
+    ("[::ffff:169.254.169.254]", "IPv4-mapped for 169.254.169.254, a cloud-metadata address"),
+    ("[64:ff9b::a9fe:a9fe]", "NAT64 for 169.254.169.254, a cloud-metadata address"),
+    ("[64:ff9b::a00:1]", "NAT64 for 10.0.0.1, a private address"),
+    ("[64:ff9b:1::7f00:1]", "local-use NAT64 for 127.0.0.1, a loopback address"),
+    ("[2002:a9fe:a9fe::1]", "6to4 for 169.254.169.254, a cloud-metadata address"),
+    ("[2002:c0a8:101::1]", "6to4 for 192.168.1.1, a private address"),
+    ("10.1.2.3", "10.1.2.3 is a private address"),
+    ("2852039166", "2852039166 is at 169.254.169.254, a cloud-metadata address"),
+])
+def test_refused_addresses_are_refused_before_any_packet_is_sent(host, what):
+    # The loopback allowlist does not cover them: LOCAL is what the test sites need.
+    connected, result = CONNECTS.during(fetch, f"http://{host}/latest/meta-data/", policy=LOCAL)
+    assert isinstance(result, FetchError) and result.reason == "blocked_address", result
+    assert what in str(result)
+    assert connected == []
+
+
+def test_a_metadata_address_passes_only_when_named_exactly():
+    url = "http://169.254.169.254/latest/meta-data/"
+    for allowlist in (("169.254.0.0/16",), ("0.0.0.0/0",), ("localhost",)):
+        connected, result = CONNECTS.during(fetch, url, policy=AddressPolicy(allowlist=allowlist))
+        assert isinstance(result, FetchError) and result.reason == "blocked_address" and connected == []
+    # Named exactly, the connection is attempted (and stopped here, off this machine).
+    connected, _ = CONNECTS.during(fetch, url, policy=AddressPolicy(allowlist=("169.254.169.254",)))
+    assert connected == ["169.254.169.254"]
+    # With the private networks allowed, still refused.
+    connected, result = CONNECTS.during(fetch, url, policy=AddressPolicy(deny_private=False))
+    assert isinstance(result, FetchError) and result.reason == "blocked_address" and connected == []
+
+
+def test_a_redirect_is_not_followed_by_the_transport_each_hop_is_judged(site):
+    # The fetch stage turns a redirect into a new request: its target meets the guard like a seed.
+    dl = fetch(f"{site.url}/goto?to=http://169.254.169.254/latest/meta-data/")
+    assert dl.status == 302 and dl.headers["location"] == "http://169.254.169.254/latest/meta-data/"
+    connected, result = CONNECTS.during(fetch, dl.headers["location"])
+    assert isinstance(result, FetchError) and result.reason == "blocked_address" and connected == []
+
+
+# -- through a proxy -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def proxy() -> Iterator[ForwardProxy]:
+    p = ForwardProxy(stream=True).start()
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def env_proxy(proxy, monkeypatch) -> ForwardProxy:
+    """``HTTP_PROXY`` in the environment, as an operator may have it, and no exceptions."""
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("http_proxy", proxy.url)
+    return proxy
+
+
+@pytest.mark.parametrize("how", ["CRAWLER_PROXIES", "HTTP_PROXY"])
+def test_through_a_proxy_the_target_is_judged_and_nothing_refused_reaches_the_proxy(
+        site, proxy, how, request):
+    options = {"proxy": proxy.url} if how == "CRAWLER_PROXIES" else {}
+    if how == "HTTP_PROXY":
+        request.getfixturevalue("env_proxy")
+    before = list(proxy.requests)
+    dl = fetch(f"{site.url}/page/proxied", **options)
+    assert dl.status == 200
+    assert dl.raw is not None and dl.raw.request_line.startswith("GET http://")  # the guarded connection
+    for url, what in [("http://169.254.169.254/latest/meta-data/iam/", "a cloud-metadata address"),
+                      (f"http://127.0.0.2:{site.url.rsplit(':', 1)[1]}/", "127.0.0.2 is a loopback address"),
+                      (f"http://0.0.0.0:{site.url.rsplit(':', 1)[1]}/", "0.0.0.0 is an unspecified address")]:
+        error = refused(url, policy=AddressPolicy(allowlist=("127.0.0.1",)), **options)
+        assert what in str(error)
+    assert proxy.requests == [*before, f"{site.url}/page/proxied"]
+
+
+@pytest.mark.parametrize("how", ["CRAWLER_PROXIES", "HTTP_PROXY"])
+def test_the_deadline_cuts_a_slow_server_behind_a_proxy(hostile, proxy, how, request):
+    options = {"proxy": proxy.url} if how == "CRAWLER_PROXIES" else {}
+    if how == "HTTP_PROXY":
+        request.getfixturevalue("env_proxy")
+    started = time.monotonic()
+    with pytest.raises(FetchError, match=r"timeout after 1.5s"):
+        fetch(hostile.url + "/drip", timeout=1.5, **options)
+    assert time.monotonic() - started < 2.5
+    assert proxy.requests[-1] == hostile.url + "/drip"
+
+
+def test_a_refused_target_does_not_bench_the_proxy(proxy):
+    # Refused before the request: not the proxy's failure (no "proxy" reason that benches it).
+    error = refused("http://[64:ff9b::a9fe:a9fe]/", proxy=proxy.url)
+    assert "NAT64 for 169.254.169.254" in str(error)

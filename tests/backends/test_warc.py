@@ -20,6 +20,7 @@ from crawler_tasks.models import CrawlRequest, PageRecord
 from crawler_tasks.parse import decode_html
 from crawler_tasks.policy import HandOn, decide
 from crawler_tasks.settings import Settings
+from tests.conftest import LOCAL
 from tests.test_download_raw import HTML, PNG, TEXT, RawSite
 
 SETTINGS = Settings()
@@ -36,7 +37,7 @@ def raw_site() -> Iterator[RawSite]:
 def fetched(site: RawSite, path: str, *, maxsize: int = 1 << 20) -> PageRecord:
     """The record the fetch stage would store for ``path`` (HTML parsed as parse_page does)."""
     req = CrawlRequest(url=site.url + path)
-    session = make_session("warc-test/1.0")
+    session = make_session("warc-test/1.0", policy=LOCAL)
     try:
         result = download(session, req, timeout=10, maxsize=maxsize)
     finally:
