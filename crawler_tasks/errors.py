@@ -5,7 +5,8 @@
     CrawlerError
     ├── BadInput                  the caller's mistake: never retried, one line on the CLI
     │   ├── InvalidURL            not a URL we can fetch
-    │   │   └── UnsupportedScheme scheme other than http/https
+    │   │   ├── UnsupportedScheme scheme other than http/https
+    │   │   └── URLTooLong        longer than CRAWLER_MAX_URL_LENGTH
     │   ├── SettingsError         an environment variable with a bad value
     │   └── UnknownStore          a store URI no backend understands
     ├── BrokerUnavailable         the broker or the state Redis does not answer
@@ -36,6 +37,10 @@ class InvalidURL(BadInput):
 
 class UnsupportedScheme(InvalidURL):
     """A URL whose scheme is not http or https."""
+
+
+class URLTooLong(InvalidURL):
+    """A URL longer than ``CRAWLER_MAX_URL_LENGTH`` bytes."""
 
 
 class SettingsError(BadInput):
