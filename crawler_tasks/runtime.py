@@ -65,7 +65,8 @@ class Runtime:
         session = getattr(self._local, "session", None)
         if session is None:
             session = self._local.session = make_session(
-                self.settings.user_agent, deny_private=self.settings.deny_private_networks)
+                self.settings.user_agent, pool_hosts=self.settings.idle_connections_per_thread,
+                deny_private=self.settings.deny_private_networks)
             with self._lock:
                 self._sessions.append(session)
         return session
