@@ -116,6 +116,18 @@ def _settings_from_env() -> Settings:
 
 
 @signals.worker_init.connect
+def _pool_size(sender: Any = None, **_: Any) -> None:
+    """``celery worker -c N`` overrides ``CRAWLER_WORKER_CONCURRENCY``: the runtime sizes its
+    Redis connections and idle HTTP connections per thread for the real pool."""
+    app = getattr(sender, "app", None)
+    settings = getattr(app, "crawler_settings", None)
+    concurrency = getattr(sender, "concurrency", None)
+    if settings is not None and isinstance(concurrency, int) and concurrency > 0 \
+            and concurrency != settings.worker_concurrency:
+        app.crawler_settings = settings.replace(worker_concurrency=concurrency)
+
+
+@signals.worker_init.connect
 def _check_store(sender: Any = None, **_: Any) -> None:
     """A store URI no backend knows, or a malformed one, stops the worker at start."""
     from .backends import open_store

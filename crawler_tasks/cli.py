@@ -1,4 +1,4 @@
-"""``crawler-tasks``: crawl, demo, submit, export, stats, seeds, dead-letters, replay-dead.
+"""``crawler-tasks``: crawl, demo, submit, export, stats, seeds, dead-letters, replay-dead, purge.
 
 Every error a user can cause ends as one line on stderr and a non-zero exit:
 2 bad input, 3 broker or Redis unreachable, 1 any other crawler error,
@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--crawl-id", default=None)
     r.add_argument("--to", default=None, metavar="URI",
                    help="write them to this store URI instead of their own")
+
+    g = sub.add_parser("purge", help="remove a finished crawl's state from Redis (its stored "
+                                     "records stay in their store)")
+    g.add_argument("--crawl-id", required=True)
+    g.add_argument("--force", action="store_true", help="purge even with tasks outstanding")
     return p
 
 
@@ -137,7 +142,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     from .seed import build_requests
 
     crawl_id = args.crawl_id or _new_crawl_id()
-    requests = build_requests(args.urls, crawl_id=crawl_id)
+    requests = build_requests(args.urls, crawl_id=crawl_id,
+                              max_url_length=Settings.from_env().max_url_length)
     summary = run_crawl(requests, args)
     _print_summary(summary)
     return 0
@@ -373,9 +379,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from .connection import check_broker
     from .seed import build_requests
 
-    requests = build_requests(_read_seeds(args), priority=args.priority,
-                              crawl_id=args.crawl_id, dont_filter=args.dont_filter)
     settings = Settings.from_env()
+    requests = build_requests(_read_seeds(args), priority=args.priority, crawl_id=args.crawl_id,
+                              dont_filter=args.dont_filter, max_url_length=settings.max_url_length)
     check_broker(settings.broker_url)
     from .celery_app import app
     from .runtime import current
@@ -550,9 +556,24 @@ def cmd_replay_dead(args: argparse.Namespace) -> int:
     return 0 if not done.failing else EXIT_UNAVAILABLE
 
 
+def cmd_purge(args: argparse.Namespace) -> int:
+    rt = _state_runtime()
+    crawl_id = args.crawl_id
+    outstanding = rt.crawls.outstanding(crawl_id)
+    if outstanding and not args.force:
+        raise BadInput(f"crawl {crawl_id} has {outstanding} task(s) outstanding: purge it once it "
+                       "has drained, or pass --force")
+    known = rt.crawls.registered(crawl_id)
+    removed = rt.crawls.purge(crawl_id)
+    if not known and not removed:
+        raise BadInput(f"no crawl {crawl_id} in Redis")
+    print(f"purged crawl {crawl_id}: {removed} key(s) removed")
+    return 0
+
+
 COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,
             "export": cmd_export, "stats": cmd_stats, "seeds": cmd_seeds,
-            "dead-letters": cmd_dead_letters, "replay-dead": cmd_replay_dead}
+            "dead-letters": cmd_dead_letters, "replay-dead": cmd_replay_dead, "purge": cmd_purge}
 
 
 if __name__ == "__main__":

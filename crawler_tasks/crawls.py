@@ -124,5 +124,41 @@ class Crawls:
         """The latest unexpected task errors of the crawl, newest first."""
         return [e.decode() for e in self.client.lrange(self.keys.errors(crawl_id), 0, count - 1)]
 
+    def registered(self, crawl_id: str) -> bool:
+        """Whether the crawl is in the registry of every crawl seen."""
+        return bool(self.client.sismember(self.keys.crawls(), crawl_id))
+
     def all_ids(self) -> list[str]:
         return sorted(m.decode() for m in self.client.smembers(self.keys.crawls()))
+
+    def purge(self, crawl_id: str) -> int:
+        """Delete every key of the crawl and its entries in the crawl registry and the flushed
+        counters; returns how many keys went.
+
+        The keys are found with ``SCAN MATCH`` on the crawl's hash-tagged stem (every node of
+        a Redis Cluster is scanned), never with ``KEYS``, and removed with ``UNLINK`` (a Bloom
+        filter's strings are freed in the background).
+        """
+        pattern = _glob_escape(self.keys.crawl_stem(crawl_id)) + "*"
+        removed = 0
+        batch: list[bytes] = []
+        for key in self.client.scan_iter(match=pattern, count=PURGE_BATCH):
+            batch.append(key)
+            if len(batch) >= PURGE_BATCH:
+                removed += int(self.client.unlink(*batch))
+                batch = []
+        if batch:
+            removed += int(self.client.unlink(*batch))
+        self.client.srem(self.keys.crawls(), crawl_id)
+        self.client.hdel(self.keys.stats_flushed(), crawl_id)
+        self._cache.pop(crawl_id, None)
+        return removed
+
+
+#: Keys asked for per SCAN call and removed per UNLINK by :meth:`Crawls.purge`.
+PURGE_BATCH = 500
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` matched literally by a Redis glob pattern."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)

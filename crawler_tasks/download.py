@@ -88,9 +88,10 @@ class Download:
         return self.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
-def make_session(user_agent: str, pool_size: int = 32, *,
+def make_session(user_agent: str, *, pool_hosts: int = 8,
                  policy: AddressPolicy | None = None) -> requests.Session:
-    """A session with a connection pool, reused by every fetch of one worker thread.
+    """A session reused by every fetch of one worker thread, keeping an idle keep-alive
+    connection to each of its ``pool_hosts`` most recent hosts (closed past that).
 
     ``policy`` says which addresses it may connect to (default: no private ones).
     """
@@ -98,7 +99,7 @@ def make_session(user_agent: str, pool_size: int = 32, *,
     # Without proxy variables (HTTP_PROXY...) set, skip requests' per-request
     # look-up of the environment; with them, requests applies them (NO_PROXY too).
     session.trust_env = bool(urllib.request.getproxies())
-    adapter = transport.GuardedAdapter(policy=policy, pool_size=pool_size)
+    adapter = transport.GuardedAdapter(policy=policy, pool_hosts=pool_hosts)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     session.headers["User-Agent"] = user_agent

@@ -5,7 +5,8 @@
     CrawlerError
     ├── BadInput                  the caller's mistake: never retried, one line on the CLI
     │   ├── InvalidURL            not a URL we can fetch
-    │   │   └── UnsupportedScheme scheme other than http/https
+    │   │   ├── UnsupportedScheme scheme other than http/https
+    │   │   └── URLTooLong        longer than CRAWLER_MAX_URL_LENGTH
     │   ├── BlockedSeed           a seed naming an address the private-network guard refuses
     │   ├── SettingsError         an environment variable with a bad value
     │   ├── UnknownStore          a store URI no backend understands
@@ -44,6 +45,10 @@ class UnsupportedScheme(InvalidURL):
 class BlockedSeed(BadInput):
     """A seed whose host is a literal address the private-network guard refuses
     (``CRAWLER_DENY_PRIVATE_NETWORKS``, ``CRAWLER_PRIVATE_ALLOWLIST``)."""
+
+
+class URLTooLong(InvalidURL):
+    """A URL longer than ``CRAWLER_MAX_URL_LENGTH`` bytes."""
 
 
 class SettingsError(BadInput):

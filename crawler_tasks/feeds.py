@@ -65,7 +65,7 @@ from . import enqueue
 from .errors import BadInput, BrokerUnavailable, FeedSourceUnavailable, QueueFull
 from .models import CrawlRequest
 from .seed import build_requests, parse_seed_line, refuse_blocked, submit_requests
-from .sitemaps import Entry, SitemapReader, fetch_sitemap, parse_lastmod
+from .sitemaps import Entry, SitemapReader, fetch_sitemap
 
 if TYPE_CHECKING:
     from .addresses import AddressPolicy
@@ -264,11 +264,14 @@ def _submit(rt: Runtime, lock: FeedLock, fed: Fed, requests: list[CrawlRequest])
     return True
 
 
-def judge(text: str, crawl_id: str, policy: AddressPolicy | None = None) -> CrawlRequest:
+def judge(text: str, crawl_id: str, policy: AddressPolicy | None = None,
+          max_url_length: int = 0) -> CrawlRequest:
     """The request for one seed line or entry (a URL or a JSON seed object); :class:`BadInput` if
-    none, or if ``policy`` refuses the address it names."""
+    none, if it is over ``max_url_length`` bytes (0 = no limit), or if ``policy`` refuses the
+    address it names."""
     try:
-        [request] = build_requests([parse_seed_line(text)], crawl_id=crawl_id)
+        [request] = build_requests([parse_seed_line(text)], crawl_id=crawl_id,
+                                   max_url_length=max_url_length)
     except (ValueError, TypeError, RecursionError) as exc:  # e.g. JSON nested too deep
         raise BadInput(f"not a usable seed ({type(exc).__name__})") from None
     if policy is not None:
@@ -339,7 +342,8 @@ def feed_start_urls(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
     for raw in items:
         text = raw.decode("utf-8", errors="replace").strip()
         try:
-            requests.append(judge(text, rt.settings.seed_crawl_id, rt.addresses))
+            requests.append(judge(text, rt.settings.seed_crawl_id, rt.addresses,
+                                  rt.settings.max_url_length))
         except BadInput as exc:
             rejected.append((text, exc))
     if requests and not _submit(rt, lock, fed, requests):
@@ -361,7 +365,8 @@ def feed_seed_file(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
     path = rt.settings.seed_file
     try:
         with open(path, "rb") as handle:
-            requests = _file_requests(handle, path, rt.settings.seed_crawl_id, fed, rt.addresses)
+            requests = _file_requests(handle, path, rt.settings.seed_crawl_id, fed, rt.addresses,
+                                      rt.settings.max_url_length)
             for chunk in _chunks(requests, batch):
                 if not _submit(rt, lock, fed, chunk):
                     return
@@ -370,10 +375,10 @@ def feed_seed_file(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
 
 
 def _file_requests(handle: IO[bytes], path: str, crawl_id: str, fed: Fed,
-                   policy: AddressPolicy) -> Iterator[CrawlRequest]:
+                   policy: AddressPolicy, max_url_length: int) -> Iterator[CrawlRequest]:
     for number, raw in _lines(handle):
         try:
-            request = _line_request(raw, number, crawl_id, policy)
+            request = _line_request(raw, number, crawl_id, policy, max_url_length)
         except BadInput as exc:
             fed.refuse(f"{path}:{number}", exc)
             continue
@@ -382,7 +387,7 @@ def _file_requests(handle: IO[bytes], path: str, crawl_id: str, fed: Fed,
 
 
 def _line_request(raw: bytes | None, number: int, crawl_id: str,
-                  policy: AddressPolicy) -> CrawlRequest | None:
+                  policy: AddressPolicy, max_url_length: int) -> CrawlRequest | None:
     """The request of one file line; None for a blank line or a comment."""
     if raw is None:
         raise BadInput(f"line longer than {MAX_LINE} bytes")
@@ -394,7 +399,7 @@ def _line_request(raw: bytes | None, number: int, crawl_id: str,
         text = text.lstrip("\ufeff")
     if not text or text.startswith("#"):
         return None
-    return judge(text, crawl_id, policy)
+    return judge(text, crawl_id, policy, max_url_length)
 
 
 def _lines(handle: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
@@ -422,7 +427,8 @@ def feed_sitemaps(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
     reader = SitemapReader(
         get=lambda url: fetch_sitemap(rt.session, url, timeout=settings.download_timeout),
         before_fetch=lock.renew)
-    entries = _sitemap_requests(reader.entries(settings.sitemap_urls), crawl_id, fed, rt.addresses)
+    entries = _sitemap_requests(reader.entries(settings.sitemap_urls), crawl_id, fed, rt.addresses,
+                                settings.max_url_length)
     for chunk in _chunks(entries, batch):
         chunk = _readmit_newer(rt, crawl_id, chunk)
         if not _submit(rt, lock, fed, [request for request, _ in chunk]):
@@ -436,10 +442,11 @@ def feed_sitemaps(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
 
 
 def _sitemap_requests(entries: Iterable[Entry], crawl_id: str, fed: Fed,
-                      policy: AddressPolicy) -> Iterator[tuple[CrawlRequest, datetime | None]]:
+                      policy: AddressPolicy, max_url_length: int
+                      ) -> Iterator[tuple[CrawlRequest, datetime | None]]:
     for entry in entries:
         try:
-            [request] = build_requests([entry.loc], crawl_id=crawl_id)
+            [request] = build_requests([entry.loc], crawl_id=crawl_id, max_url_length=max_url_length)
             refuse_blocked([request], policy)
         except BadInput as exc:
             fed.refuse(f"a <loc> of {entry.sitemap}", exc)
@@ -453,27 +460,35 @@ def _readmit_newer(rt: Runtime, crawl_id: str, chunk: list[tuple[CrawlRequest, d
 
     Keeps in each pair only a lastmod to record (new or newer), None otherwise.
     """
-    recorded = rt.redis.hmget(rt.keys.sitemap_lastmod(crawl_id), [r.fingerprint for r, _ in chunk])
+    recorded = rt.redis.zmscore(rt.keys.sitemap_lastmod(crawl_id), [r.fingerprint for r, _ in chunk])
     out = []
     for (request, lastmod), before in zip(chunk, recorded):
         if lastmod is None:
             out.append((request, None))
         elif before is None:
             out.append((request, lastmod))
+        elif lastmod.timestamp() > before:
+            out.append((request.replace(dont_filter=True), lastmod))
         else:
-            last = parse_lastmod(before.decode("utf-8", errors="replace"))
-            if last is None or lastmod > last:
-                out.append((request.replace(dont_filter=last is not None), lastmod))
-            else:
-                out.append((request, None))
+            out.append((request, None))
     return out
 
 
 def _remember_lastmod(rt: Runtime, crawl_id: str,
                       chunk: list[tuple[CrawlRequest, datetime | None]]) -> None:
-    fields = {r.fingerprint: lastmod.isoformat() for r, lastmod in chunk if lastmod is not None}
-    if fields:
-        rt.redis.hset(rt.keys.sitemap_lastmod(crawl_id), mapping=fields)
+    """Record the chunk's new lastmod dates, keeping the ``CRAWLER_SITEMAP_LASTMOD_MAX`` newest.
+
+    A URL whose date was dropped is gated as one the sitemap never dated: admitted if
+    new, refused if seen, and its date recorded again.
+    """
+    dates = {r.fingerprint: lastmod.timestamp() for r, lastmod in chunk if lastmod is not None}
+    if not dates:
+        return
+    key, keep = rt.keys.sitemap_lastmod(crawl_id), rt.settings.sitemap_lastmod_max
+    with rt.pipeline() as pipe:
+        pipe.zadd(key, dates)
+        pipe.zremrangebyrank(key, 0, -(keep + 1))
+        pipe.execute()
 
 
 _BODIES: dict[str, Callable[[Runtime, FeedLock, Fed, int], None]] = {

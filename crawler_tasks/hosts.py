@@ -54,6 +54,9 @@ MOVE_LEASE_S = 30.0
 DUE_BATCH = 100
 #: Fetches released at once to a host with no delay and no concurrency cap.
 UNCAPPED_BATCH = 64
+#: Hosts the ``recent`` list keeps (``stats`` shows the busiest of its newest 200). It is
+#: trimmed to this many once it is a tenth over: at most 11,000 entries, about 1 MB.
+RECENT_HOSTS = 10_000
 
 
 def host_of(url: str) -> str:
@@ -116,6 +119,17 @@ class HostState:
 
 _NOW = "local t = redis.call('TIME'); local now = t[1] + t[2] / 1e6\n"
 
+# Add a host to the recent list; drop the oldest once it is a tenth over ``keep`` (so the
+# trim runs once per keep/10 new hosts, not on every call).
+_RECENT = """
+local function note_recent(key, now, host, keep)
+  redis.call('ZADD', key, now, host)
+  if redis.call('ZCARD', key) > keep + math.floor(keep / 10) then
+    redis.call('ZREMRANGEBYRANK', key, 0, -(keep + 1))
+  end
+end
+"""
+
 # The effective delay and concurrency of a host: the floor (setting or Crawl-delay), raised by
 # back-off and AutoThrottle, the concurrency cut after timeouts.
 _LIMITS = """
@@ -133,8 +147,8 @@ end
 # KEYS[1] host · KEYS[2] slots · KEYS[3] wait · KEYS[4] recent · KEYS[5] benched proxies
 # ARGV[1] task id · ARGV[2] delay floor · ARGV[3] concurrency (0 = no cap) · ARGV[4] '1' AutoThrottle
 # ARGV[5] slot lease (s) · ARGV[6] host name · ARGV[7] state TTL (s) · ARGV[8] proxies configured
-# ARGV[9] AutoThrottle start delay
-_ACQUIRE = _NOW + _LIMITS + """
+# ARGV[9] AutoThrottle start delay · ARGV[10] recent hosts kept
+_ACQUIRE = _NOW + _LIMITS + _RECENT + """
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local nxt, delay, conc = limits(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
                                tonumber(ARGV[9]))
@@ -168,15 +182,15 @@ if redis.call('HINCRBY', KEYS[1], 'requests', 1) % 32 == 1 then
   -- now and then, not on every request: keep the state alive and the host in the recent list
   redis.call('EXPIRE', KEYS[1], ARGV[7])
   redis.call('EXPIRE', KEYS[2], ARGV[7])
-  redis.call('ZADD', KEYS[4], now, ARGV[6])
+  note_recent(KEYS[4], now, ARGV[6], tonumber(ARGV[10]))
 end
 return {1, tostring(delay), proxy}
 """
 
 # KEYS[1] host · KEYS[2] wait · KEYS[3] due · KEYS[4] recent · KEYS[5] slots · KEYS[6] arrivals
 # ARGV[1] member · ARGV[2] score (band rank) · ARGV[3] earliest time (Redis) · ARGV[4] host name
-# ARGV[5] state TTL · ARGV[6] task id
-_PARK = _NOW + """
+# ARGV[5] state TTL · ARGV[6] task id · ARGV[7] recent hosts kept
+_PARK = _NOW + _RECENT + """
 redis.call('ZREM', KEYS[5], ARGV[6])  -- a waiting fetch holds no slot, reserved or not
 local score = tonumber(ARGV[2]) * 1e13 + redis.call('INCR', KEYS[6]) % 1e13
 redis.call('ZADD', KEYS[2], 'NX', score, ARGV[1])
@@ -185,7 +199,7 @@ local cur = tonumber(redis.call('ZSCORE', KEYS[3], ARGV[4]))
 if not cur or at < cur then redis.call('ZADD', KEYS[3], at, ARGV[4]) end
 redis.call('HINCRBY', KEYS[1], 'deferred', 1)
 redis.call('EXPIRE', KEYS[1], ARGV[5])
-redis.call('ZADD', KEYS[4], now, ARGV[4])
+note_recent(KEYS[4], now, ARGV[4], tonumber(ARGV[7]))
 return 1
 """
 
@@ -332,6 +346,8 @@ class HostLimiter:
         self.redis = client
         self.keys = keys
         self.settings = settings
+        #: Hosts the ``recent`` list keeps (:data:`RECENT_HOSTS`).
+        self.recent_hosts = RECENT_HOSTS
         self._acquire = client.register_script(_ACQUIRE)
         self._park = client.register_script(_PARK)
         self._release = client.register_script(_RELEASE)
@@ -351,7 +367,8 @@ class HostLimiter:
             keys=[k.host(host), k.host_slots(host), k.host_wait(host), k.hosts_recent(),
                   k.proxies_benched()],
             args=[task_id, self._floor(crawl_delay), s.host_concurrency, self._auto,
-                  self.slot_lease, host, HOST_TTL, len(s.proxies), s.autothrottle_start_delay])
+                  self.slot_lease, host, HOST_TTL, len(s.proxies), s.autothrottle_start_delay,
+                  self.recent_hosts])
         if not int(answer[0]):
             return Slot(False, float(answer[1]))
         proxy = int(answer[2])
@@ -368,7 +385,8 @@ class HostLimiter:
         rank = routing.MAX_BAND - routing.band(request.priority)
         self._park(keys=[k.host(host), k.host_wait(host), k.hosts_due(), k.hosts_recent(),
                          k.host_slots(host), k.hosts_arrivals()],
-                   args=[member(task_id, request), rank, until, host, HOST_TTL, task_id])
+                   args=[member(task_id, request), rank, until, host, HOST_TTL, task_id,
+                         self.recent_hosts])
 
     def release(self, host: str, task_id: str, feedback: Feedback, *,
                 crawl_delay: float | None = None, pipe: Any = None) -> bool:

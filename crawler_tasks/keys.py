@@ -15,7 +15,11 @@ class Keys:
         self.prefix = prefix
 
     def _crawl(self, crawl_id: str, name: str) -> str:
-        return f"{self.prefix}:{{{crawl_id}}}:{name}"
+        return f"{self.crawl_stem(crawl_id)}{name}"
+
+    def crawl_stem(self, crawl_id: str) -> str:
+        """What every key of one crawl starts with (``crawler:{news}:``): ``purge`` scans for it."""
+        return f"{self.prefix}:{{{crawl_id}}}:"
 
     def seen(self, crawl_id: str) -> str:
         """SET of request fingerprints admitted by the gate for one crawl."""
@@ -153,8 +157,9 @@ class Keys:
         return f"{self.hosts_stem()}proxies:benched"
 
     def robots(self, origin: str) -> str:
-        """HASH of one origin's robots.txt (``scheme://host:port``): ``state``, ``body``,
-        ``status``, ``until`` (:mod:`crawler_tasks.robots`)."""
+        """HASH of one origin's robots.txt (``scheme://host:port``): ``state``, ``packed``
+        (its rule lines, compressed, at most 64 KiB), ``status``, ``until``
+        (:mod:`crawler_tasks.robots`)."""
         return f"{self.hosts_stem()}robots:{origin}"
 
     def robots_lock(self, origin: str) -> str:
@@ -183,5 +188,6 @@ class Keys:
         return f"{self.prefix}:feed:{name}:slot"
 
     def sitemap_lastmod(self, crawl_id: str) -> str:
-        """HASH fingerprint -> ``<lastmod>`` (ISO UTC) a sitemap gave when that URL was last fed."""
-        return self._crawl(crawl_id, "sitemap_lastmod")
+        """ZSET fingerprint -> ``<lastmod>`` (Unix time) a sitemap gave when that URL was last
+        fed; the newest ``CRAWLER_SITEMAP_LASTMOD_MAX`` are kept."""
+        return self._crawl(crawl_id, "sitemap_dates")

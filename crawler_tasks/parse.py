@@ -7,7 +7,6 @@ Shift_JIS as CP932, as browsers do.
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import threading
@@ -23,8 +22,9 @@ from w3lib.encoding import html_to_unicode
 from . import enqueue
 from .crawls import Limits
 from .errors import InvalidURL
+from .lru import memoize
 from .models import CrawlRequest, PageRecord
-from .urls import SCHEMES, URL_CACHE_SIZE
+from .urls import SCHEMES, URL_CACHE_BYTES, url_length
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -46,6 +46,8 @@ class Parsed:
     text: str
     links: list[str] = field(default_factory=list)
     links_over_cap: int = 0
+    #: Links longer than ``max_url_length`` bytes: counted, not kept.
+    links_too_long: int = 0
     nofollow: bool = False
     encoding: str | None = None
     #: The whole document decoded with ``encoding`` (the record's ``body``).
@@ -64,33 +66,35 @@ def decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
 
 
 def parse_html(body: bytes, *, url: str, content_type: str | None, text_maxsize: int,
-               robots_header: str = "", max_links: int = 0) -> Parsed:
+               robots_header: str = "", max_links: int = 0, max_url_length: int = 0) -> Parsed:
     """Title, bounded visible text and absolute outlinks of an HTML page.
 
     Links resolve against ``<base href>`` and ``url``; fragments are dropped;
     non-http(s) links and ``rel=nofollow`` links are skipped; a robots
     ``nofollow`` (meta or ``X-Robots-Tag``) yields no links at all. At most
     ``max_links`` distinct links are kept (0 = all); ``links_over_cap`` counts
-    the candidates past the cap.
+    the candidates past the cap. Links over ``max_url_length`` bytes (0 = no
+    cap) are not kept either; ``links_too_long`` counts them.
     """
+    args = (body, url, content_type, text_maxsize, robots_header, max_links, max_url_length)
     if len(body) > LARGE_BODY:
         with _large_parse:
-            return _parse_html(body, url, content_type, text_maxsize, robots_header, max_links)
-    return _parse_html(body, url, content_type, text_maxsize, robots_header, max_links)
+            return _parse_html(*args)
+    return _parse_html(*args)
 
 
 def _parse_html(body: bytes, url: str, content_type: str | None, text_maxsize: int,
-                robots_header: str, max_links: int) -> Parsed:
+                robots_header: str, max_links: int, max_url_length: int) -> Parsed:
     encoding, html = decode_html(body, content_type)
     root = _document(html)
     if root is None:
         return Parsed(title=None, text="", encoding=encoding, html=html)
     nofollow = "nofollow" in robots_header.lower() or _meta_nofollow(root)
     title = _title(root)
-    links, over = ([], 0) if nofollow else _links(root, url, max_links)
+    links, over, too_long = ([], 0, 0) if nofollow else _links(root, url, max_links, max_url_length)
     text = _visible_text(root, text_maxsize)
-    return Parsed(title=title, text=text, links=links, links_over_cap=over, nofollow=nofollow,
-                  encoding=encoding, html=html)
+    return Parsed(title=title, text=text, links=links, links_over_cap=over, links_too_long=too_long,
+                  nofollow=nofollow, encoding=encoding, html=html)
 
 
 def _document(text: str) -> lxml.html.HtmlElement | None:
@@ -126,8 +130,10 @@ def _visible_text(root: lxml.html.HtmlElement, limit: int) -> str:
     return " ".join(" ".join(node.itertext()).split())[:limit]
 
 
-def _links(root: lxml.html.HtmlElement, url: str, cap: int = 0) -> tuple[list[str], int]:
-    """Distinct absolute links in document order, at most ``cap`` (0 = all), and how many more."""
+def _links(root: lxml.html.HtmlElement, url: str, cap: int = 0,
+           max_length: int = 0) -> tuple[list[str], int, int]:
+    """Distinct absolute links in document order, at most ``cap`` (0 = all), how many more,
+    and how many were longer than ``max_length`` bytes (0 = no limit)."""
     base = url
     base_el = root.find(".//base[@href]")
     if base_el is not None:
@@ -136,7 +142,7 @@ def _links(root: lxml.html.HtmlElement, url: str, cap: int = 0) -> tuple[list[st
     origin = f"{parts.scheme}://{parts.netloc}"
     seen: set[str] = set()
     links: list[str] = []
-    over = 0
+    over = too_long = 0
     for el in root.iter("a", "area"):
         href = (el.get("href") or "").strip()
         if not href or href.startswith("#") or "nofollow" in (el.get("rel") or "").lower().split():
@@ -148,13 +154,16 @@ def _links(root: lxml.html.HtmlElement, url: str, cap: int = 0) -> tuple[list[st
             link = _absolute_path(origin, href)  # the same on every page of the site: cached
         else:
             link = _absolute(base, href)
+        if link and max_length and url_length(link) > max_length:
+            too_long += 1
+            continue
         if link and link not in seen:
             seen.add(link)
             links.append(link)
-    return links, over
+    return links, over, too_long
 
 
-@functools.lru_cache(maxsize=URL_CACHE_SIZE)
+@memoize(URL_CACHE_BYTES)
 def _absolute_path(origin: str, href: str) -> str | None:
     """``_absolute`` for an href starting with one ``/``: it depends only on the base's origin."""
     return _absolute(origin + "/", href)
@@ -170,21 +179,28 @@ def _absolute(base: str, href: str) -> str | None:
     return urlunsplit(parts._replace(fragment=""))
 
 
-def follow(req: CrawlRequest, links: list[str], limits: Limits) -> list[CrawlRequest]:
-    """Requests for the links ``req``'s page may follow: in the crawl's scope, within depth."""
+def follow(req: CrawlRequest, links: list[str], limits: Limits,
+           max_url_length: int = 0) -> tuple[list[CrawlRequest], int]:
+    """Requests for the links ``req``'s page may follow: in the crawl's scope, within depth;
+    and how many were over ``max_url_length`` bytes once percent-encoded (0 = no limit)."""
     depth = req.depth + 1
     if limits.max_depth and depth > limits.max_depth:
-        return []
+        return [], 0
     meta = _inherited_meta(req)
     out: list[CrawlRequest] = []
+    too_long = 0
     for link in links:
         if not limits.allows(link, origin=req.url):
             continue
         try:
-            out.append(CrawlRequest(url=link, depth=depth, crawl_id=req.crawl_id, meta=meta))
+            child = CrawlRequest(url=link, depth=depth, crawl_id=req.crawl_id, meta=meta)
         except InvalidURL:
             continue
-    return out
+        if max_url_length and len(child.url) > max_url_length:  # percent-encoding made it longer
+            too_long += 1
+            continue
+        out.append(child)
+    return out, too_long
 
 
 def _inherited_meta(req: CrawlRequest) -> dict:
@@ -194,21 +210,26 @@ def _inherited_meta(req: CrawlRequest) -> dict:
 def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord,
                body: bytes) -> tuple[list[CrawlRequest], dict[str, int]]:
     """Fill ``record`` from its HTML ``body``; return the requests for the links to follow
-    and the parse's counters (``links/over_cap``: links past ``CRAWLER_MAX_LINKS_PER_PAGE``)."""
+    and the parse's counters (``links/over_cap``: links past ``CRAWLER_MAX_LINKS_PER_PAGE``;
+    ``links/too_long``: links longer than ``CRAWLER_MAX_URL_LENGTH``)."""
+    s = rt.settings
     parsed = parse_html(body, url=record.url, content_type=record.headers.get("content-type"),
-                        text_maxsize=rt.settings.text_maxsize,
+                        text_maxsize=s.text_maxsize,
                         robots_header=record.headers.get("x-robots-tag", ""),
-                        max_links=rt.settings.max_links_per_page)
+                        max_links=s.max_links_per_page, max_url_length=s.max_url_length)
     record.title = parsed.title
     record.text = parsed.text
     record.links = parsed.links
     record.encoding = parsed.encoding
     if rt.settings.store_body:
         record.body = parsed.html
-    counts = {"links/over_cap": parsed.links_over_cap} if parsed.links_over_cap else {}
-    if not req.extract_links:
-        return [], counts
-    return follow(req, parsed.links, rt.limits(req.crawl_id)), counts
+    counts = {"links/over_cap": parsed.links_over_cap, "links/too_long": parsed.links_too_long}
+    if req.extract_links:
+        children, too_long = follow(req, parsed.links, rt.limits(req.crawl_id), s.max_url_length)
+        counts["links/too_long"] += too_long
+    else:
+        children = []
+    return children, {name: n for name, n in counts.items() if n}
 
 
 def parse_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:

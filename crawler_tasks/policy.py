@@ -29,6 +29,7 @@ from .errors import FetchError, InvalidURL
 from .hosts import Feedback, Slot
 from .models import CrawlRequest, PageRecord
 from .settings import Settings
+from .urls import check_length
 
 if TYPE_CHECKING:
     from .proxies import Proxies
@@ -273,7 +274,8 @@ def plan_redirect(req: CrawlRequest, location: str, status: int,
     A 303 turns GET-with-body methods into GET but keeps HEAD; a hop to another
     host or scheme drops ``Cookie`` and ``Authorization``. Raises
     :class:`FetchError` past ``CRAWLER_REDIRECT_MAX_TIMES`` hops and
-    :class:`InvalidURL` for a target that cannot be fetched.
+    :class:`InvalidURL` for a target that cannot be fetched or is longer than
+    ``CRAWLER_MAX_URL_LENGTH``.
     """
     if req.redirects >= settings.redirect_max_times:
         raise FetchError(f"redirect hops exceeded ({settings.redirect_max_times})",
@@ -282,9 +284,11 @@ def plan_redirect(req: CrawlRequest, location: str, status: int,
     method = "GET" if status == 303 and req.method != "HEAD" else req.method
     headers = req.headers if same_origin(req.url, url) else {
         k: v for k, v in req.headers.items() if k.lower() not in CREDENTIAL_HEADERS}
-    return req.replace(url=url, method=method, headers=headers, retries=0,
-                       redirects=req.redirects + 1,
-                       priority=req.priority + settings.redirect_priority_adjust)
+    target = req.replace(url=url, method=method, headers=headers, retries=0,
+                         redirects=req.redirects + 1,
+                         priority=req.priority + settings.redirect_priority_adjust)
+    check_length(target.url, settings.max_url_length)
+    return target
 
 
 def same_origin(a: str, b: str) -> bool:

@@ -3,8 +3,12 @@
 An origin (``scheme://host:port``) has one HASH (``keys.robots``) with a
 ``state``:
 
-``rules``        the file (``body``) answered 2xx: its rules apply for ``CRAWLER_USER_AGENT``
-                 and its ``Crawl-delay`` raises the host's delay; kept ``CRAWLER_ROBOTSTXT_TTL``.
+``rules``        the file answered 2xx: its rules apply for ``CRAWLER_USER_AGENT`` and its
+                 ``Crawl-delay`` raises the host's delay; kept ``CRAWLER_ROBOTSTXT_TTL``.
+                 ``packed`` holds the lines that bear on a verdict (comments, blank lines,
+                 ``Sitemap`` and ``Host`` left out), zlib-compressed, at most
+                 :data:`KEPT_BYTES`: lines past what fits are dropped, as lines past
+                 :data:`MAX_BYTES` of the file are.
 ``allow``        it answered 4xx (404, 403...): everything is allowed (RFC 9309 2.3.1.3).
 ``wait``         it answered 5xx, timed out or the connection failed: the host's fetches wait
                  (``until``, Redis time) and robots.txt is tried again with back-off
@@ -17,15 +21,16 @@ An origin (``scheme://host:port``) has one HASH (``keys.robots``) with a
 One fetch per origin downloads it (a ``SET NX`` lock), through the host
 limiter like any request; fetches of the origin that come meanwhile wait for
 it. Up to five redirects are followed (RFC 9309 2.3.1.2). Each worker process
-keeps parsed files for up to :data:`LOCAL_S` seconds, so a page costs no Redis
-round trip for its robots check.
+keeps parsed files for up to :data:`LOCAL_S` seconds, at most :data:`LOCAL_BYTES`
+of them, so a page costs no Redis round trip for its robots check.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
+import re
 import time
+import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
@@ -35,6 +40,7 @@ from protego import Protego
 from .download import REDIRECT_STATUSES, Download, download
 from .errors import FetchError, InvalidURL
 from .hosts import host_of
+from .lru import ByteLRU, text_weight
 from .models import CrawlRequest
 from .policy import backoff, host_feedback
 
@@ -51,6 +57,50 @@ MAX_BYTES = 512 * 1024
 MAX_HOPS = 5
 #: Seconds a fetch waits for another fetch downloading its origin's robots.txt.
 LOCK_WAIT_S = 0.25
+#: Bytes of one origin's robots.txt kept in Redis at most (its rule lines, compressed:
+#: rule lists compress five to ten times, so files of several hundred KiB fit whole).
+KEPT_BYTES = 64 * 1024
+#: Bytes of parsed robots.txt files one worker process keeps at most.
+LOCAL_BYTES = 64 * 1024 * 1024
+#: Bytes a parsed file costs per character of its rules (protego's rule objects; measured).
+PARSED_FACTOR = 24
+#: Lines that apply to the whole site (protego reads them as Sitemap or Host): no verdict
+#: depends on them.
+_SITE_WIDE = re.compile(r"(?:sitemaps?|site-map|host)\s*:", re.IGNORECASE | re.ASCII)
+
+
+def rule_lines(text: str) -> str:
+    """The lines of a robots.txt that bear on a verdict, as protego reads them: comments,
+    blank lines and the site-wide ``Sitemap`` and ``Host`` lines dropped."""
+    kept = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not _SITE_WIDE.match(line):
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def pack(text: str, limit: int = KEPT_BYTES) -> bytes:
+    """:func:`rule_lines` of ``text`` compressed, cut after the last line that fits ``limit`` bytes."""
+    lines = rule_lines(text).split("\n")
+    packed = zlib.compress("\n".join(lines).encode(), 6)
+    if len(packed) <= limit:
+        return packed
+    fits, over = 0, len(lines)  # fits lines fit, over lines do not
+    while over - fits > 1:
+        mid = (fits + over) // 2
+        if len(zlib.compress("\n".join(lines[:mid]).encode(), 6)) <= limit:
+            fits = mid
+        else:
+            over = mid
+    log.warning("robots.txt rules past line %s of %s dropped: over %s bytes compressed",
+                fits, len(lines), limit)
+    return zlib.compress("\n".join(lines[:fits]).encode(), 6)
+
+
+def unpack(packed: bytes) -> str:
+    """The rule lines :func:`pack` kept."""
+    return zlib.decompress(packed).decode()
 
 
 @dataclass(frozen=True)
@@ -94,8 +144,7 @@ class Robots:
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self._known: dict[str, _Known] = {}
-        self._lock = threading.Lock()
+        self._known: ByteLRU[str, _Known] = ByteLRU(LOCAL_BYTES, max_entry=LOCAL_BYTES // 8)
         self._replace = rt.redis.register_script(_REPLACE)
 
     def check(self, req: CrawlRequest, task_id: str) -> RobotsVerdict:
@@ -137,11 +186,8 @@ class Robots:
             return known
         return None
 
-    def _remember(self, origin: str, known: _Known) -> _Known:
-        with self._lock:
-            if len(self._known) > 10_000:
-                self._known.clear()
-            self._known[origin] = known
+    def _remember(self, origin: str, known: _Known, rules: str = "") -> _Known:
+        self._known.put(origin, known, text_weight(origin, known.detail) + PARSED_FACTOR * len(rules))
         return known
 
     def _shared(self, origin: str) -> tuple[_Known | None, dict[str, bytes]]:
@@ -155,8 +201,9 @@ class Robots:
         state = f.get("state", b"").decode()
         local_s = min(LOCAL_S, max(ttl, 0))
         if state == "rules":
-            body = f.get("body", b"").decode("utf-8", "replace")
-            return self._remember(origin, _Known(state, Protego.parse(body), time.monotonic() + local_s)), f
+            rules = _stored_rules(f)
+            known = _Known(state, Protego.parse(rules), time.monotonic() + local_s)
+            return self._remember(origin, known, rules), f
         if state in ("allow", "unreachable"):
             detail = f.get("detail", b"").decode()
             return self._remember(origin, _Known(state, None, time.monotonic() + local_s, detail)), f
@@ -212,9 +259,11 @@ class Robots:
                 now: float) -> _Known | RobotsVerdict:
         """Keep what the download gave in Redis for the cluster and in this process."""
         s, key = self.rt.settings, self.rt.keys.robots(origin)
+        rules = ""
         if isinstance(result, Download) and 200 <= result.status < 300:
-            fields = {"state": "rules", "body": result.body.decode("utf-8", "replace"),
-                      "status": result.status}
+            packed = pack(result.body.decode("utf-8", "replace"))
+            rules = unpack(packed)  # what every other process will read
+            fields = {"state": "rules", "packed": packed, "status": result.status}
             ttl = s.robotstxt_ttl
         elif isinstance(result, Download) and 300 <= result.status < 500 and result.status != 429:
             fields, ttl = {"state": "allow", "status": result.status}, s.robotstxt_ttl
@@ -237,9 +286,10 @@ class Robots:
                                   "detail": detail}, s.robotstxt_ttl)
                 return RobotsVerdict(wait_until=now + wait)
         self._store(key, fields, ttl)
-        parser = Protego.parse(fields["body"]) if fields["state"] == "rules" else None
+        parser = Protego.parse(rules) if fields["state"] == "rules" else None
         return self._remember(origin, _Known(str(fields["state"]), parser,
-                                             time.monotonic() + min(LOCAL_S, ttl), str(fields.get("detail", ""))))
+                                             time.monotonic() + min(LOCAL_S, ttl), str(fields.get("detail", ""))),
+                              rules)
 
     def _store(self, key: str, fields: dict[str, object], ttl: float) -> None:
         """Replace an origin's robots.txt state in Redis, kept ``ttl`` seconds (one script:
@@ -254,6 +304,13 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 """
+
+
+def _stored_rules(fields: dict[str, bytes]) -> str:
+    """The rule lines of a ``rules`` state (``body``: the whole file, as older versions kept it)."""
+    if "packed" in fields:
+        return unpack(fields["packed"])
+    return fields.get("body", b"").decode("utf-8", "replace")
 
 
 def _redis_now(rt: Runtime) -> float:

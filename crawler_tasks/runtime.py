@@ -70,7 +70,9 @@ class Runtime:
         """This thread's HTTP session (connection pool)."""
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = make_session(self.settings.user_agent, policy=self.addresses)
+            session = self._local.session = make_session(
+                self.settings.user_agent, policy=self.addresses,
+                pool_hosts=self.settings.idle_connections_per_thread)
             with self._lock:
                 self._sessions.append(session)
         return session

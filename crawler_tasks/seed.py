@@ -22,13 +22,16 @@ from .addresses import AddressPolicy
 from .errors import BadInput, BlockedSeed
 from .models import DEFAULT_CRAWL_ID, CrawlRequest
 from .runtime import Runtime, current
-from .urls import host_of
+from .settings import Settings
+from .urls import check_length, host_of
 
 
 def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]], *,
                    priority: int = 0, meta: dict[str, Any] | None = None,
-                   crawl_id: str | None = None, dont_filter: bool = False) -> list[CrawlRequest]:
-    """Validated requests for ``seeds``; raises :class:`~crawler_tasks.errors.BadInput`."""
+                   crawl_id: str | None = None, dont_filter: bool = False,
+                   max_url_length: int = Settings.max_url_length) -> list[CrawlRequest]:
+    """Validated requests for ``seeds``; raises :class:`~crawler_tasks.errors.BadInput`
+    (:class:`~crawler_tasks.errors.URLTooLong` for a URL over ``max_url_length`` bytes)."""
     if isinstance(seeds, (str, dict)):
         seeds = [seeds]
     elif not isinstance(seeds, Iterable):
@@ -37,7 +40,10 @@ def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]],
         raise BadInput("meta: must be a JSON object")
     defaults = {"priority": priority, "meta": dict(meta or {}),
                 "crawl_id": crawl_id or DEFAULT_CRAWL_ID, "dont_filter": dont_filter}
-    return [CrawlRequest.from_seed(s, **defaults) for s in seeds]
+    requests = [CrawlRequest.from_seed(s, **defaults) for s in seeds]
+    for req in requests:
+        check_length(req.url, max_url_length)
+    return requests
 
 
 def submit_requests(rt: Runtime, requests: list[CrawlRequest], *, max_depth: int | None = None,
@@ -73,7 +79,8 @@ def refuse_blocked(requests: Iterable[CrawlRequest], policy: AddressPolicy) -> N
 
 def submit_to(rt: Runtime, seeds: Any, **options: Any) -> int:
     """:func:`submit` on an explicit runtime."""
-    return submit_requests(rt, build_requests(seeds, **options))
+    return submit_requests(rt, build_requests(seeds, max_url_length=rt.settings.max_url_length,
+                                              **options))
 
 
 def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]], *,
@@ -88,9 +95,10 @@ def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]], *
     """
     from .celery_app import app
 
-    requests = build_requests(url_or_urls, priority=priority, meta=meta,
-                              crawl_id=crawl_id, dont_filter=dont_filter)
-    return submit_requests(current(app), requests)
+    rt = current(app)
+    requests = build_requests(url_or_urls, priority=priority, meta=meta, crawl_id=crawl_id,
+                              dont_filter=dont_filter, max_url_length=rt.settings.max_url_length)
+    return submit_requests(rt, requests)
 
 
 def parse_seed_line(line: str) -> str | dict[str, Any]:

@@ -223,6 +223,13 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_MAX_LINKS_PER_PAGE", "max_links_per_page", int, 1000,
          "Links followed from one page (after de-duplication, in document order); the rest "
          "are counted (`links/over_cap`), not queued, so one page cannot flood the frontier."),
+    Spec("CRAWLER_MAX_URL_LENGTH", "max_url_length", int, 8192,
+         "Bytes of the longest URL crawled (UTF-8, percent-encoded as sent): a longer link is "
+         "counted (`links/too_long`), not queued; a longer seed or redirect target is refused."),
+    Spec("CRAWLER_MAX_IDLE_CONNECTIONS", "max_idle_connections", int, 256,
+         "Idle keep-alive connections one worker process keeps open, at most: each of its "
+         "threads keeps its `CRAWLER_MAX_IDLE_CONNECTIONS / CRAWLER_WORKER_CONCURRENCY` (at "
+         "least 1) most recent hosts, so a broad crawl cannot run out of file descriptors."),
     Spec("CRAWLER_DENY_PRIVATE_NETWORKS", "deny_private_networks", _bool, True,
          "Refuse to connect to loopback, private, link-local, CGNAT, multicast and reserved "
          "addresses (IPv4 inside IPv6, e.g. NAT64 or 6to4, judged as the IPv4) unless "
@@ -265,6 +272,10 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_SITEMAP_URLS", "sitemap_urls", _list, (),
          "Comma list of sitemap.xml URLs (indexes and `.xml.gz` too) Beat feeds; a newer "
          "`lastmod` re-admits a URL."),
+    Spec("CRAWLER_SITEMAP_LASTMOD_MAX", "sitemap_lastmod_max", int, 1_000_000,
+         "`lastmod` dates remembered per crawl for the sitemap feed (about 100 bytes each in "
+         "Redis); past it the oldest dates are dropped, and such a URL is gated as if new to "
+         "the sitemap."),
     Spec("CRAWLER_SEED_CRAWL_ID", "seed_crawl_id", str, "default",
          "Crawl id of the seeds Beat's feeds enqueue, unless a seed names its own."),
     Spec("CRAWLER_TEXT_MAXSIZE", "text_maxsize", int, 65536,
@@ -328,6 +339,8 @@ class Settings:
     store_flush_s: float = _DEFAULTS["store_flush_s"]
     store_lease_s: float = _DEFAULTS["store_lease_s"]
     max_links_per_page: int = _DEFAULTS["max_links_per_page"]
+    max_url_length: int = _DEFAULTS["max_url_length"]
+    max_idle_connections: int = _DEFAULTS["max_idle_connections"]
     deny_private_networks: bool = _DEFAULTS["deny_private_networks"]
     private_allowlist: tuple[str, ...] = _DEFAULTS["private_allowlist"]
     start_urls_key: str = _DEFAULTS["start_urls_key"]
@@ -341,6 +354,7 @@ class Settings:
     seed_file: str = _DEFAULTS["seed_file"]
     seed_interval: float = _DEFAULTS["seed_interval"]
     sitemap_urls: tuple[str, ...] = _DEFAULTS["sitemap_urls"]
+    sitemap_lastmod_max: int = _DEFAULTS["sitemap_lastmod_max"]
     seed_crawl_id: str = _DEFAULTS["seed_crawl_id"]
     text_maxsize: int = _DEFAULTS["text_maxsize"]
     claim_ttl: int = _DEFAULTS["claim_ttl"]
@@ -378,7 +392,8 @@ class Settings:
                      "seed_interval", "bloom_capacity", "stats_flush_s", "warc_max_bytes",
                      "store_batch", "store_flush_s", "store_lease_s", "robotstxt_ttl",
                      "autothrottle_target_concurrency", "autothrottle_max_delay", "ban_threshold",
-                     "proxy_bench_s"):
+                     "proxy_bench_s", "max_url_length", "max_idle_connections",
+                     "sitemap_lastmod_max"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         if not 0 < self.bloom_error_rate < 1:
@@ -426,6 +441,11 @@ class Settings:
     def redis_max_connections(self) -> int:
         """Connections each process may open to the state Redis (threads share them)."""
         return self.worker_concurrency + 16
+
+    @property
+    def idle_connections_per_thread(self) -> int:
+        """Hosts whose idle connection each worker thread's session keeps open."""
+        return max(1, self.max_idle_connections // self.worker_concurrency)
 
     @property
     def broker_is_redis(self) -> bool:

@@ -287,11 +287,16 @@ def _pool_classes(policy: AddressPolicy) -> dict[str, type]:
 
 class GuardedAdapter(HTTPAdapter):
     """requests' adapter on the guarded connections, direct or through a proxy (no retries:
-    the crawler decides)."""
+    the crawler decides).
 
-    def __init__(self, *, policy: AddressPolicy | None = None, pool_size: int = 32) -> None:
+    One worker thread uses its session for one request at a time, so each host's pool
+    keeps one idle connection, and ``pool_hosts`` pools at most are kept (urllib3 closes
+    the least recently used): the thread holds at most ``pool_hosts`` idle sockets.
+    """
+
+    def __init__(self, *, policy: AddressPolicy | None = None, pool_hosts: int = 8) -> None:
         self.policy = policy if policy is not None else AddressPolicy()
-        super().__init__(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
+        super().__init__(pool_connections=pool_hosts, pool_maxsize=1, max_retries=0)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)

@@ -34,6 +34,7 @@ HOSTILE_PATHS: dict[str, str] = {
     "/deflate-bomb": "Content-Encoding: deflate (zlib), 1 GiB of zeros in about 1 MB",
     "/redirects/10000": "302 chain of 10,000 hops, alternating 127.0.0.1 and localhost",
     "/links/1000000": "one page of 1,000,000 distinct links /l/<i> (about 25 MB)",
+    "/long-links/0": "1,000 distinct links of 10 KiB each, /l/long-<n>-<i>/xxx… (another set per <n>)",
     "/deep": "100,000 nested <div> levels around one link to /deep-end",
     "/bad-utf8": "charset=utf-8 with invalid UTF-8 in the title and body",
     "/mixed-encoding": "header utf-8, <meta> windows-1252, body mixes UTF-8 and latin-1",
@@ -57,6 +58,8 @@ GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03"  # as zlib writes it a
 ZLIB_HEADER = b"\x78\xda"  # as zlib writes it at level 9
 LINK = '<a href="/l/{}">x</a>\n'
 LINKS_BATCH = 10_000
+LONG_LINKS = 1000
+LONG_LINK_BYTES = 10 * 1024
 
 Handler = Callable[["Conn", str], None]
 
@@ -149,6 +152,14 @@ def links_body(n: int) -> Iterator[bytes]:
     for start in range(0, n, LINKS_BATCH):
         yield "".join(map(LINK.format, range(start, min(n, start + LINKS_BATCH)))).encode()
     yield LINKS_TAIL
+
+
+@functools.lru_cache(maxsize=4)
+def long_links_page(n: int) -> bytes:
+    """/long-links/<n>: :data:`LONG_LINKS` links of :data:`LONG_LINK_BYTES` bytes, distinct per ``n``."""
+    hrefs = (f"/l/long-{n}-{i}/" for i in range(LONG_LINKS))
+    links = "".join(f'<a href="{h}{"x" * (LONG_LINK_BYTES - len(h))}">{i}</a>\n' for i, h in enumerate(hrefs))
+    return page(f"{LONG_LINKS} long links", links)
 
 
 def count(arg: str) -> int | None:
@@ -316,6 +327,13 @@ def r_links(c: Conn, arg: str) -> None:
             c.send(chunk)
 
 
+def r_long_links(c: Conn, arg: str) -> None:
+    n = count(arg)
+    if n is None:
+        return r_missing(c, arg)
+    c.respond("200 OK", long_links_page(n))
+
+
 def r_l(c: Conn, arg: str) -> None:
     c.respond("200 OK", page(f"Link {escape(arg)}"))
 
@@ -353,7 +371,7 @@ def r_cl_long(c: Conn, arg: str) -> None:
 ROUTES: dict[str, Handler] = {
     "": r_index, "ok": r_ok, "drip": r_drip, "stall-headers": r_stall_headers,
     "cut-headers": r_cut_headers, "gzip-bomb": r_gzip_bomb, "deflate-bomb": r_deflate_bomb,
-    "redirects": r_redirects, "links": r_links, "l": r_l, "deep": r_deep, "deep-end": r_deep_end,
+    "redirects": r_redirects, "links": r_links, "long-links": r_long_links, "l": r_l, "deep": r_deep, "deep-end": r_deep_end,
     "bad-utf8": r_bad_utf8, "mixed-encoding": r_mixed_encoding, "many-headers": r_many_headers,
     "cl-short": r_cl_short, "cl-long": r_cl_long,
 }

@@ -14,7 +14,10 @@ from crawler_tasks.local import free_port
 
 from .conftest import REDIS, token
 
-CLI_DB = 10
+PREFIX = os.environ["CRAWLER_KEY_PREFIX"]  # set by conftest
+
+#: CRAWLER_CLI_TEST_DB lets a second run (another checkout's) use its own database.
+CLI_DB = int(os.environ.get("CRAWLER_CLI_TEST_DB", "10"))
 
 
 def cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None,
@@ -204,3 +207,53 @@ def test_demo_crawls_its_own_local_site_with_the_guard_on(tmp_path):
     assert result.returncode == 0, result.stderr
     summary = {line[:20].strip(): line[20:] for line in result.stdout.splitlines()}
     assert summary["pages stored"] == "6" and summary["failed"] == "0"  # / and /page/0 to /page/4
+
+
+@pytest.mark.parametrize("command", ["submit", "crawl"])
+def test_a_seed_over_the_url_length_cap_is_one_line_and_enqueues_nothing(command, empty_broker):
+    long_url = "http://127.0.0.1:9/" + "x" * 9000
+    result = cli(command, "http://127.0.0.1:9/ok", long_url, env=cli_env())
+    assert_one_line_error(result, 2)
+    assert "9019 bytes, longer than CRAWLER_MAX_URL_LENGTH (8192)" in result.stderr
+    assert empty_broker.dbsize() == 0
+    result = cli("submit", long_url, env={**cli_env(), "CRAWLER_MAX_URL_LENGTH": "10000"})
+    assert result.returncode == 0, result.stderr
+
+
+def crawl_keys(client: redis.Redis, crawl_id: str) -> list[bytes]:
+    return list(client.scan_iter(match=f"{PREFIX}:{{{crawl_id}}}:*"))
+
+
+def test_purge_removes_a_finished_crawl_s_state_and_keeps_the_others(site, tmp_path, empty_broker):
+    t = token()
+    store = str(tmp_path / "pages.db")
+    for crawl_id in ("old", "kept"):
+        result = cli("crawl", f"{site.url}/tree/{t}{crawl_id}/0?size=20", "--store", store,
+                     "--workers", "1", "--crawl-id", crawl_id, env={**cli_env(), "CRAWLER_DEDUP": "bloom",
+                                                                    "CRAWLER_BLOOM_CAPACITY": "10000"})
+        assert result.returncode == 0, result.stderr
+    assert len(crawl_keys(empty_broker, "old")) >= 3  # the Bloom filter's keys, stats, config
+    result = cli("purge", "--crawl-id", "old", env=cli_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("purged crawl old: ")
+    assert crawl_keys(empty_broker, "old") == []
+    assert empty_broker.smembers(f"{PREFIX}:crawls") == {b"kept"}
+    assert empty_broker.hkeys(f"{PREFIX}:stats_flushed") in ([], [b"kept"])
+    assert len(crawl_keys(empty_broker, "kept")) >= 3
+    exported = cli("export", "--store", store, "--crawl-id", "old").stdout.splitlines()
+    assert len(exported) == 20  # the records stay in their store
+    assert_one_line_error(cli("purge", "--crawl-id", "old", env=cli_env()), 2)  # nothing left
+
+
+def test_purge_refuses_a_crawl_with_work_outstanding_unless_forced(empty_broker):
+    empty_broker.sadd(f"{PREFIX}:crawls", "busy")
+    empty_broker.sadd(f"{PREFIX}:{{busy}}:outstanding", "task-1", "task-2")
+    empty_broker.hset(f"{PREFIX}:{{busy}}:stats", "stored", 1)
+    result = cli("purge", "--crawl-id", "busy", env=cli_env())
+    assert_one_line_error(result, 2)
+    assert "crawl busy has 2 task(s) outstanding" in result.stderr
+    assert len(crawl_keys(empty_broker, "busy")) == 2
+    result = cli("purge", "--crawl-id", "busy", "--force", env=cli_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "purged crawl busy: 2 key(s) removed"
+    assert crawl_keys(empty_broker, "busy") == [] and not empty_broker.smembers(f"{PREFIX}:crawls")

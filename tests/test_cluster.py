@@ -141,3 +141,28 @@ def test_the_store_queue_gives_back_a_dead_workers_batch_on_a_redis_cluster(clus
         assert len(list(open_store(settings.store).records("c1"))) == 5
     finally:
         rt.close()
+
+
+def test_purge_removes_each_crawl_s_keys_from_the_cluster_and_nothing_else(cluster_url, tmp_path):
+    flush(CLUSTER_BROKER_DB)
+    settings = Settings.from_env(broker_url=f"{REDIS}/{CLUSTER_BROKER_DB}", redis_url=cluster_url,
+                                 key_prefix=f"cp{token()}", store=str(tmp_path / "pages.db"),
+                                 dedup="bloom", bloom_capacity=10_000)
+    rt = Runtime(settings, create_app(settings))
+    try:
+        crawls = [f"p{i}{token()}" for i in range(4)]
+        for crawl_id in crawls:  # gated and queued: a Bloom filter, stats, config, outstanding
+            submit_requests(rt, build_requests([f"http://127.0.0.1:9/{crawl_id}/{i}" for i in range(3)],
+                                               crawl_id=crawl_id))
+        stem = rt.keys.crawl_stem
+        before = {c: list(rt.redis.scan_iter(match=f"{stem(c)}*")) for c in crawls}
+        assert all(len(keys) >= 4 for keys in before.values())
+        assert len({rt.redis.get_node_from_key(stem(c)).port for c in crawls}) > 1
+        for crawl_id in crawls[:2]:
+            assert rt.crawls.purge(crawl_id) == len(before[crawl_id])
+        after = {c: list(rt.redis.scan_iter(match=f"{stem(c)}*")) for c in crawls}
+        assert after[crawls[0]] == after[crawls[1]] == []
+        assert sorted(after[crawls[2]]) == sorted(before[crawls[2]])
+        assert rt.crawls.all_ids() == sorted(crawls[2:])
+    finally:
+        rt.close()

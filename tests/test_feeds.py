@@ -23,6 +23,7 @@ from crawler_tasks.errors import BadInput
 from crawler_tasks.local import wait_drained
 from crawler_tasks.queues import waiting_fetches
 from crawler_tasks.runtime import Runtime
+from crawler_tasks.seed import build_requests
 
 from .conftest import REDIS, by_url, token
 from .test_tasks import _junk
@@ -323,6 +324,36 @@ def test_sitemaps_feed_their_locs_and_a_newer_lastmod_readmits_a_url(feed_rt, fi
     next_interval()
     assert feeds.tick(frt, feeds.SITEMAPS).fed.admitted == 0
     assert feeds.status(frt, feeds.SITEMAPS)["admitted"] == 5
+
+
+def test_sitemap_dates_keep_only_the_newest_and_a_too_long_loc_is_refused(feed_rt, files, worker, site,
+                                                                            tmp_path):
+    t = token()
+    entries = [(f"{site.url}/page/{t}-{day}", f"2024-01-{day:02d}") for day in range(1, 31)]
+    long_loc = f"{site.url}/page/{t}-" + "x" * 9000
+    files.files["/dated.xml"] = (urlset(entries + [(long_loc, "2024-02-01")]), {})
+    frt = feed_rt(sitemap_urls=(f"{files.url}/dated.xml",), sitemap_lastmod_max=10)
+    first = feeds.tick(frt, feeds.SITEMAPS)
+    assert (first.fed.admitted, first.fed.invalid) == (30, 1)
+    stored(frt, tmp_path, worker)
+    key = frt.keys.sitemap_lastmod(frt.settings.seed_crawl_id)
+    assert frt.redis.zcard(key) == 10  # the ten newest dates: the 21st to the 30th
+    kept = {m.decode() for m in frt.redis.zrange(key, 0, -1)}
+    assert kept == {r.fingerprint for r in build_requests([loc for loc, _ in entries[20:]])}
+
+    # The 1st is newer now: as its old date was dropped, it meets the gate (refused as seen),
+    # and its new date is kept; the 30th changed too and is fetched again.
+    entries[0] = (entries[0][0], "2024-03-01")
+    entries[29] = (entries[29][0], "2024-03-01")
+    files.files["/dated.xml"] = (urlset(entries), {})
+    next_interval()
+    second = feeds.tick(frt, feeds.SITEMAPS)
+    assert (second.fed.admitted, second.fed.duplicates) == (1, 29)
+    stored(frt, tmp_path, worker)
+    fetched = site.paths(f"/page/{t}-")
+    assert fetched.count(f"/page/{t}-30") == 2 and fetched.count(f"/page/{t}-1") == 1
+    [first_page] = build_requests([entries[0][0]])
+    assert frt.redis.zcard(key) == 10 and frt.redis.zscore(key, first_page.fingerprint) is not None
 
 
 def test_broken_sitemaps_are_logged_and_the_others_still_feed(feed_rt, files, worker, site, tmp_path):

@@ -10,17 +10,16 @@ import pytest
 
 from crawler_tasks.backends import open_store
 from crawler_tasks.celery_app import create_app
-from crawler_tasks.local import Workers, wait_drained
+from crawler_tasks.local import EmbeddedRedis, Workers, wait_drained
 from crawler_tasks.runtime import Runtime
 from crawler_tasks.seed import build_requests, submit_requests
 from crawler_tasks.settings import Settings
 
-from .conftest import REDIS, UNTHROTTLED, flush, token
-from .hostile_site import HOSTILE_PATHS, HostileSite
+from .conftest import UNTHROTTLED, token
+from .hostile_site import HOSTILE_PATHS, LONG_LINKS, HostileSite
 
 pytestmark = pytest.mark.slow
 
-HOSTILE_DB = 5
 TIMEOUT = 2.0
 MAX_RETRIES = 1
 MAX_LINKS = 1000
@@ -34,6 +33,7 @@ EXPECTED = {
     "/deflate-bomb": (200, None),
     "/redirects/10000": (302, None),
     "/links/1000000": (200, None),
+    "/long-links/0": (200, None),
     "/deep": (200, None),
     "/bad-utf8": (200, None),
     "/mixed-encoding": (200, None),
@@ -50,6 +50,14 @@ def hostile() -> HostileSite:
     site.stop()
 
 
+@pytest.fixture
+def private_redis() -> EmbeddedRedis:
+    """A redis-server of this test's own, as its broker and state Redis."""
+    server = EmbeddedRedis().start()
+    yield server
+    server.stop()
+
+
 def tree_rss(procs: list[psutil.Process]) -> int:
     total = 0
     for proc in procs:
@@ -60,11 +68,10 @@ def tree_rss(procs: list[psutil.Process]) -> int:
     return total
 
 
-def test_hostile_site_crawl_drains_with_a_described_record_for_everything(hostile, tmp_path):
+def test_hostile_site_crawl_drains_with_a_described_record_for_everything(hostile, private_redis, tmp_path):
     assert set(EXPECTED) == set(HOSTILE_PATHS)
-    flush(HOSTILE_DB)
     store = str(tmp_path / "pages.db")
-    settings = Settings(broker_url=f"{REDIS}/{HOSTILE_DB}", key_prefix=f"hostile{token()}",
+    settings = Settings(broker_url=private_redis.url, key_prefix=f"hostile{token()}",
                         store=store, download_timeout=TIMEOUT, max_retries=MAX_RETRIES,
                         retry_backoff=0.1, retry_backoff_max=1, max_links_per_page=MAX_LINKS,
                         allowed_domains=("127.0.0.1", "localhost"), max_depth=2, **UNTHROTTLED)
@@ -118,3 +125,44 @@ def test_hostile_site_crawl_drains_with_a_described_record_for_everything(hostil
     assert elapsed < 120
     assert peak < 1.2 * 2**30
     rt.close()
+
+
+
+
+def test_pages_of_long_links_count_them_and_leave_worker_memory_flat(hostile, private_redis, tmp_path):
+    """Pages of 1,000 distinct 10 KiB links each: none is queued or kept, each is counted, and
+    the worker's memory levels off: a second batch of such pages does not raise it further
+    (their URLs would add about 30 MB per page to unbounded caches)."""
+    batch = 10
+    store = str(tmp_path / "pages.db")
+    settings = Settings(broker_url=private_redis.url, store=store, key_prefix="long",
+                        download_maxsize=16 * 2**20, max_depth=1, **UNTHROTTLED)
+    rt = Runtime(settings, create_app(settings))
+    workers = Workers(settings, concurrency=4, name=f"long{token()}@%h",
+                      log_path=str(tmp_path / "worker.log")).start()
+    proc = psutil.Process(workers.proc.pid)
+    peaks = []
+    try:
+        for first in (0, batch):
+            peak = 0
+            seeds = [f"{hostile.url}/long-links/{n}" for n in range(first, first + batch)]
+            submit_requests(rt, build_requests(seeds, crawl_id="long"))
+
+            def drained() -> bool:
+                nonlocal peak
+                peak = max(peak, tree_rss([proc]))
+                return rt.crawls.outstanding("long") == 0
+
+            wait_drained(drained, timeout=240, workers=workers, poll=0.2)
+            peaks.append(peak)
+        records = list(open_store(store).records("long"))
+        stats = rt.stats.read("long")
+    finally:
+        workers.stop()
+        rt.close()
+    print(f"\nlong links: worker peak RSS {peaks[0] / 2**20:.0f} MB after {batch} pages, "
+          f"{peaks[1] / 2**20:.0f} MB after {2 * batch}")
+    assert len(records) == 2 * batch and all("/long-links/" in r.url for r in records)
+    assert all(r.status == 200 and r.links == [] and not r.truncated for r in records)
+    assert stats["links/too_long"] == 2 * batch * LONG_LINKS
+    assert peaks[1] - peaks[0] < 100 * 2**20, f"the second batch added {(peaks[1] - peaks[0]) / 2**20:.0f} MB"

@@ -21,6 +21,8 @@ import requests
 from .hostile_site import (
     BOMB_SIZE,
     HOSTILE_PATHS,
+    LONG_LINK_BYTES,
+    LONG_LINKS,
     MANY_HEADERS,
     PARTIAL_HEAD,
     HostileSite,
@@ -160,6 +162,15 @@ def test_links_pages(hostile: HostileSite) -> None:
     assert int(header(lines, "Content-Length") or -1) == len(body) == links_length(1_000_000)
     assert body.count(b'<a href="/l/') == 1_000_000 and b'href="/l/999999"' in body
     assert requests.get(hostile.url + "/l/7", timeout=5).status_code == 200
+
+
+def test_long_links_pages(hostile: HostileSite) -> None:
+    body = requests.get(hostile.url + "/long-links/3", timeout=5).content
+    hrefs = re.findall(rb'<a href="([^"]+)">', body)
+    assert len(set(hrefs)) == LONG_LINKS and {len(h) for h in hrefs} == {LONG_LINK_BYTES}
+    assert all(h.startswith(b"/l/long-3-") for h in hrefs)
+    assert not set(hrefs) & set(re.findall(rb'<a href="([^"]+)">', fetch(hostile, "/long-links/4")[1]))
+    assert requests.get(hostile.url + hrefs[0].decode(), timeout=5).status_code == 200
 
 
 def test_deep(hostile: HostileSite) -> None:

@@ -3,6 +3,7 @@ Redis (not in a worker), back-off on 429, and the limiter's script-level rules."
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -20,7 +21,8 @@ from crawler_tasks.settings import Settings
 from .conftest import REDIS, flush, token
 from .polite_site import PoliteSite
 
-POLITE_DB = 4
+#: CRAWLER_POLITE_TEST_DB lets a second run (another checkout's) use its own database.
+POLITE_DB = int(os.environ.get("CRAWLER_POLITE_TEST_DB", "4"))
 #: Two worker processes of this many slots each, as the issue asks.
 SLOTS = 4
 #: Slack for "no two requests closer than the delay": the slot is taken in Redis, the
@@ -201,6 +203,20 @@ def test_a_parked_fetch_delivered_twice_waits_once(limiter_rt):
     rt.hosts.park(host, "t-a", req, 0)
     rt.hosts.park(host, "t-a", req, 0)
     assert rt.redis.zcard(rt.keys.host_wait(host)) == 1
+
+
+def test_the_recent_hosts_list_keeps_the_newest_hosts_only(limiter_rt):
+    rt = limiter_rt
+    rt.hosts.recent_hosts = 20  # RECENT_HOSTS (10,000) in production
+    for i in range(100):  # a first request puts its host on the list, a parked fetch too
+        host = f"h{i}.test:80"
+        assert rt.hosts.acquire(host, f"t{i}").go
+        if i % 2:
+            rt.hosts.park(host, f"w{i}", CrawlRequest(f"http://h{i}.test/w"), 0)
+    recent = [h.decode() for h in rt.redis.zrange(rt.keys.hosts_recent(), 0, -1)]
+    assert 20 <= len(recent) <= 22  # trimmed to 20 once it is a tenth over
+    assert recent[-1] == "h99.test:80" and "h0.test:80" not in recent
+    assert [h.host for h in rt.hosts.busiest(n=1)] == ["h99.test:80"]
 
 
 def test_host_of_keys_by_host_and_port():

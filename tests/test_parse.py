@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from crawler_tasks.parse import parse_html
+from crawler_tasks.crawls import Limits
+from crawler_tasks.models import CrawlRequest
+from crawler_tasks.parse import follow, parse_html
 
 from .conftest import by_url, token
 from .site import GBK_TITLE, SJIS_TITLE
@@ -134,3 +136,22 @@ def test_malformed_page_links_are_followed(crawl, site):
     t = token()
     records = by_url(crawl(f"{site.url}/malformed/{t}"))
     assert f"{site.url}/page/{t}-m1" in records and f"{site.url}/page/{t}-m2" in records
+
+
+def test_links_over_the_url_length_cap_are_counted_not_kept():
+    long_path = "/l/" + "x" * 9000
+    body = (f'<a href="{long_path}">1</a><a href="/short">2</a>'
+            f'<a href="http://b.test{long_path}">3</a><a href="{long_path}">again</a>').encode()
+    parsed = parse_html(body, url="http://a.test/", content_type="text/html", text_maxsize=10,
+                        max_url_length=8192)
+    assert parsed.links == ["http://a.test/short"]
+    assert parsed.links_too_long == 3
+    assert len(parse(body).links) == 3  # no cap given: all kept
+
+
+def test_follow_counts_links_that_percent_encoding_takes_over_the_cap():
+    req = CrawlRequest(url="http://a.test/", crawl_id="p")
+    limits = Limits(domains=frozenset({"a.test"}), max_depth=0, max_pages=0, store="")
+    near = "http://a.test/" + "é" * 3000  # 6,014 bytes in UTF-8, 18,014 once percent-encoded
+    children, too_long = follow(req, [near, "http://a.test/ok"], limits, max_url_length=8192)
+    assert [c.url for c in children] == ["http://a.test/ok"] and too_long == 1

@@ -117,6 +117,13 @@ def test_redirect_hop_limit_fails_the_request():
     assert isinstance(out, Fail) and "redirect hops exceeded (3)" in out.record.description
 
 
+def test_a_redirect_to_a_url_over_the_length_cap_fails_the_request_and_says_why():
+    out = decide(req(), response(302, {"location": "/" + "x" * 9000}), SETTINGS, LIMITS)
+    assert isinstance(out, Fail) and out.counts["failures"] == 1
+    assert out.record.description.startswith("redirect not followed: invalid URL 'http://a.test/xxx")
+    assert out.record.description.endswith("9014 bytes, longer than CRAWLER_MAX_URL_LENGTH (8192)")
+
+
 def test_offsite_redirect_is_recorded_not_followed():
     out = decide(req(), response(302, {"location": "http://elsewhere.test/"}), SETTINGS, LIMITS)
     assert isinstance(out, HandOn) and out.counts["redirect/offsite"] == 1

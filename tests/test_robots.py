@@ -4,9 +4,10 @@ Allow/Disallow for our user agent, Crawl-delay, and what 5xx, 4xx, timeouts and 
 from __future__ import annotations
 
 import pytest
+from protego import Protego
 
 from crawler_tasks.backends import open_store
-from crawler_tasks.robots import origin_of, robots_url
+from crawler_tasks.robots import KEPT_BYTES, origin_of, pack, robots_url, unpack
 
 from .test_hosts import TOLERANCE, crawl, gaps, polite_settings, site
 
@@ -123,3 +124,56 @@ def test_a_host_the_guard_refuses_is_unreachable_at_once_and_nothing_is_sent(sit
     assert s.robots_hits() == [] and s.page_hits() == []
     assert rt.stats.read(crawl_id).get("retries", 0) == 0
     assert rt.robots.state_of(by_name.split("//", 1)[1]) == "unreachable"  # not waiting for a retry
+
+
+def big_robots_txt() -> str:
+    """About 400 KiB: comments, sitemaps, another bot's rules, then the groups that matter."""
+    parts = [f"# line {i}: {'-' * 60}" for i in range(2000)]
+    parts += [f"Sitemap: https://example.test/sitemap-{i}.xml" for i in range(2000)]
+    parts += ["User-agent: otherbot"] + [f"Disallow: /other/{i}/" for i in range(8000)]
+    parts += ["", "User-agent: *  # everyone", "Disallow: /p/2  # not this one", "Crawl-delay: 0",
+              "HOST: example.test", "", "User-agent: crawler-tasks", "Disallow: /p/3"]
+    return "\r\n".join(parts) + "\r\n"
+
+
+def test_a_large_robots_txt_is_kept_as_its_compressed_rules(sites, tmp_path):
+    text = big_robots_txt()
+    assert len(text) > 400_000
+    s = site(sites, pages=5)
+    s.robots = [(200, text, 0.0)]
+    settings = polite_settings(tmp_path, download_delay=0, host_concurrency=4)
+    rt, crawl_id, _ = crawl(settings, seeds(s, 5), tmp_path)
+    # Our own group applies (not "*"): only /p/3 is disallowed.
+    assert sorted(h.path for h in s.page_hits()) == ["/p/0", "/p/1", "/p/2", "/p/4"]
+    assert rt.stats.read(crawl_id)["robots/disallowed"] == 1
+    key = rt.keys.robots(origin_of(s.url + "/"))
+    assert rt.redis.hget(key, "state") == b"rules"
+    assert rt.redis.memory_usage(key) < KEPT_BYTES
+
+
+ROBOTS_FILES = [
+    RULES,
+    big_robots_txt(),
+    "User-agent: crawler-tasks\nSitemap: /s.xml\nDisallow: /p/\nUser-agent: x\nAllow: /p/1\n",
+    "user agent crawler-tasks\n# comment\n\nDisallow /p/1#frag\n  Allow: /p/1$  \nhost:a\nsitemaps: b\n",
+    "User-agent: *\nDisallow: /p/*.html$\nUser-agent: crawler-tasks*\nDisallow: /p/0\n",
+    "Disallow: /before-any-agent\nUser-agent: *\nDisallow: /p/1\x85User-agent: crawler\nAllow: /\n",
+]
+PATHS = ["/", "/p/0", "/p/1", "/p/1$", "/p/2", "/p/3", "/p/x.html", "/before-any-agent", "/other/5/"]
+
+
+@pytest.mark.parametrize("text", ROBOTS_FILES, ids=range(len(ROBOTS_FILES)))
+def test_the_kept_rules_give_the_verdicts_of_the_whole_file(text):
+    ua = "crawler-tasks/0.1 (+https://pypi.org/project/crawler-tasks/)"
+    whole, kept = Protego.parse(text), Protego.parse(unpack(pack(text)))
+    for path in PATHS:
+        assert kept.can_fetch("http://a.test" + path, ua) == whole.can_fetch("http://a.test" + path, ua), path
+    assert kept.crawl_delay(ua) == whole.crawl_delay(ua)
+
+
+def test_rules_past_the_kept_bytes_are_dropped_at_a_line():
+    text = "User-agent: *\n" + "\n".join(f"Disallow: /{i:x}{i * 7919 % 65521:x}" for i in range(40_000))
+    packed = pack(text, limit=16 * 1024)
+    rules = unpack(packed).split("\n")
+    assert len(packed) <= 16 * 1024 and 1000 < len(rules) < 40_000
+    assert text.startswith("\n".join(rules) + "\n")

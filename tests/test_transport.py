@@ -1,5 +1,6 @@
 """The HTTP transport: one deadline per download, cut-off headers, the private-network guard,
-direct and through a proxy."""
+direct and through a proxy.
+Also: idle keep-alive connections bounded however many hosts are crawled."""
 
 from __future__ import annotations
 
@@ -10,15 +11,22 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import psutil
 import pytest
 
 from crawler_tasks.addresses import AddressPolicy
+from crawler_tasks.celery_app import create_app
 from crawler_tasks.download import download, make_session
 from crawler_tasks.errors import FetchError
+from crawler_tasks.local import EmbeddedRedis, Workers, wait_drained
 from crawler_tasks.models import CrawlRequest
+from crawler_tasks.runtime import Runtime
+from crawler_tasks.seed import build_requests, submit_requests
+from crawler_tasks.settings import Settings
 
-from .conftest import LOCAL
+from .conftest import LOCAL, UNTHROTTLED, token
 from .hostile_site import HostileSite
+from .many_hosts import ManyHosts
 from .proxy_server import ForwardProxy
 
 
@@ -300,3 +308,63 @@ def test_a_refused_target_does_not_bench_the_proxy(proxy):
     # Refused before the request: not the proxy's failure (no "proxy" reason that benches it).
     error = refused("http://[64:ff9b::a9fe:a9fe]/", proxy=proxy.url)
     assert "NAT64 for 169.254.169.254" in str(error)
+
+
+
+# -- idle keep-alive connections ----------------------------------------------------
+
+def sockets_to(proc: psutil.Process, port: int) -> int:
+    """The process's TCP sockets connected to ``port`` (in use or idle)."""
+    try:
+        return sum(1 for c in proc.net_connections(kind="tcp") if c.raddr and c.raddr.port == port)
+    except psutil.NoSuchProcess:
+        return 0
+
+
+def test_a_session_keeps_idle_connections_to_its_most_recent_hosts_only():
+    site = ManyHosts(40).start()
+    try:
+        session = make_session("test", pool_hosts=8, policy=LOCAL)
+        for url in site.urls():
+            assert download(session, CrawlRequest(url=url), timeout=5, maxsize=1 << 20).status == 200
+        assert sockets_to(psutil.Process(), site.port) == 8
+        for url in site.urls()[-8:]:  # the eight most recent hosts: their connections are reused
+            download(session, CrawlRequest(url=url), timeout=5, maxsize=1 << 20)
+        assert sockets_to(psutil.Process(), site.port) == 8 and site.requests == 48
+        session.close()
+    finally:
+        site.stop()
+
+
+def test_a_worker_crawling_a_thousand_hosts_keeps_its_idle_connections_under_the_cap(tmp_path):
+    """8 threads, CRAWLER_MAX_IDLE_CONNECTIONS=32: at most 32 idle sockets plus 8 in use,
+    where one pool of 32 hosts per thread kept up to 256 open."""
+    site = ManyHosts(1000).start()
+    server = EmbeddedRedis().start()
+    settings = Settings(broker_url=server.url, store=str(tmp_path / "pages.db"), key_prefix="broad",
+                        max_idle_connections=32, **UNTHROTTLED)
+    rt = Runtime(settings, create_app(settings))
+    workers = Workers(settings, concurrency=8, name=f"broad{token()}@%h",
+                      log_path=str(tmp_path / "worker.log")).start()
+    peak_sockets = peak_fds = 0
+    try:
+        proc = psutil.Process(workers.proc.pid)
+        submit_requests(rt, build_requests(site.urls(), crawl_id="broad"))
+
+        def drained() -> bool:
+            nonlocal peak_sockets, peak_fds
+            peak_sockets = max(peak_sockets, sockets_to(proc, site.port))
+            peak_fds = max(peak_fds, proc.num_fds())
+            return rt.crawls.outstanding("broad") == 0
+
+        wait_drained(drained, timeout=180, workers=workers, poll=0.1)
+        stored = rt.stats.read("broad").get("stored", 0)
+    finally:
+        workers.stop()
+        rt.close()
+        server.stop()
+        site.stop()
+    print(f"\n1,000 hosts: peak {peak_sockets} sockets to the site, {peak_fds} open files")
+    assert stored == 1000
+    assert peak_sockets <= 32 + 8
+    assert peak_fds < 200

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from crawler_tasks.errors import InvalidURL, UnsupportedScheme
-from crawler_tasks.urls import canonicalize_url, fingerprint, validate_url
+from crawler_tasks.urls import canonicalize_url, domain_allowed, fingerprint, validate_url
 
 PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -276,3 +276,24 @@ def test_unsupported_schemes_raise_the_subclass(text):
         pass
     else:
         assert result.startswith(("http://", "https://"))
+
+
+# -- allowed domains ------------------------------------------------------------
+
+def _allowed_by_scan(host: str, domains: frozenset[str]) -> bool:
+    """The definition: the host is a domain, or ends with "." and a domain."""
+    return host in domains or any(host.endswith("." + d) for d in domains)
+
+
+domain_names = st.lists(st.sampled_from(["a", "b", "example", "com", "test", "xn--bcher-kva", "0", "1"]),
+                        min_size=1, max_size=4).map(".".join)
+
+
+@PROPS
+@given(labels=st.lists(st.sampled_from(["a", "b", "example", "com", "test", "www", "0", "1"]),
+                       min_size=1, max_size=5),
+       domains=st.lists(domain_names, max_size=6), take=st.integers(0, 5))
+def test_domain_check_agrees_with_a_scan_of_every_domain(labels, domains, take):
+    host = ".".join(labels)
+    chosen = frozenset(domains) | ({".".join(labels[take:])} if take < len(labels) else set())
+    assert domain_allowed(f"http://{host}:8080/p", chosen) == _allowed_by_scan(host, chosen)
