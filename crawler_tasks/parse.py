@@ -214,7 +214,8 @@ def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord,
 def parse_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
     """The split pipeline's parse step: parse the page ``claim_id``, enqueue links, queue
     the record for the store, drop the claim."""
-    record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True)
-    children, counts = parse_page(rt, req, record, body or b"")
-    enqueue.complete(rt, req, task_id, children, counts, record=record)
+    with rt.large_bodies.permit() as permit:  # a large body's slot, until its record is queued
+        record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True, permit=permit)
+        children, counts = parse_page(rt, req, record, body or b"")
+        enqueue.complete(rt, req, task_id, children, counts, record=record)
     rt.claims.delete(req.crawl_id, claim_id)  # done now, or long ago (a late duplicate)

@@ -155,6 +155,10 @@ SPECS: tuple[Spec, ...] = (
          "Retries after a connection error, timeout, 408, 429 or 5xx."),
     Spec("CRAWLER_DOWNLOAD_MAXSIZE", "download_maxsize", int, 10 * 1024 * 1024,
          "Bytes of a body kept; a longer body is truncated and the record says so."),
+    Spec("CRAWLER_DOWNLOAD_LARGE_BODIES", "download_large_bodies", int, 2,
+         "Bodies over 1 MiB one worker process holds at once (downloading, parsing, queueing "
+         "or writing one to a store); a download growing past 1 MiB waits for a free slot, "
+         "its timeout paused."),
     Spec("CRAWLER_ALLOWED_DOMAINS", "allowed_domains", _csv, (),
          "Comma list of domains links may go to (subdomains included).",
          "the hosts of the seeds of each crawl"),
@@ -303,6 +307,7 @@ class Settings:
     max_depth: int = _DEFAULTS["max_depth"]
     max_retries: int = _DEFAULTS["max_retries"]
     download_maxsize: int = _DEFAULTS["download_maxsize"]
+    download_large_bodies: int = _DEFAULTS["download_large_bodies"]
     allowed_domains: tuple[str, ...] = _DEFAULTS["allowed_domains"]
     visibility_timeout: int = _DEFAULTS["visibility_timeout"]
     user_agent: str = _DEFAULTS["user_agent"]
@@ -379,6 +384,9 @@ class Settings:
                      "store_batch", "store_flush_s", "store_lease_s", "robotstxt_ttl",
                      "autothrottle_target_concurrency", "autothrottle_max_delay", "ban_threshold",
                      "proxy_bench_s"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{name}: must be greater than 0")
+        for name in ("download_large_bodies",):  # a memory bound
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         if not 0 < self.bloom_error_rate < 1:
