@@ -15,6 +15,7 @@ import zlib
 
 import redis
 
+from .budget import LARGE_BODY, Permit
 from .errors import ClaimMissing
 from .keys import Keys
 from .models import PageRecord
@@ -48,17 +49,24 @@ class Claims:
             self.put(pipe, crawl_id, claim_id, record, body)
             pipe.execute()
 
-    def load(self, crawl_id: str, claim_id: str, *,
-             with_body: bool) -> tuple[PageRecord, bytes | None]:
-        """The record and body of ``claim_id``; :class:`ClaimMissing` if it expired."""
+    def load(self, crawl_id: str, claim_id: str, *, with_body: bool,
+             permit: Permit | None = None) -> tuple[PageRecord, bytes | None]:
+        """The record and body of ``claim_id``; :class:`ClaimMissing` if it expired.
+
+        A body over :data:`~crawler_tasks.budget.LARGE_BODY` bytes is decompressed only
+        once ``permit`` holds its slot (the caller gives it back).
+        """
         fields = ["record", "body"] if with_body else ["record"]
         values = self.client.hmget(self.keys.page(crawl_id, claim_id), fields)
         if values[0] is None:
             raise ClaimMissing(f"claim {claim_id} expired or was evicted")
         data = values[0] if values[0][:1] == b"{" else zlib.decompress(values[0])
         record = PageRecord.from_dict(json.loads(data))
-        body = zlib.decompress(values[1]) if with_body and values[1] is not None else None
-        return record, body
+        if not with_body or values[1] is None:
+            return record, None
+        if permit is not None and record.size > LARGE_BODY:
+            permit.take()
+        return record, zlib.decompress(values[1])
 
     def delete(self, crawl_id: str, claim_id: str) -> None:
         self.client.delete(self.keys.page(crawl_id, claim_id))

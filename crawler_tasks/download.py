@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import email.utils
 import http.client
+import io
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import requests
 
 from . import transport
 from .addresses import AddressPolicy
+from .budget import LARGE_BODY, Permit
 from .errors import FetchError
 from .models import CrawlRequest
 
@@ -107,14 +109,16 @@ def make_session(user_agent: str, *, pool_hosts: int = 8,
 
 
 def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
-             maxsize: int, proxy: str | None = None) -> Download:
+             maxsize: int, proxy: str | None = None, permit: Permit | None = None) -> Download:
     """Fetch ``req`` without following redirects; raise :class:`FetchError` when no whole response came.
 
     ``proxy`` (a URL, credentials included) is the proxy to go through; None = direct.
 
     ``timeout`` bounds the whole download (connect, headers and body), however
     slowly the server sends. The body is decompressed as it streams and cut at
-    ``maxsize`` decompressed bytes (``truncated`` says so).
+    ``maxsize`` decompressed bytes (``truncated`` says so). A body growing past
+    :data:`~crawler_tasks.budget.LARGE_BODY` bytes first takes ``permit``'s slot (the
+    caller gives it back), the timeout paused while it waits.
     """
     started = time.monotonic()
     with transport.deadline(started + timeout) as limit:
@@ -123,7 +127,7 @@ def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
                                    timeout=(timeout, timeout), allow_redirects=False, stream=True,
                                    proxies={"http": proxy, "https": proxy} if proxy else None)
             with resp:
-                body, truncated = _read_capped(resp, req, maxsize)
+                body, truncated = _read_capped(resp, req, maxsize, permit)
         except requests.exceptions.RequestException as exc:
             raise _request_error(exc, timeout, expired=limit.expired) from None
         if limit.expired and not truncated and _short(resp, body):
@@ -147,20 +151,24 @@ def _bytes(body: bytes | str | None) -> bytes:
     return body.encode() if isinstance(body, str) else body or b""
 
 
-def _read_capped(resp: requests.Response, req: CrawlRequest, maxsize: int) -> tuple[bytes, bool]:
+def _read_capped(resp: requests.Response, req: CrawlRequest, maxsize: int,
+                 permit: Permit | None = None) -> tuple[bytes, bool]:
     """The decompressed body up to ``maxsize`` bytes, and whether there was more."""
     if req.method == "HEAD":
         return b"", False
-    chunks: list[bytes] = []
+    body = io.BytesIO()  # grows in place, and its value is not copied again (a join would)
     size = 0
     for chunk in resp.iter_content(CHUNK):
+        if permit is not None and min(size + len(chunk), maxsize) > LARGE_BODY and not permit.held:
+            with transport.paused():
+                permit.take()
         if size + len(chunk) >= maxsize:
-            chunks.append(chunk[:maxsize - size])
+            body.write(memoryview(chunk)[:maxsize - size])
             more = len(chunk) > maxsize - size or _more_to_read(resp)
-            return b"".join(chunks), more
-        chunks.append(chunk)
+            return body.getvalue(), more
+        body.write(chunk)
         size += len(chunk)
-    return b"".join(chunks), False
+    return body.getvalue(), False
 
 
 def _more_to_read(resp: requests.Response) -> bool:

@@ -46,11 +46,14 @@ def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
         return apply(rt, req, task_id, early)
     result: Download | FetchError | None = None
     release = SlotRelease(rt, host, task_id, robots.crawl_delay, slot.proxy)
+    # A large body keeps its slot until its record is in the store queue (the finally).
+    permit = rt.large_bodies.permit()
     try:
         before = store.previous(rt, req)
         try:
             result = download(rt.session, conditional(req, before), timeout=s.download_timeout,
-                              maxsize=s.download_maxsize, proxy=rt.proxies.url(slot.proxy))
+                              maxsize=s.download_maxsize, proxy=rt.proxies.url(slot.proxy),
+                              permit=permit)
         except FetchError as err:
             result = err
         release.feedback = host_feedback(result, rt.proxies, slot.proxy)
@@ -62,6 +65,7 @@ def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
         return apply(rt, req, task_id, _via(outcome, rt.proxies.shown(slot.proxy)), release=release)
     finally:
         release.now()  # when the outcome did not take it into its last round trip
+        permit.release()
 
 
 class SlotRelease:

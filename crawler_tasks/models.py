@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
+import json
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Any
 
+from .budget import LARGE_BODY
 from .errors import BadInput, InvalidURL
 from .urls import fingerprint, validate_url
 
@@ -21,6 +25,8 @@ _CRAWL_ID_FORBIDDEN = frozenset(":{}")
 MAX_CRAWL_ID = 128
 #: Meta keys the retry policy turns into numbers.
 _INTEGER_META = ("max_retry_times", "retry_priority_adjust")
+#: Characters of a long string escaped at a time by :func:`json_bytes`.
+_SLICE = 1 << 16
 
 
 def _is_int(value: Any) -> bool:
@@ -176,7 +182,34 @@ class PageRecord:
         """The record as a JSON-ready dict (shallow: its lists and dicts are shared)."""
         return dict(self.__dict__)
 
+    @property
+    def large(self) -> bool:
+        """Whether the record keeps a large body (``body`` or ``body_base64`` over
+        :data:`~crawler_tasks.budget.LARGE_BODY` characters)."""
+        return max(len(self.body or ""), len(self.body_base64 or "")) > LARGE_BODY
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PageRecord:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def json_bytes(data: dict[str, Any]) -> bytes:
+    """``json.dumps(data, ensure_ascii=False).encode()``, without ever holding the JSON
+    of a long string value whole as text: it is escaped a slice at a time, straight to
+    UTF-8. (A 10 MiB body of NULs is 60 MB of JSON, and one non-Latin-1 character would
+    make that text 120 MB.)"""
+    out = io.BytesIO()
+    out.write(b"{")
+    for i, (key, value) in enumerate(data.items()):
+        out.write(b", " if i else b"")
+        out.write(json.dumps(key, ensure_ascii=False).encode() + b": ")
+        if isinstance(value, str) and len(value) > _SLICE:
+            out.write(b'"')
+            for j in range(0, len(value), _SLICE):
+                out.write(encode_basestring(value[j:j + _SLICE])[1:-1].encode())
+            out.write(b'"')
+        else:
+            out.write(json.dumps(value, ensure_ascii=False).encode())
+    out.write(b"}")
+    return out.getvalue()

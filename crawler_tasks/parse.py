@@ -3,13 +3,19 @@
 Encoding follows the browsers' order (w3lib): BOM, HTTP header, ``<meta>``,
 then detection (charset-normalizer); GB2312/GBK decode as GB18030 and
 Shift_JIS as CP932, as browsers do.
+
+A page up to :data:`~crawler_tasks.budget.LARGE_BODY` bytes is parsed into a
+tree (lxml, in C: the fast way for small pages); a larger one is read as a
+stream of parser events (:class:`_Collector`), which keeps only what the record
+needs (the capped links and text), never the tree: a tree costs up to 30 times
+its body. Both ways give the same title, text and links, except that a tree
+stops at 255 levels of nesting and the stream reads on.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -20,6 +26,7 @@ import lxml.html
 from w3lib.encoding import html_to_unicode
 
 from . import enqueue
+from .budget import LARGE_BODY, ByteBudget
 from .crawls import Limits
 from .errors import InvalidURL
 from .lru import memoize
@@ -31,13 +38,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_INVISIBLE = ("script", "style", "noscript", "template", "svg")
-#: Bodies above this many bytes are parsed one at a time per worker process: a
-#: parse tree costs tens of times its body, so 32 threads parsing 10 MiB pages at
-#: once would need gigabytes. Parsing holds the GIL anyway, so little is lost.
-LARGE_BODY = 1 << 20
-_large_parse = threading.Lock()
+_INVISIBLE = frozenset(("script", "style", "noscript", "template", "svg"))
+#: Bytes of bodies parsed into trees at once per worker process: a tree costs up to
+#: 30 times its body, so 32 threads each parsing a 1 MiB page would need about 1 GB.
+TREE_BYTES = 4 * LARGE_BODY
+_trees = ByteBudget(TREE_BYTES)
+#: Characters of a large page fed to the stream parser at a time.
+FEED = 1 << 16
 _SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"\S+")
+_XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
 @dataclass
@@ -78,12 +88,12 @@ def parse_html(body: bytes, *, url: str, content_type: str | None, text_maxsize:
     """
     args = (body, url, content_type, text_maxsize, robots_header, max_links, max_url_length)
     if len(body) > LARGE_BODY:
-        with _large_parse:
-            return _parse_html(*args)
-    return _parse_html(*args)
+        return _parse_stream(*args)
+    with _trees.hold(len(body)):
+        return _parse_tree(*args)
 
 
-def _parse_html(body: bytes, url: str, content_type: str | None, text_maxsize: int,
+def _parse_tree(body: bytes, url: str, content_type: str | None, text_maxsize: int,
                 robots_header: str, max_links: int, max_url_length: int) -> Parsed:
     encoding, html = decode_html(body, content_type)
     root = _document(html)
@@ -91,14 +101,14 @@ def _parse_html(body: bytes, url: str, content_type: str | None, text_maxsize: i
         return Parsed(title=None, text="", encoding=encoding, html=html)
     nofollow = "nofollow" in robots_header.lower() or _meta_nofollow(root)
     title = _title(root)
-    links, over, too_long = ([], 0, 0) if nofollow else _links(root, url, max_links, max_url_length)
+    links = _Links(url, 0) if nofollow else _links(root, url, max_links, max_url_length)
     text = _visible_text(root, text_maxsize)
-    return Parsed(title=title, text=text, links=links, links_over_cap=over, links_too_long=too_long,
-                  nofollow=nofollow, encoding=encoding, html=html)
+    return Parsed(title=title, text=text, links=links.links, links_over_cap=links.over,
+                  links_too_long=links.too_long, nofollow=nofollow, encoding=encoding, html=html)
 
 
 def _document(text: str) -> lxml.html.HtmlElement | None:
-    text = re.sub(r"^\s*<\?xml[^>]*\?>", "", text)
+    text = _XML_DECL.sub("", text)
     try:
         return lxml.html.document_fromstring(text)
     except (lxml.etree.ParserError, ValueError):
@@ -109,17 +119,23 @@ def _title(root: lxml.html.HtmlElement) -> str | None:
     found = root.find(".//title")
     if found is None or found.text_content() is None:
         return None
-    title = _SPACE.sub(" ", found.text_content()).strip()
-    return title or None
+    return _clean_title(found.text_content())
+
+
+def _clean_title(text: str) -> str | None:
+    return _SPACE.sub(" ", text).strip() or None
 
 
 def _meta_nofollow(root: lxml.html.HtmlElement) -> bool:
-    for meta in root.iter("meta"):
-        if (meta.get("name") or "").lower() in ("robots", "googlebot"):
-            directives = {d.strip() for d in (meta.get("content") or "").lower().split(",")}
-            if directives & {"nofollow", "none"}:
-                return True
-    return False
+    return any(_robots_nofollow(meta.get("name"), meta.get("content")) for meta in root.iter("meta"))
+
+
+def _robots_nofollow(name: str | None, content: str | None) -> bool:
+    """Whether a ``<meta name content>`` forbids following the page's links."""
+    if (name or "").lower() not in ("robots", "googlebot"):
+        return False
+    directives = {d.strip() for d in (content or "").lower().split(",")}
+    return bool(directives & {"nofollow", "none"})
 
 
 def _visible_text(root: lxml.html.HtmlElement, limit: int) -> str:
@@ -130,37 +146,231 @@ def _visible_text(root: lxml.html.HtmlElement, limit: int) -> str:
     return " ".join(" ".join(node.itertext()).split())[:limit]
 
 
-def _links(root: lxml.html.HtmlElement, url: str, cap: int = 0,
-           max_length: int = 0) -> tuple[list[str], int, int]:
-    """Distinct absolute links in document order, at most ``cap`` (0 = all), how many more,
-    and how many were longer than ``max_length`` bytes (0 = no limit)."""
+def _links(root: lxml.html.HtmlElement, url: str, cap: int = 0, max_length: int = 0) -> _Links:
+    """The page's links (see :class:`_Links`), found in its tree."""
     base = url
     base_el = root.find(".//base[@href]")
     if base_el is not None:
         base = urljoin(url, base_el.get("href").strip())
-    parts = urlsplit(base)
-    origin = f"{parts.scheme}://{parts.netloc}"
-    seen: set[str] = set()
-    links: list[str] = []
-    over = too_long = 0
+    links = _Links(base, cap, max_length)
     for el in root.iter("a", "area"):
-        href = (el.get("href") or "").strip()
-        if not href or href.startswith("#") or "nofollow" in (el.get("rel") or "").lower().split():
-            continue  # a bare fragment points into this same document
-        if cap and len(links) >= cap:
-            over += 1  # not resolved, not kept: past the cap only the count matters
-            continue
+        links.add(el.get("href"), el.get("rel"))
+    return links
+
+
+class _Links:
+    """Distinct absolute links in document order, at most ``cap`` (0 = all), how many
+    candidates came past the cap (``over``), and how many were longer than ``max_length``
+    bytes (``too_long``, 0 = no limit: counted, not kept)."""
+
+    def __init__(self, base: str, cap: int, max_length: int = 0) -> None:
+        self.base, self.cap, self.max_length = base, cap, max_length
+        self.too_long = 0
+        parts = urlsplit(base)
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.seen: set[str] = set()
+        self.links: list[str] = []
+        self.over = 0
+        self.candidates = 0
+
+    def add(self, href: str | None, rel: str | None) -> None:
+        """The link of one ``<a>`` or ``<area>`` (its ``href`` and ``rel``)."""
+        href = (href or "").strip()
+        if not href or href.startswith("#") or "nofollow" in (rel or "").lower().split():
+            return  # a bare fragment points into this same document
+        self.candidates += 1
+        if self.cap and len(self.links) >= self.cap:
+            self.over += 1  # not resolved, not kept: past the cap only the count matters
+            return
         if href.startswith("/") and not href.startswith("//"):
-            link = _absolute_path(origin, href)  # the same on every page of the site: cached
+            link = _absolute_path(self.origin, href)  # the same on every page of the site: cached
         else:
-            link = _absolute(base, href)
-        if link and max_length and url_length(link) > max_length:
-            too_long += 1
-            continue
-        if link and link not in seen:
-            seen.add(link)
-            links.append(link)
-    return links, over, too_long
+            link = _absolute(self.base, href)
+        if link and self.max_length and url_length(link) > self.max_length:
+            self.too_long += 1
+            return
+        if link and link not in self.seen:
+            self.seen.add(link)
+            self.links.append(link)
+
+
+def _parse_stream(body: bytes, url: str, content_type: str | None, text_maxsize: int,
+                  robots_header: str, max_links: int, max_url_length: int) -> Parsed:
+    """:func:`_parse_tree`'s result, from parser events: what it holds is bounded by the
+    caps (links, text), not by the page."""
+    encoding, html = decode_html(body, content_type)
+    seen = _stream(html, _Collector(url, text_maxsize, max_links, max_url_length))
+    if not seen.rooted:  # no element at all: an empty document
+        return Parsed(title=None, text="", encoding=encoding, html=html)
+    if seen.late_base is not None:  # a <base> after links: they resolve against it too
+        seen.links = _stream(html, _Collector(url, 0, max_links, max_url_length,
+                                              base=seen.late_base)).links
+    nofollow = "nofollow" in robots_header.lower() or seen.nofollow
+    links = _Links(url, 0) if nofollow else seen.links
+    return Parsed(title=seen.title, text=seen.text(), links=links.links, links_over_cap=links.over,
+                  links_too_long=links.too_long, nofollow=nofollow, encoding=encoding, html=html)
+
+
+def _stream(html: str, collector: _Collector) -> _Collector:
+    """Feed ``html`` to an lxml HTML parser whose events go to ``collector``."""
+    parser = lxml.etree.HTMLParser(target=collector)
+    start = m.end() if (m := _XML_DECL.match(html)) else 0
+    try:
+        for i in range(start, len(html), FEED):
+            chunk = html[i:i + FEED]
+            if "\x00" in chunk:  # libxml2 reports each NUL apart: one Python call per byte
+                chunk = chunk.replace("\x00", "\ufffd")
+            parser.feed(chunk)
+        parser.close()
+    except (lxml.etree.LxmlError, ValueError):
+        pass  # an empty document; what came before an error stands, as a tree's would
+    collector.close()
+    return collector
+
+
+class _Collector:
+    """lxml parser target: the title, robots ``nofollow``, links and visible text of a
+    page, as :func:`_parse_tree` finds them in the tree.
+
+    Only the first root element counts (the tree's root); the text is that of the root's
+    first ``body`` child, else of the root; comments and invisible elements are dropped
+    from it without splitting the text around them, as ``strip_elements`` does.
+    """
+
+    def __init__(self, url: str, text_maxsize: int, max_links: int, max_url_length: int = 0, *,
+                 base: str | None = None) -> None:
+        self.url = url
+        self.links = _Links(base or url, max_links, max_url_length)
+        self.based = base is not None
+        #: A ``<base href>`` found after the first link (the links need a second pass).
+        self.late_base: str | None = None
+        self.nofollow = False
+        self.title: str | None = None
+        self._title: list[str] | None = None  # while inside the first <title>
+        self._title_depth = 0
+        self.depth = 0
+        self.rooted = False  # a root element began
+        self.done = False  # the root element ended: the tree has nothing more
+        self.hidden = 0  # depth inside an invisible element
+        self.in_body = False
+        self.body_seen = False
+        self.root_text = _Words(text_maxsize)
+        self.body_text = _Words(text_maxsize)
+
+    def start(self, tag: str, attrib: dict[str, str]) -> None:
+        if self.done:
+            return
+        if tag == "a" or tag == "area":
+            self.links.add(attrib.get("href"), attrib.get("rel"))
+        elif tag == "base" and "href" in attrib and not self.based:
+            self.based = True
+            base = urljoin(self.url, attrib["href"].strip())
+            if self.links.candidates:
+                self.late_base = base
+            else:
+                self.links = _Links(base, self.links.cap, self.links.max_length)
+        elif tag == "meta" and _robots_nofollow(attrib.get("name"), attrib.get("content")):
+            self.nofollow = True
+        elif tag == "title" and self.title is None and self._title is None:
+            self._title, self._title_depth = [], self.depth
+        self.depth += 1
+        self.rooted = True
+        if self.hidden or tag in _INVISIBLE:
+            self.hidden += 1
+            return
+        self._break()
+        if tag == "body" and self.depth == 2 and not self.body_seen:
+            self.in_body = self.body_seen = True
+
+    def end(self, tag: str) -> None:
+        if self.done:
+            return
+        self.depth -= 1
+        self.done = self.depth == 0
+        if self._title is not None and self.depth == self._title_depth:
+            self.title = _clean_title("".join(self._title)) or ""  # "": the first one was empty
+            self._title = None
+        if self.hidden:
+            self.hidden -= 1
+            return
+        self._break()
+        if self.in_body and self.depth == 1:
+            self.in_body = False
+
+    def data(self, data: str) -> None:
+        if self.done:
+            return
+        if self._title is not None:
+            self._title.append(data)
+        if not self.hidden and self.depth:
+            self.root_text.add(data)
+            if self.in_body:
+                self.body_text.add(data)
+
+    def pi(self, target: str, data: str) -> None:
+        """A processing instruction is a node of its own: its text stands apart."""
+        if not self.done and not self.hidden and self.depth:
+            self._break()
+            self.root_text.add(data)
+            if self.in_body:
+                self.body_text.add(data)
+            self._break()
+
+    def close(self) -> None:
+        self._break()
+        if self.title == "":
+            self.title = None
+
+    def _break(self) -> None:
+        """An element boundary ends the run of text."""
+        self.root_text.end()
+        self.body_text.end()
+
+    def text(self) -> str:
+        return (self.body_text if self.body_seen else self.root_text).text()
+
+
+class _Words:
+    """``" ".join(" ".join(runs).split())[:limit]`` of text runs fed in pieces, keeping
+    only the first ``limit`` characters' worth."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.words: list[str] = []
+        self.size = -1  # of " ".join(words)
+        self._word: list[str] = []  # pieces of the word being read
+        self._word_size = 0
+
+    def add(self, text: str) -> None:
+        """More of the current run."""
+        if self.size >= self.limit:
+            return
+        for m in _WORD.finditer(text):
+            if m.start():
+                self.end()
+            if self._word_size < self.limit:  # past the limit the word is cut anyway
+                piece = m.group()[:self.limit - self._word_size]
+                self._word.append(piece)
+                self._word_size += len(piece)
+            if m.end() < len(text):
+                self.end()
+            if self.size >= self.limit:
+                return
+        if text and text[-1].isspace():
+            self.end()
+
+    def end(self) -> None:
+        """The current run (or word) ends here."""
+        if self._word:
+            word = "".join(self._word)
+            self._word, self._word_size = [], 0
+            if self.size < self.limit:
+                self.words.append(word)
+                self.size += len(word) + 1
+
+    def text(self) -> str:
+        self.end()
+        return " ".join(self.words)[:self.limit]
 
 
 @memoize(URL_CACHE_BYTES)
@@ -235,7 +445,8 @@ def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord,
 def parse_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
     """The split pipeline's parse step: parse the page ``claim_id``, enqueue links, queue
     the record for the store, drop the claim."""
-    record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True)
-    children, counts = parse_page(rt, req, record, body or b"")
-    enqueue.complete(rt, req, task_id, children, counts, record=record)
+    with rt.large_bodies.permit() as permit:  # a large body's slot, until its record is queued
+        record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True, permit=permit)
+        children, counts = parse_page(rt, req, record, body or b"")
+        enqueue.complete(rt, req, task_id, children, counts, record=record)
     rt.claims.delete(req.crawl_id, claim_id)  # done now, or long ago (a late duplicate)

@@ -18,6 +18,7 @@ import requests
 from .addresses import AddressPolicy
 from .backends import Store, open_store
 from .backends.refs import StoreResolver
+from .budget import LargeBodies
 from .claims import Claims
 from .connection import redis_from_url
 from .crawls import Crawls, Limits
@@ -55,6 +56,7 @@ class Runtime:
         self.proxies = Proxies(settings)
         #: Which addresses downloads may connect to (and seeds may name).
         self.addresses = AddressPolicy.of(settings)
+        self.large_bodies = LargeBodies(settings.download_large_bodies)
         #: Whether the state Redis is a Redis Cluster (no multi-slot transactions).
         self.cluster = type(self.redis).__name__ == "RedisCluster"
         self._local = threading.local()

@@ -125,7 +125,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_WORKER_MAX_MEMORY", "worker_max_memory", int, 1024,
          "MiB a prefork pool process may reach before it is replaced after its task "
          "(Celery's `worker_max_memory_per_child`; 0 = never). Threads workers are bounded "
-         "instead by the size cap, the link cap and one large parse at a time."),
+         "instead by `CRAWLER_DOWNLOAD_LARGE_BODIES` and `CRAWLER_STORE_BATCH_BYTES`."),
     Spec("CRAWLER_PIPELINE", "pipeline", str.lower, "local",
          "`local`: parse in the task that fetched the page; `split`: a separate `crawl.parse` "
          "task (body by claim check), for parse-only nodes. Either way records reach the "
@@ -155,6 +155,10 @@ SPECS: tuple[Spec, ...] = (
          "Retries after a connection error, timeout, 408, 429 or 5xx."),
     Spec("CRAWLER_DOWNLOAD_MAXSIZE", "download_maxsize", int, 10 * 1024 * 1024,
          "Bytes of a body kept; a longer body is truncated and the record says so."),
+    Spec("CRAWLER_DOWNLOAD_LARGE_BODIES", "download_large_bodies", int, 2,
+         "Bodies over 1 MiB one worker process holds at once (downloading, parsing, queueing "
+         "or writing one to a store); a download growing past 1 MiB waits for a free slot, "
+         "its timeout paused."),
     Spec("CRAWLER_ALLOWED_DOMAINS", "allowed_domains", _csv, (),
          "Comma list of domains links may go to (subdomains included).",
          "the hosts of the seeds of each crawl"),
@@ -214,6 +218,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_STORE_BATCH", "store_batch", int, 200,
          "Records written to a store in one request (an Elasticsearch `_bulk`, an HBase "
          "`Table.batch()`, one SQLite transaction)."),
+    Spec("CRAWLER_STORE_BATCH_BYTES", "store_batch_bytes", int, 16 * 1024 * 1024,
+         "Bytes of records a worker takes from the store queue and writes in one request, at "
+         "most (a larger record goes alone)."),
     Spec("CRAWLER_STORE_FLUSH_S", "store_flush_s", _number, 1.0,
          "Longest a record waits in the store queue for its batch to fill (seconds); a batch "
          "also goes as soon as nothing more arrives."),
@@ -314,6 +321,7 @@ class Settings:
     max_depth: int = _DEFAULTS["max_depth"]
     max_retries: int = _DEFAULTS["max_retries"]
     download_maxsize: int = _DEFAULTS["download_maxsize"]
+    download_large_bodies: int = _DEFAULTS["download_large_bodies"]
     allowed_domains: tuple[str, ...] = _DEFAULTS["allowed_domains"]
     visibility_timeout: int = _DEFAULTS["visibility_timeout"]
     user_agent: str = _DEFAULTS["user_agent"]
@@ -336,6 +344,7 @@ class Settings:
     retry_backoff_max: float = _DEFAULTS["retry_backoff_max"]  # None: derived
     store_max_retries: int = _DEFAULTS["store_max_retries"]
     store_batch: int = _DEFAULTS["store_batch"]
+    store_batch_bytes: int = _DEFAULTS["store_batch_bytes"]
     store_flush_s: float = _DEFAULTS["store_flush_s"]
     store_lease_s: float = _DEFAULTS["store_lease_s"]
     max_links_per_page: int = _DEFAULTS["max_links_per_page"]
@@ -394,6 +403,9 @@ class Settings:
                      "autothrottle_target_concurrency", "autothrottle_max_delay", "ban_threshold",
                      "proxy_bench_s", "max_url_length", "max_idle_connections",
                      "sitemap_lastmod_max"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{name}: must be greater than 0")
+        for name in ("download_large_bodies", "store_batch_bytes"):  # memory bounds
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         if not 0 < self.bloom_error_rate < 1:

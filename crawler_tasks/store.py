@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -107,7 +107,21 @@ def write_batch(rt: Runtime, consumer: str, raw: Sequence[bytes]) -> None:
     ``CRAWLER_STORE_MAX_RETRIES``, kept in the dead letters; each counted once. Only
     then is the taken list released."""
     settled = _Settled()
-    for uri, group in _by_store(_decode(raw)).items():
+    for part in _decoded_parts(raw, rt.settings.store_batch_bytes):
+        # A backend's request for a large record costs several times its body: it counts
+        # as one of the process's large bodies.
+        with rt.large_bodies.permit() as permit:
+            if any(e.record.large for e in part):
+                permit.take()
+            _write_part(rt, consumer, part, settled)
+        del part  # not held while the next part decodes
+    settled.apply(rt)
+    rt.store_queue.release(consumer)
+
+
+def _write_part(rt: Runtime, consumer: str, entries: list[StoreEntry], settled: _Settled) -> None:
+    """Write ``entries``, one upsert per store URI, and note how each one settles."""
+    for uri, group in _by_store(entries).items():
         rt.store_queue.renew(consumer, rt.settings.store_lease_s)
         try:
             refused = {f.fingerprint: f.reason for f in write(rt, uri, [e.record for e in group])}
@@ -122,8 +136,6 @@ def write_batch(rt: Runtime, consumer: str, raw: Sequence[bytes]) -> None:
                 settled.add(e, Settlement.END, {"stored": 1})
             else:
                 _refused(e, reason, settled)
-    settled.apply(rt)
-    rt.store_queue.release(consumer)
 
 
 def _refused(e: StoreEntry, reason: str, settled: _Settled) -> None:
@@ -136,14 +148,24 @@ def _refused(e: StoreEntry, reason: str, settled: _Settled) -> None:
                 {"store/refused": 1, "store/dead_letters": 1}, letter=letter)
 
 
-def _decode(raw: Sequence[bytes]) -> list[StoreEntry]:
-    entries = []
+def _decoded_parts(raw: Sequence[bytes], max_bytes: int) -> Iterator[list[StoreEntry]]:
+    """The entries ``raw`` decoded a part at a time: each part at most ``max_bytes``
+    decompressed (or one entry), so a batch of large pages is never decoded at once."""
+    part: list[StoreEntry] = []
+    size = 0
     for item in raw:
         try:
-            entries.append(StoreEntry.decode(item))
+            entry, n = StoreEntry.decode_sized(item)
         except (ValueError, KeyError, TypeError, zlib.error, BadInput) as exc:
             log.error("dropped an unreadable store entry (%s bytes): %s", len(item), exc)
-    return entries
+            continue
+        if part and size + n > max_bytes:
+            yield part
+            part, size = [], 0
+        part.append(entry)
+        size += n
+    if part:
+        yield part
 
 
 def _by_store(entries: Sequence[StoreEntry]) -> dict[str, list[StoreEntry]]:
@@ -189,7 +211,7 @@ class _Settled:
     def __init__(self) -> None:
         self.by_crawl: dict[str, list[Settlement]] = {}
         self.letters: dict[str, bytes] = {}
-        self.delayed: list[tuple[float, StoreEntry]] = []
+        self.delayed: list[tuple[float, bytes]] = []
 
     def add(self, entry: StoreEntry, how: str, counts: dict[str, int], *, letter: bytes = b"") -> None:
         self.by_crawl.setdefault(entry.crawl_id, []).append(Settlement(entry.token, how, counts))
@@ -197,7 +219,7 @@ class _Settled:
             self.letters[entry.token] = letter
 
     def later(self, seconds: float, entry: StoreEntry) -> None:
-        self.delayed.append((seconds, entry))
+        self.delayed.append((seconds, entry.encode(compress=True)))  # small while the batch goes on
 
     def apply(self, rt: Runtime) -> None:
         if self.letters:
@@ -242,7 +264,8 @@ class Flusher:
         if now or time.monotonic() >= self._next_tick:
             q.tick()
             self._next_tick = time.monotonic() + self.TICK_S
-        raw = q.take(self.consumer, s.store_batch, s.store_flush_s, s.store_lease_s, now=now)
+        raw = q.take(self.consumer, s.store_batch, s.store_flush_s, s.store_lease_s, now=now,
+                     max_bytes=s.store_batch_bytes)
         if raw:
             write_batch(self.rt, self.consumer, raw)
         return len(raw)

@@ -7,7 +7,8 @@ take batches with the reliable-queue pattern:
 
 ``pending``  LIST of entries, oldest first; ``since`` holds when a worker first saw
              it non-empty (Redis time, so every node's clock agrees).
-``take``     moves up to ``CRAWLER_STORE_BATCH`` entries to the worker's own
+``take``     moves up to ``CRAWLER_STORE_BATCH`` entries (and at most
+             ``CRAWLER_STORE_BATCH_BYTES``, or one) to the worker's own
              ``taken:<consumer>`` list, once the list holds a full batch, its
              oldest entry has waited ``CRAWLER_STORE_FLUSH_S``, or nothing was
              added since a worker last looked (a crawl's last pages, a quiet
@@ -25,6 +26,12 @@ So an entry leaves Redis only after its batch was written to every backend of
 its store; a worker killed mid-batch leaves its entries to the next tick, and
 the rewrite is idempotent (document id = fingerprint). Every key has the hash
 tag ``{store}``, so each script runs on one slot of a Redis Cluster.
+
+An entry is JSON. The entry of a record with a large body (over
+:data:`~crawler_tasks.budget.LARGE_BODY` characters) is written as it goes
+into zlib, the JSON head first and then, after a newline, the body as UTF-8:
+it is never whole in memory as JSON (where a NUL takes 6 bytes), and a
+10 MiB body of zeros waits in Redis in 10 KB.
 """
 
 from __future__ import annotations
@@ -45,12 +52,14 @@ from .models import PageRecord
 COMPRESS_OVER = 4096
 #: Entries a tick moves back from ``delayed`` at most.
 TICK_MOVES = 1000
+#: Characters of a large body encoded at a time.
+SLICE = 1 << 16
 
 _NOW = "local t = redis.call('TIME'); local now = t[1] + t[2] / 1e6\n"
 
 # KEYS[1] pending · KEYS[2] since · KEYS[3] leases · KEYS[4] taken · KEYS[5] length at the
 # last look · ARGV[1] batch size · ARGV[2] flush seconds · ARGV[3] lease seconds · ARGV[4] '1' = now
-# ARGV[5] consumer
+# ARGV[5] consumer · ARGV[6] most bytes taken (0 = no cap; the first entry always goes)
 _TAKE = _NOW + """
 if redis.call('LLEN', KEYS[4]) > 0 then  -- what this worker took before and did not settle
   redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[5])
@@ -68,9 +77,20 @@ local before = tonumber(redis.call('GETSET', KEYS[5], len))
 local idle = before == len  -- nothing arrived since the last look: nobody is adding to it
 if len < n and ARGV[4] ~= '1' and not idle and now - since < tonumber(ARGV[2]) then return {} end
 local items = redis.call('LRANGE', KEYS[1], 0, n - 1)
+local budget, size = tonumber(ARGV[6]), 0
+if budget > 0 then
+  local kept = {}
+  for i = 1, #items do
+    size = size + #items[i]
+    if i > 1 and size > budget then break end
+    kept[i] = items[i]
+  end
+  items = kept
+end
+n = #items
 redis.call('LTRIM', KEYS[1], n, -1)
-for i = 1, #items, 1000 do
-  redis.call('RPUSH', KEYS[4], unpack(items, i, math.min(i + 999, #items)))
+for i = 1, n, 1000 do
+  redis.call('RPUSH', KEYS[4], unpack(items, i, math.min(i + 999, n)))
 end
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[5])
 if len <= n then redis.call('DEL', KEYS[2], KEYS[5]) else redis.call('SET', KEYS[5], len - n) end
@@ -129,16 +149,48 @@ class StoreEntry:
         """The entry as stored: JSON; with ``compress``, zlib-compressed above
         :data:`COMPRESS_OVER` bytes (entries that wait on a retry: a store can stay down
         a while). The hot path stays uncompressed: an entry waits about a second, and
-        compressing a 20 KB page cost more CPU than the rest of its trip through Redis."""
-        data = json.dumps({"t": self.token, "c": self.crawl_id, "s": masked(self.store),
-                           "a": self.attempts, "r": self.record.to_dict()},
-                          ensure_ascii=False).encode()
+        compressing a 20 KB page cost more CPU than the rest of its trip through Redis.
+        A large body is always compressed, and never whole as JSON (module docstring)."""
+        record = self.record.to_dict()
+        if self.record.large:
+            tail = "body" if len(record["body"] or "") >= len(record["body_base64"] or "") else "body_base64"
+            return self._streamed(record, tail)
+        data = json.dumps(self._head(record), ensure_ascii=False).encode()
         return zlib.compress(data, 3) if compress and len(data) > COMPRESS_OVER else data
+
+    def _head(self, record: dict[str, Any]) -> dict[str, Any]:
+        return {"t": self.token, "c": self.crawl_id, "s": masked(self.store), "a": self.attempts,
+                "r": record}
+
+    def _streamed(self, record: dict[str, Any], tail: str) -> bytes:
+        """zlib of the head's JSON, a newline, and ``record[tail]`` as UTF-8, encoded a
+        slice at a time."""
+        body = record.pop(tail)
+        head = self._head(record) | {"tail": tail}
+        z = zlib.compressobj(1)
+        out = [z.compress(json.dumps(head, ensure_ascii=False).encode() + b"\n")]
+        for i in range(0, len(body), SLICE):
+            out.append(z.compress(body[i:i + SLICE].encode("utf-8", "surrogatepass")))
+        out.append(z.flush())
+        return b"".join(out)
 
     @classmethod
     def decode(cls, raw: bytes) -> StoreEntry:
-        data: dict[str, Any] = json.loads(raw if raw[:1] == b"{" else zlib.decompress(raw))
-        return cls(data["t"], data["c"], data["s"], PageRecord.from_dict(data["r"]), data["a"])
+        return cls.decode_sized(raw)[0]
+
+    @classmethod
+    def decode_sized(cls, raw: bytes) -> tuple[StoreEntry, int]:
+        """The entry, and its size in bytes decompressed (what a batch is measured in)."""
+        data = raw if raw[:1] == b"{" else zlib.decompress(raw)
+        cut = data.find(b"\n")  # JSON as written here never holds a raw newline
+        if cut < 0:
+            head: dict[str, Any] = json.loads(data)
+        else:
+            view = memoryview(data)
+            head = json.loads(view[:cut].tobytes())
+            head["r"][head.pop("tail")] = str(view[cut + 1:], "utf-8", "surrogatepass")
+        entry = cls(head["t"], head["c"], head["s"], PageRecord.from_dict(head["r"]), head["a"])
+        return entry, len(data)
 
     def failed_again(self) -> StoreEntry:
         """This entry after one more failed write."""
@@ -176,24 +228,27 @@ class StoreQueue:
             (pipe or self.client).rpush(self.keys.store_pending(), *[e.encode() for e in entries])
 
     def take(self, consumer: str, batch: int, flush_s: float, lease_s: float, *,
-             now: bool = False) -> list[bytes]:
+             now: bool = False, max_bytes: int = 0) -> list[bytes]:
         """Up to ``batch`` entries for ``consumer`` once a batch is full, its oldest waited
         ``flush_s``, or nothing arrived since the last look (``now``: whatever waits);
-        [] if none is due."""
+        [] if none is due. ``max_bytes`` caps the entries' total size (0 = no cap; the
+        first entry is taken whatever its size)."""
         keys = [self.keys.store_pending(), self.keys.store_since(), self.keys.store_leases(),
                 self.keys.store_taken(consumer), self.keys.store_looked()]
-        return self._take(keys=keys, args=[batch, flush_s, lease_s, "1" if now else "0", consumer])
+        return self._take(keys=keys, args=[batch, flush_s, lease_s, "1" if now else "0", consumer,
+                                           max_bytes])
 
     def renew(self, consumer: str, lease_s: float) -> None:
         """Extend ``consumer``'s lease on what it took (a sign of life)."""
         self._renew(keys=[self.keys.store_leases()], args=[lease_s, consumer])
 
-    def delay(self, entries: Sequence[tuple[float, StoreEntry]]) -> None:
-        """Put ``(seconds, entry)`` back to be taken again that many seconds from now."""
+    def delay(self, entries: Sequence[tuple[float, StoreEntry | bytes]]) -> None:
+        """Put ``(seconds, entry)`` back to be taken again that many seconds from now
+        (an entry, or one already encoded with ``compress=True``)."""
         if entries:
             args: list[Any] = []
             for seconds, entry in entries:
-                args += [seconds, entry.encode(compress=True)]
+                args += [seconds, entry if isinstance(entry, bytes) else entry.encode(compress=True)]
             self._delay(keys=[self.keys.store_delayed()], args=args)
 
     def release(self, consumer: str) -> None:

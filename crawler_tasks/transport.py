@@ -156,6 +156,22 @@ def deadline(at: float) -> Iterator[Any]:
         state.disarm()
 
 
+@contextmanager
+def paused() -> Iterator[None]:
+    """The current thread's download deadline stops in this block and moves on by the
+    time spent in it (the download waits on this worker, not on the server)."""
+    state = getattr(_local, "deadline", None)
+    if state is None:
+        yield
+        return
+    started = time.monotonic()
+    socks = state.pause()
+    try:
+        yield
+    finally:
+        state.resume(socks, time.monotonic() - started)
+
+
 class _Deadline:
     def __init__(self, at: float) -> None:
         self.at = at
@@ -173,6 +189,17 @@ class _Deadline:
         for entry in self.entries:
             entry.armed = False
             entry.sock = None  # the heap keeps the entry until its deadline: not the socket
+
+    def pause(self) -> list[socket.socket]:
+        """Disarm the live entries; their sockets, to arm again on :meth:`resume`."""
+        socks = [e.sock for e in self.entries if e.armed and not e.fired and e.sock is not None]
+        self.disarm()
+        return socks
+
+    def resume(self, socks: list[socket.socket], waited: float) -> None:
+        self.at += waited
+        for sock in socks:
+            self.arm(sock)
 
 
 class _StrictResponse(http.client.HTTPResponse):

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 from crawler_tasks import enqueue, routing
 from crawler_tasks.backends import open_store
+from crawler_tasks.budget import LARGE_BODY, LargeBodies
 from crawler_tasks.local import wait_drained
 from crawler_tasks.models import CrawlRequest, PageRecord
 
@@ -20,6 +24,30 @@ def test_claim_round_trip_compresses_the_body(rt):
     assert rt.redis.memory_usage(rt.keys.page("c", claim_id)) < len(body) / 10
     assert rt.claims.load("c", claim_id, with_body=True) == (record, body)
     assert 0 < rt.redis.ttl(rt.keys.page("c", claim_id)) <= rt.settings.claim_ttl
+    rt.claims.delete("c", claim_id)
+
+
+def test_a_large_claimed_body_is_decompressed_only_once_it_has_a_large_body_slot(rt):
+    claim_id = f"c{token()}"
+    body = b"<p>" + b"x" * LARGE_BODY + b"</p>"
+    record = PageRecord(url="http://a.test/", fingerprint="f", crawl_id="c", depth=0, fetched_at="x",
+                        size=len(body))
+    rt.claims.write("c", claim_id, record, body)
+    bodies = LargeBodies(1)
+    holder, permit = bodies.permit(), bodies.permit()
+    holder.take()  # the process's only slot is held elsewhere
+    got: list = []
+    loading = threading.Thread(target=lambda: got.append(
+        rt.claims.load("c", claim_id, with_body=True, permit=permit)), daemon=True)
+    loading.start()
+    time.sleep(0.3)
+    assert loading.is_alive() and not got
+    holder.release()
+    loading.join(timeout=5)
+    assert got == [(record, body)] and permit.held
+    small = bodies.permit()  # a small body needs no slot
+    rt.claims.write("c", claim_id, PageRecord(**{**record.to_dict(), "size": 3}), b"<p>")
+    assert rt.claims.load("c", claim_id, with_body=True, permit=small)[1] == b"<p>" and not small.held
     rt.claims.delete("c", claim_id)
 
 

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crawler_tasks.budget import LARGE_BODY
 from crawler_tasks.crawls import Limits
 from crawler_tasks.models import CrawlRequest
 from crawler_tasks.parse import follow, parse_html
 
 from .conftest import by_url, token
+from .hostile_site import deep_page, links_body
 from .site import GBK_TITLE, SJIS_TITLE
 
 
@@ -68,6 +77,64 @@ def test_rel_nofollow_link_is_skipped():
 def test_malformed_html_still_yields_links():
     body = b'<html><title>T</title><body><div><p><a href="/one">one<table><tr><td><a href=/two>two</td></div>'
     assert parse(body).links == ["http://a.test/one", "http://a.test/two"]
+
+
+#: Pieces of HTML, well and badly formed, that random pages are made of.
+PIECES = [
+    "<html>", "</html>", "<head>", "</head>", "<body>", "</body>", "<title>", "</title>",
+    "<title> a  b </title>", "<p>", "</p>", "<div>", "</div>", "<script>", "</script>", "<style>",
+    "</style>", "<noscript>", "</noscript>", "<template>", "</template>", "<svg>", "</svg>",
+    "<!-- c -->", "<?php x ?>", "<br>", "<table>", "<td>", "</table>", "<ul>", "<li>", "<b>", "</b>",
+    "<textarea>", "</textarea>", "<iframe>", "</iframe>", "<!DOCTYPE html>", "<?xml version='1.0'?>",
+    "<a href='/x'>", "<a href='y#f'>", "<a href='#top'>", "</a>", "<a rel='nofollow' href='/n'>",
+    "<area href='/ar'>", "<a href='mailto:x@y'>", "<a href='http://other.example/z'>",
+    "<base href='http://o.example/b/'>", "<meta name='robots' content='nofollow'>",
+    "<meta name=robots content=index>", " ", "\n", "word", "w&amp;x", "é", "\xa0", "t\u3000u", "\x00",
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(PIECES), max_size=30), st.sampled_from([5, 1000]), st.sampled_from([0, 2]))
+def test_a_page_over_1_mib_gives_the_title_text_and_links_it_gives_under_it(pieces, text_max, max_links):
+    body = "".join(pieces).encode()
+    padded = b" " * LARGE_BODY + body  # blanks before the document: nothing in it changes
+    small, large = (parse_html(b, url="http://a.test/dir/page", content_type="text/html; charset=utf-8",
+                               text_maxsize=text_max, max_links=max_links) for b in (body, padded))
+    assert (large.title, large.text, large.links, large.links_over_cap, large.nofollow) == \
+        (small.title, small.text, small.links, small.links_over_cap, small.nofollow)
+
+
+def test_a_page_over_1_mib_keeps_its_text_and_links_however_deep_it_nests():
+    body = deep_page()  # 100,000 nested <div>: a tree stops at 255 levels
+    assert len(body) > LARGE_BODY
+    parsed = parse(body)
+    assert parsed.title == "Deep" and parsed.text == "bottom deep end"
+    assert parsed.links == ["http://a.test/deep-end"]
+
+
+_PEAK = """
+import re, sys
+from crawler_tasks.parse import parse_html
+
+def peak_kib():  # VmHWM: peak RSS since exec (ru_maxrss carries the parent's over)
+    return int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
+
+body = open(sys.argv[1], "rb").read()
+before = peak_kib()
+parsed = parse_html(body, url="http://a.test/", content_type="text/html", text_maxsize=65536,
+                    max_links=1000)
+assert len(parsed.links) == 1000 and parsed.links_over_cap > 400_000
+print((peak_kib() - before) // 1024)
+"""
+
+
+def test_parsing_a_10_mib_page_of_links_holds_what_the_caps_keep_not_a_tree(tmp_path):
+    page = tmp_path / "links.html"
+    page.write_bytes(b"".join(links_body(1_000_000))[:10 * 2**20])  # 400,000 links
+    out = subprocess.run([sys.executable, "-c", _PEAK, str(page)], capture_output=True, text=True,
+                         cwd=Path(__file__).parent.parent, check=True)
+    grown_mb = int(out.stdout)
+    assert grown_mb < 80  # its text, decoded, is 10 MB; a tree of it took about 290 MB
 
 
 # -- through the workers -----------------------------------------------------

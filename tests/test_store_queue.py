@@ -164,6 +164,37 @@ def test_entries_waiting_on_a_retry_are_compressed_and_read_back():
     assert StoreEntry.decode(small.encode()) == small
 
 
+def test_an_entry_with_a_large_body_waits_compressed_and_reads_back_exactly():
+    body = ("\x00" * 1_500_000) + "é ☃ 😀 \n\"\\ end"  # NULs are 6 bytes each as JSON
+    record = PageRecord(url="http://a.test/", fingerprint="f", crawl_id="c", depth=0,
+                        fetched_at="2026-11-22T08:00:00+00:00", body=body, text="t", links=["http://a.test/x"])
+    entry = StoreEntry("t.write", "c", "sqlite:///x.db", record)
+    raw = entry.encode()
+    assert len(raw) < 20_000  # not 9 MB of JSON
+    again, size = StoreEntry.decode_sized(raw)
+    assert again == entry and size < 1.6e6
+    binary = PageRecord(**{**record.to_dict(), "body": None, "body_base64": "QUJD" * 300_000})
+    assert StoreEntry.decode(StoreEntry("t.write", "c", "s", binary).encode(compress=True)).record == binary
+
+
+def test_a_batch_takes_at_most_store_batch_bytes_and_writes_large_records_a_part_at_a_time():
+    with ESServer() as es:
+        rt = queue_rt(f"elasticsearch://{es.url.split('://', 1)[1]}/pages", store_batch=200,
+                      store_batch_bytes=1_000_000)
+        try:
+            finish_pages(rt, 7, body="x" * 300_000)  # 300 KB entries, as JSON
+            finish_pages(rt, 3, crawl_id="c2", body="y" * 1_200_000)  # compressed: 1.2 MB each read
+            es.clear_requests()
+            flusher = Flusher(rt, "w1")
+            assert [flusher.flush_once(now=True) for _ in range(4)] == [3, 3, 4, 0]
+            bulks = [r for r in es.received if r.path.endswith("/_bulk")]
+            assert [len(r.body.splitlines()) // 2 for r in bulks] == [3, 3, 1, 1, 1, 1]
+            assert len(es.documents("pages")) == 10
+            assert rt.stats.read("c1")["stored"] == 7 and rt.stats.read("c2")["stored"] == 3
+        finally:
+            rt.close()
+
+
 def test_one_elasticsearch_bulk_request_per_batch():
     with ESServer() as es:
         rt = queue_rt(f"elasticsearch://{es.url.split('://', 1)[1]}/pages", store_batch=200)

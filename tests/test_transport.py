@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from crawler_tasks.addresses import AddressPolicy
+from crawler_tasks.budget import LARGE_BODY, LargeBodies
 from crawler_tasks.celery_app import create_app
 from crawler_tasks.download import download, make_session
 from crawler_tasks.errors import FetchError
@@ -25,7 +26,7 @@ from crawler_tasks.seed import build_requests, submit_requests
 from crawler_tasks.settings import Settings
 
 from .conftest import LOCAL, UNTHROTTLED, token
-from .hostile_site import HostileSite
+from .hostile_site import HostileSite, bomb
 from .many_hosts import ManyHosts
 from .proxy_server import ForwardProxy
 
@@ -113,6 +114,28 @@ def test_a_body_of_exactly_the_cap_is_not_truncated(hostile):
     assert not dl.truncated
     exact = fetch(hostile.url + "/ok", maxsize=len(dl.body))
     assert exact.body == dl.body and not exact.truncated
+
+
+def test_a_body_growing_past_1_mib_waits_for_a_large_body_slot_its_timeout_paused(hostile):
+    bomb("gzip")  # built before the clock starts
+    bodies = LargeBodies(1)
+    holder, permit = bodies.permit(), bodies.permit()
+    holder.take()  # another page holds the only slot
+    session = make_session("test", policy=LOCAL)
+    small = download(session, CrawlRequest(url=hostile.url + "/ok"), timeout=1.5,
+                     maxsize=4 * LARGE_BODY, permit=permit)
+    assert small.status == 200 and not permit.held  # a small body needs no slot
+    got: list = []
+    waiting = threading.Thread(target=lambda: got.append(download(
+        session, CrawlRequest(url=hostile.url + "/gzip-bomb"), timeout=1.5,
+        maxsize=4 * LARGE_BODY, permit=permit)), daemon=True)
+    waiting.start()
+    time.sleep(2.5)  # longer than the timeout: the wait is not the server's doing
+    assert waiting.is_alive() and not got
+    holder.release()
+    waiting.join(timeout=10)
+    [dl] = got
+    assert dl.truncated and len(dl.body) == 4 * LARGE_BODY and permit.held  # the caller gives it back
 
 
 @pytest.mark.parametrize("path,message,retryable", [

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..errors import StoreUnavailable, UnknownStore
-from ..models import PageRecord
+from ..models import PageRecord, json_bytes
 from . import RecordFailure
 
 BUSY_TIMEOUT = 5.0  # seconds a writer waits for the lock
@@ -41,12 +41,20 @@ CREATE INDEX IF NOT EXISTS pages_crawl ON pages (crawl_id);
 
 _UPSERT = """
 INSERT INTO pages (fingerprint, url, crawl_id, status, fetched_at, description, record)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, CAST(? AS TEXT))
 ON CONFLICT (fingerprint) DO UPDATE SET
     url = excluded.url, crawl_id = excluded.crawl_id, status = excluded.status,
     fetched_at = excluded.fetched_at, description = excluded.description,
     record = excluded.record
 """
+
+
+def _record_json(record: PageRecord) -> str | bytes:
+    """The ``record`` column: JSON text; a record with a large body as UTF-8 bytes (made
+    TEXT by the statement), never whole as a Python string."""
+    if record.large:
+        return json_bytes(record.to_dict())
+    return json.dumps(record.to_dict(), ensure_ascii=False)
 
 
 class SQLiteStore:
@@ -119,7 +127,7 @@ class SQLiteStore:
 
     def upsert(self, records: Sequence[PageRecord]) -> list[RecordFailure]:
         rows = [(r.fingerprint, r.url, r.crawl_id, r.status, r.fetched_at, r.description,
-                 json.dumps(r.to_dict(), ensure_ascii=False)) for r in records]
+                 _record_json(r)) for r in records]
         try:
             with self.conn:
                 self.conn.executemany(_UPSERT, rows)
