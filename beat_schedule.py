@@ -1,16 +1,14 @@
-"""Celery Beat entries for crawler_tasks, loaded into ``app.conf.beat_schedule``.
+"""The Celery Beat schedule of crawler_tasks: one ``crawl.feed`` tick per enabled seed feed
+and the statistics flush, built from the settings by
+:func:`crawler_tasks.service.beat.beat_schedule` (``celery -A crawler_tasks beat`` loads it).
 
-``celery -A crawler_tasks beat`` sends one ``crawl.feed`` tick per enabled seed
-feed (:mod:`crawler_tasks.feeds`) every interval: the Redis start-URL key every
-``CRAWLER_START_URLS_INTERVAL`` s, ``CRAWLER_SEED_FILE`` and
-``CRAWLER_SITEMAP_URLS`` every ``CRAWLER_SEED_INTERVAL`` s. A tick expires after
-one interval, so ticks do not pile up while no worker takes them. A second Beat
-(for availability) does not feed twice: each tick takes its feed's lock and the
-file and sitemap feeds feed once per interval (see the feeds module).
+To add entries of your own (a recrawl of a fixed list, say), update the app's schedule in
+a module of your own and run Beat on it (``celery -A mybeat beat``)::
 
-More entries may be added here, e.g. a recrawl of a fixed list::
+    from celery.schedules import crontab
+    from crawler_tasks import app
 
-    "recrawl-home": {
+    app.conf.beat_schedule["recrawl-home"] = {
         "task": "crawl.submit",
         "schedule": crontab(minute=0),
         "kwargs": {"urls": ["https://example.com/"], "dont_filter": True},
@@ -18,32 +16,6 @@ More entries may be added here, e.g. a recrawl of a fixed list::
     }
 """
 
-from __future__ import annotations
+from crawler_tasks.service.beat import beat_schedule
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from crawler_tasks.settings import Settings
-
-
-def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
-    """The entries for ``settings`` (one per enabled feed, and the statistics flush);
-    ``celery_config`` loads them."""
-    from crawler_tasks.feeds import configured
-
-    entries = {
-        f"feed-{feed.name.replace('_', '-')}": {
-            "task": "crawl.feed",
-            "schedule": feed.interval,
-            "args": [feed.name],
-            "options": {"expires": feed.interval},
-        }
-        for feed in configured(settings) if feed.enabled
-    }
-    # Crawl counters into the stores that keep statistics (Elasticsearch's <index>-stats).
-    entries["flush-stats"] = {
-        "task": "crawl.flush_stats",
-        "schedule": settings.stats_flush_s,
-        "options": {"expires": settings.stats_flush_s},
-    }
-    return entries
+__all__ = ["beat_schedule"]

@@ -49,14 +49,14 @@ def _load(name: str) -> ModuleType:
     return module
 
 
-from crawler_tasks import urls  # noqa: E402
 from crawler_tasks.backends import open_store  # noqa: E402
-from crawler_tasks.celery_app import create_app  # noqa: E402
-from crawler_tasks.crawls import Limits  # noqa: E402
-from crawler_tasks.local import EmbeddedRedis, Workers, wait_drained  # noqa: E402
-from crawler_tasks.runtime import Runtime  # noqa: E402
-from crawler_tasks.seed import build_requests, submit_requests  # noqa: E402
-from crawler_tasks.settings import Settings  # noqa: E402
+from crawler_tasks.cli.local import EmbeddedRedis, Workers, wait_drained  # noqa: E402
+from crawler_tasks.core import urls  # noqa: E402
+from crawler_tasks.core.limits import Limits  # noqa: E402
+from crawler_tasks.core.settings import Settings  # noqa: E402
+from crawler_tasks.service.celery_app import create_app  # noqa: E402
+from crawler_tasks.stages.runtime import Runtime  # noqa: E402
+from crawler_tasks.stages.seed import build_requests, submit_requests  # noqa: E402
 
 UNTHROTTLED = {"download_delay": 0.0, "host_concurrency": 0, "robotstxt_obey": False,
                "private_allowlist": ("127.0.0.0/8",)}  # the sites are on loopback

@@ -33,8 +33,8 @@ def _counters(url: str) -> tuple[int, int]:
 
 
 def run(pages: int, workers: int, site_url: str, pool: str | None = None) -> dict[str, float]:
-    from crawler_tasks.local import EmbeddedRedis, Workers, wait_drained
-    from crawler_tasks.settings import Settings
+    from crawler_tasks.cli.local import EmbeddedRedis, Workers, wait_drained
+    from crawler_tasks.core.settings import Settings
 
     broker, state = EmbeddedRedis().start(), EmbeddedRedis().start()
     store = os.path.join(tempfile.mkdtemp(prefix="bench-"), "pages.db")
@@ -42,9 +42,9 @@ def run(pages: int, workers: int, site_url: str, pool: str | None = None) -> dic
                         host_concurrency=0, robotstxt_obey=False,
                         private_allowlist=("127.0.0.0/8",))  # the demo site is on loopback
     os.environ.update(settings.to_env())
-    from crawler_tasks.celery_app import create_app
-    from crawler_tasks.runtime import Runtime
-    from crawler_tasks.seed import build_requests, submit_requests
+    from crawler_tasks.service.celery_app import create_app
+    from crawler_tasks.stages.runtime import Runtime
+    from crawler_tasks.stages.seed import build_requests, submit_requests
 
     rt = Runtime(settings, create_app(settings))
     crawl_id = f"bench{workers}"
@@ -79,7 +79,7 @@ def main() -> int:
                         help="celery pool of each worker process (default: CRAWLER_WORKER_POOL)")
     args = parser.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from crawler_tasks.demo_site import DemoSite
+    from crawler_tasks.cli.demo_site import DemoSite
 
     rows = []
     with DemoSite(args.pages) as site:

@@ -69,7 +69,7 @@ def main() -> int:
     args = p.parse_args()
     from site_gen import ensure_site
 
-    from crawler_tasks.local import EmbeddedRedis, Workers
+    from crawler_tasks.cli.local import EmbeddedRedis, Workers
 
     site = ensure_site(args.pages)
     server, url = serve(site.root)
@@ -78,10 +78,9 @@ def main() -> int:
     store = os.path.join(tempfile.mkdtemp(prefix="profile-"), "pages.db")
     os.environ.update({"CRAWLER_BROKER_URL": broker.url, "CRAWLER_STORE": store,
                        "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8"})  # the site is on loopback
-    from crawler_tasks.runtime import current
-    from crawler_tasks.settings import Settings
-
-    from crawler_tasks.celery_app import app
+    from crawler_tasks.core.settings import Settings
+    from crawler_tasks.service.celery_app import app
+    from crawler_tasks.stages.runtime import current
 
     settings = Settings.from_env()
     rt = current(app)
@@ -95,8 +94,8 @@ def main() -> int:
 
 
 def profile(args: argparse.Namespace, site, url: str, rt, settings, workers) -> int:
-    from crawler_tasks.local import wait_drained
-    from crawler_tasks.seed import build_requests, submit_requests
+    from crawler_tasks.cli.local import wait_drained
+    from crawler_tasks.stages.seed import build_requests, submit_requests
 
     time.sleep(3)
     assert workers.proc is not None

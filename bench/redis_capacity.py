@@ -57,7 +57,7 @@ def cpu_and_counters(url: str) -> tuple[float, int, int]:
 def crawl(pages: int) -> dict[str, dict[str, float]]:
     from site_gen import ensure_site
 
-    from crawler_tasks.local import EmbeddedRedis, Workers, wait_drained
+    from crawler_tasks.cli.local import EmbeddedRedis, Workers, wait_drained
 
     site = ensure_site(pages)
     server = subprocess.Popen([sys.executable, str(HERE / "site_server.py"), "--root", str(site.root)],
@@ -68,10 +68,10 @@ def crawl(pages: int) -> dict[str, dict[str, float]]:
     os.environ.update({"CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
                        "CRAWLER_STORE": os.path.join(tempfile.mkdtemp(), "pages.db"),
                        "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8"})  # the site is on loopback
-    from crawler_tasks.celery_app import app
-    from crawler_tasks.runtime import current
-    from crawler_tasks.seed import build_requests, submit_requests
-    from crawler_tasks.settings import Settings
+    from crawler_tasks.core.settings import Settings
+    from crawler_tasks.service.celery_app import app
+    from crawler_tasks.stages.runtime import current
+    from crawler_tasks.stages.seed import build_requests, submit_requests
 
     rt = current(app)
     workers = Workers(Settings.from_env(), name="capacity@%h").start()
@@ -97,7 +97,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pages", type=int, default=3000)
     args = p.parse_args()
-    from crawler_tasks.local import EmbeddedRedis
+    from crawler_tasks.cli.local import EmbeddedRedis
 
     bench_redis = EmbeddedRedis().start()
     try:

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import redis
-
 from measure import ReapedCpu, RedisDelta, TreeSampler, TreeUsage, redis_delta
 from servers import BENCH_DIR, BenchError, Child, Children, RedisServer, SiteServer, kill_leftovers, read_line
 
@@ -251,7 +250,7 @@ class CrawlKeys:
 
     def __init__(self, prefix: str, crawl_id: str) -> None:
         try:
-            from crawler_tasks.keys import Keys
+            from crawler_tasks.state.keys import Keys
 
             keys = Keys(prefix)
             self.outstanding, self.stats = keys.outstanding(crawl_id), keys.stats(crawl_id)

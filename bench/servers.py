@@ -27,7 +27,6 @@ from typing import IO, Any
 
 import psutil
 import redis
-
 from measure import ReapedCpu
 
 BENCH_DIR = Path(__file__).resolve().parent

@@ -18,19 +18,19 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 def __getattr__(name: str) -> Any:
     # Lazy, so the CLI can choose the broker (env) before the app is built.
     if name == "app":
-        from .celery_app import app
+        from .service.celery_app import app
 
         return app
     if name == "submit":
-        from .seed import submit
+        from .service.client import submit
 
         return submit
     if name in ("CrawlRequest", "PageRecord"):
-        from . import models
+        from .core import models
 
         return getattr(models, name)
     if name == "errors":
-        from . import errors
+        from .core import errors
 
         return errors
     raise AttributeError(f"module 'crawler_tasks' has no attribute {name!r}")

@@ -45,18 +45,17 @@ os.environ.update({
     "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8,::1,localhost",
 })
 
-from crawler_tasks.addresses import AddressPolicy  # noqa: E402
 from crawler_tasks.backends import open_store  # noqa: E402
-from crawler_tasks.celery_app import app as celery_app  # noqa: E402
-from crawler_tasks.local import Workers, wait_drained  # noqa: E402
-from crawler_tasks.models import PageRecord  # noqa: E402
-from crawler_tasks.runtime import Runtime, current  # noqa: E402
-from crawler_tasks.seed import build_requests, submit_requests  # noqa: E402
-from crawler_tasks.settings import Settings  # noqa: E402
+from crawler_tasks.cli.local import Workers, wait_drained  # noqa: E402
+from crawler_tasks.core.addresses import AddressPolicy  # noqa: E402
+from crawler_tasks.core.models import PageRecord  # noqa: E402
+from crawler_tasks.core.settings import Settings  # noqa: E402
+from crawler_tasks.service.celery_app import app as celery_app  # noqa: E402
+from crawler_tasks.stages.runtime import Runtime, current  # noqa: E402
+from crawler_tasks.stages.seed import build_requests, submit_requests  # noqa: E402
 
 from .polite_site import PoliteSite  # noqa: E402
 from .site import Site  # noqa: E402
-
 
 #: The allowlist that lets the tests reach their local sites (as the env above).
 LOOPBACK = ("127.0.0.0/8", "::1", "localhost")

@@ -98,7 +98,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 from fnmatch import fnmatchcase
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -179,7 +179,7 @@ _JAVA_TOKENS = re.compile(r"yyyy|uuuu|MM|dd|HH|mm|ss|SSS|XXX|Z|'[^']*'")
 _STRPTIME = {"yyyy": "%Y", "uuuu": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M",
              "ss": "%S", "SSS": "%f", "XXX": "%z", "Z": "%z"}
 _COMPAT = re.compile(r"compatible-with=(\d+)")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 # --------------------------------------------------------------------------- errors
@@ -269,7 +269,7 @@ def parse_iso(text: str) -> int:
     m = _ISO_DATE.fullmatch(text)
     if m is None:
         raise ValueError(text)
-    tz = timezone.utc
+    tz = UTC
     if m["tz"] and m["tz"] != "Z":
         sign = -1 if m["tz"][0] == "-" else 1
         digits = m["tz"][1:].replace(":", "")
@@ -296,7 +296,7 @@ def _java_pattern(pattern: str, value: Any) -> int:
     fmt = _JAVA_TOKENS.sub(lambda m: _STRPTIME.get(m[0], m[0].strip("'")), pattern)
     moment = datetime.strptime(value, fmt)
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 

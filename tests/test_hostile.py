@@ -10,11 +10,11 @@ import psutil
 import pytest
 
 from crawler_tasks.backends import open_store
-from crawler_tasks.celery_app import create_app
-from crawler_tasks.local import EmbeddedRedis, Workers, wait_drained
-from crawler_tasks.runtime import Runtime
-from crawler_tasks.seed import build_requests, submit_requests
-from crawler_tasks.settings import Settings
+from crawler_tasks.cli.local import EmbeddedRedis, Workers, wait_drained
+from crawler_tasks.core.settings import Settings
+from crawler_tasks.service.celery_app import create_app
+from crawler_tasks.stages.runtime import Runtime
+from crawler_tasks.stages.seed import build_requests, submit_requests
 
 from .conftest import UNTHROTTLED, token
 from .hostile_site import HOSTILE_PATHS, LONG_LINKS, HostileSite

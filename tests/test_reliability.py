@@ -20,15 +20,15 @@ import pytest
 import redis
 
 from crawler_tasks.backends import open_store
-from crawler_tasks.celery_app import create_app
-from crawler_tasks.errors import BrokerUnavailable
-from crawler_tasks.local import Workers, free_port, wait_drained
-from crawler_tasks.runtime import Runtime
-from crawler_tasks.seed import build_requests, submit_requests, submit_to
-from crawler_tasks.settings import Settings
+from crawler_tasks.cli.local import Workers, free_port, wait_drained
+from crawler_tasks.core.errors import BrokerUnavailable
+from crawler_tasks.core.settings import Settings
+from crawler_tasks.service.celery_app import create_app
+from crawler_tasks.stages.runtime import Runtime
+from crawler_tasks.stages.seed import build_requests, submit_requests, submit_to
 
+from .cli.test_cli import assert_one_line_error, cli
 from .conftest import REDIS, UNTHROTTLED, flush, token
-from .test_cli import assert_one_line_error, cli
 
 FAULT_DB = 11
 VHOST = "crawlerfaults"

@@ -27,23 +27,25 @@ import requests
 from elasticsearch import Elasticsearch
 from kombu import Connection
 
-from crawler_tasks import feeds, routing
-from crawler_tasks.backends import open_store, split_uris
-from crawler_tasks.celery_app import celery_config, create_app
-from crawler_tasks.connection import broker_params, redis_from_url, safe_url
-from crawler_tasks.errors import SettingsError
-from crawler_tasks.local import EmbeddedRedis, Workers, free_port, wait_drained
-from crawler_tasks.runtime import Runtime
-from crawler_tasks.seed import build_requests, submit_requests
-from crawler_tasks.settings import Settings
+from crawler_tasks.backends import open_store
+from crawler_tasks.cli.local import EmbeddedRedis, Workers, free_port, wait_drained
+from crawler_tasks.core import routing
+from crawler_tasks.core.errors import SettingsError
+from crawler_tasks.core.settings import Settings
+from crawler_tasks.core.store_uris import split_uris
+from crawler_tasks.service.celery_app import celery_config, create_app
+from crawler_tasks.stages import feeds
+from crawler_tasks.stages.runtime import Runtime
+from crawler_tasks.stages.seed import build_requests, submit_requests
+from crawler_tasks.state.connection import broker_params, redis_from_url, safe_url
 
+from .cli.test_cli import assert_one_line_error
 from .conftest import LOOPBACK, UNTHROTTLED, by_url, token
 from .es_server import ESServer
 from .polite_site import PoliteSite
 from .proxy_server import ForwardProxy
+from .service.test_flower import poll, start_flower
 from .site import Site
-from .test_cli import assert_one_line_error
-from .test_flower import poll, start_flower
 from .tls import PasswordRedis, Pki, TlsProxy, TlsRedis
 
 #: The distinctive part of the password: no spelling of it may appear anywhere.
@@ -71,7 +73,7 @@ def start_cli(*args: str, env: dict[str, str]) -> subprocess.Popen:
     """``crawler-tasks`` with ``env`` over a clean environment (no CA bundle of the caller's)."""
     base = {k: v for k, v in os.environ.items()
             if not k.startswith("CRAWLER_") and k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
-    return subprocess.Popen([sys.executable, "-m", "crawler_tasks.cli", *args], text=True,
+    return subprocess.Popen([sys.executable, "-m", "crawler_tasks.cli.main", *args], text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**base, **env})
 
 
@@ -102,9 +104,9 @@ def dump_redis(client: redis.Redis) -> dict[bytes, object]:
     out: dict[bytes, object] = {}
     for key in client.scan_iter(count=1000):
         kind = client.type(key)
-        out[key] = {b"string": lambda: client.get(key), b"hash": lambda: client.hgetall(key),
-                    b"list": lambda: client.lrange(key, 0, -1), b"set": lambda: client.smembers(key),
-                    b"zset": lambda: client.zrange(key, 0, -1, withscores=True)}.get(kind, lambda: kind)()
+        out[key] = {b"string": lambda: client.get(key), b"hash": lambda: client.hgetall(key),  # noqa: B023 (called at once)
+                    b"list": lambda: client.lrange(key, 0, -1), b"set": lambda: client.smembers(key),  # noqa: B023
+                    b"zset": lambda: client.zrange(key, 0, -1, withscores=True)}.get(kind, lambda: kind)()  # noqa: B023
     return out
 
 

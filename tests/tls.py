@@ -21,7 +21,7 @@ from typing import Self
 import redis
 import trustme
 
-from crawler_tasks.local import free_port
+from crawler_tasks.cli.local import free_port
 
 
 class Pki:

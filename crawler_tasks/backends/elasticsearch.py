@@ -89,12 +89,13 @@ from urllib.parse import parse_qsl, unquote
 import elasticsearch
 from elasticsearch import ApiError, Elasticsearch, TransportError, helpers
 
-from ..errors import BadInput, StoreUnavailable, UnknownStore
-from ..models import PageRecord
-from . import BAD_PORT, RecordFailure, mask, split_uri
+from ..core.errors import BadInput, StoreUnavailable, UnknownStore
+from ..core.models import PageRecord
+from ..core.store_uris import mask
+from .base import BAD_PORT, RecordFailure, split_uri
 
 if TYPE_CHECKING:
-    from ..settings import Settings
+    from ..core.settings import Settings
 
 __all__ = ["PAGES_MAPPING", "STATS_MAPPING", "ElasticsearchStore", "Target", "parse_uri"]
 

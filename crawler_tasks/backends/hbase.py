@@ -11,7 +11,7 @@ Design, and why
 
 **Row key: the site first.** ``<reversed host>:<scheme>[:<port>]<path>[?<query>] <fingerprint>``,
 e.g. ``com.example.www:https:8443/a/b?q=1 3f78…``, built from the canonical URL
-(:func:`~crawler_tasks.urls.canonicalize_url`: lower-case host, no default port,
+(:func:`~crawler_tasks.core.urls.canonicalize_url`: lower-case host, no default port,
 sorted query), Apache Nutch's layout with the fingerprint appended. HBase keeps
 rows sorted by key, so one site's pages are one contiguous range:
 :meth:`HBaseStore.scan_site` reads a host (all its schemes and ports) with the
@@ -144,11 +144,12 @@ from Hbase_thrift import IOError as GatewayIOError
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
 
-from ..errors import BadInput, InvalidURL, StoreUnavailable, UnknownStore
-from ..models import PageRecord
-from ..settings import Settings
-from ..urls import canonicalize_url
-from . import RecordFailure, mask, split_uri
+from ..core.errors import BadInput, InvalidURL, StoreUnavailable, UnknownStore
+from ..core.models import PageRecord
+from ..core.settings import Settings
+from ..core.store_uris import mask
+from ..core.urls import canonicalize_url
+from .base import RecordFailure, split_uri
 
 __all__ = ["HBaseStore", "describe_error", "parse_uri", "row_key", "site_prefix"]
 

@@ -20,9 +20,9 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ..errors import StoreUnavailable, UnknownStore
-from ..models import PageRecord, json_bytes
-from . import RecordFailure
+from ..core.errors import StoreUnavailable, UnknownStore
+from ..core.models import PageRecord, json_bytes
+from .base import RecordFailure
 
 BUSY_TIMEOUT = 5.0  # seconds a writer waits for the lock
 

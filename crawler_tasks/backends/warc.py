@@ -14,7 +14,7 @@ record acknowledged after it is on disk. Appending cannot replace: a
 redelivered store message archives the page again (readers keep the later
 capture or both; neither is wrong in an archive).
 
-What is archived, from the record (see :func:`crawler_tasks.policy.response_record`):
+What is archived, from the record (see :func:`crawler_tasks.core.policy.response_record`):
 
 - the request line and headers as sent, and the status line and headers as
   received (case, order and repeats);
@@ -48,7 +48,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
@@ -57,9 +57,9 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-from ..errors import BadInput, StoreUnavailable, UnknownStore
-from ..models import PageRecord
-from . import RecordFailure
+from ..core.errors import BadInput, StoreUnavailable, UnknownStore
+from ..core.models import PageRecord
+from .base import RecordFailure
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ class WARCStore:
             self._pid, self._file, self._writer = os.getpid(), None, None
         if self._writer is None:
             self.directory.mkdir(parents=True, exist_ok=True)
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S%f")
+            stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S%f")
             name = f"crawl-{stamp}-{socket.gethostname()}-{os.getpid()}-{next(self._serial)}.warc.gz"
             self._file = open(self.directory / name, "xb")  # noqa: SIM115 (closed by rotation/close)
             self._writer = WARCWriter(self._file, gzip=True, warc_version="1.1")
@@ -284,9 +284,9 @@ def _warc_date(fetched_at: str) -> str:
     try:
         when = datetime.fromisoformat(fetched_at)
     except ValueError:
-        when = datetime.now(timezone.utc)
+        when = datetime.now(UTC)
     if when.tzinfo is not None:
-        when = when.astimezone(timezone.utc).replace(tzinfo=None)
+        when = when.astimezone(UTC).replace(tzinfo=None)
     return datetime_to_iso_date(when, use_micros=bool(when.microsecond))
 
 

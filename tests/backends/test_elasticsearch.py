@@ -26,9 +26,9 @@ from crawler_tasks.backends.elasticsearch import (
     item_failure,
     parse_uri,
 )
-from crawler_tasks.errors import BadInput, StoreUnavailable, UnknownStore
-from crawler_tasks.models import PageRecord
-from crawler_tasks.settings import Settings
+from crawler_tasks.core.errors import BadInput, StoreUnavailable, UnknownStore
+from crawler_tasks.core.models import PageRecord
+from crawler_tasks.core.settings import Settings
 
 from ..es_server import ESServer
 from ..tls import Pki

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 import pytest
 
 from crawler_tasks.backends.elasticsearch import ElasticsearchStore
-from crawler_tasks.models import PageRecord
-from crawler_tasks.settings import Settings
+from crawler_tasks.core.models import PageRecord
+from crawler_tasks.core.settings import Settings
 
 from .test_elasticsearch import page
 

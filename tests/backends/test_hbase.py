@@ -34,8 +34,8 @@ from crawler_tasks.backends.hbase import (
     row_key,
     site_prefix,
 )
-from crawler_tasks.errors import StoreUnavailable, UnknownStore
-from crawler_tasks.models import PageRecord
+from crawler_tasks.core.errors import StoreUnavailable, UnknownStore
+from crawler_tasks.core.models import PageRecord
 
 from ..hbase_server import DEFAULT_MAX_FRAME_BYTES, HBaseServer, keyvalue_size
 from .test_hbase_contract import core_round_trip, make_record, random_html

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from crawler_tasks.backends.hbase import HBaseStore
-from crawler_tasks.models import PageRecord
-from crawler_tasks.urls import fingerprint
+from crawler_tasks.core.models import PageRecord
+from crawler_tasks.core.urls import fingerprint
 
 MIB = 1024 * 1024
 HBASE_URI = os.environ.get("CRAWLER_TEST_HBASE", "")

@@ -8,11 +8,11 @@ import sqlite3
 import tracemalloc
 
 from crawler_tasks.backends import open_store
-from crawler_tasks.models import PageRecord
+from crawler_tasks.core.models import PageRecord
 
 
 def test_redelivered_record_is_stored_once(tmp_path):
-    from crawler_tasks.models import PageRecord
+    from crawler_tasks.core.models import PageRecord
 
     store = open_store(str(tmp_path / "p.db"))
     record = PageRecord(url="http://a.test/", fingerprint="f1", crawl_id="c", depth=0,
@@ -42,7 +42,7 @@ def test_a_record_with_a_large_body_is_written_as_json_text_without_its_json_who
 
 
 def test_sqlite_store_takes_writers_in_several_processes(tmp_path):
-    from crawler_tasks.models import PageRecord
+    from crawler_tasks.core.models import PageRecord
 
     path = str(tmp_path / "p.db")
     open_store(path).count()
@@ -67,7 +67,7 @@ def test_sqlite_store_takes_writers_in_several_processes(tmp_path):
 def test_unknown_store_scheme_suggests_the_known_one():
     import pytest
 
-    from crawler_tasks.errors import UnknownStore
+    from crawler_tasks.core.errors import UnknownStore
 
     with pytest.raises(UnknownStore, match="did you mean sqlite://"):
         open_store("sqlit:///x.db")

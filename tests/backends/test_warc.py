@@ -13,15 +13,15 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler_tasks.backends import open_store
 from crawler_tasks.backends.warc import WARCStore, WriteOnlyStore
-from crawler_tasks.crawls import Limits
-from crawler_tasks.download import download, make_session
-from crawler_tasks.errors import FetchError, UnknownStore
-from crawler_tasks.models import CrawlRequest, PageRecord
-from crawler_tasks.parse import decode_html
-from crawler_tasks.policy import HandOn, decide
-from crawler_tasks.settings import Settings
+from crawler_tasks.core.errors import FetchError, UnknownStore
+from crawler_tasks.core.limits import Limits
+from crawler_tasks.core.models import CrawlRequest, PageRecord
+from crawler_tasks.core.policy import HandOn, decide
+from crawler_tasks.core.settings import Settings
+from crawler_tasks.net.download import download, make_session
+from crawler_tasks.stages.parse import decode_html
 from tests.conftest import LOCAL
-from tests.test_download_raw import HTML, PNG, TEXT, RawSite
+from tests.net.test_download_raw import HTML, PNG, TEXT, RawSite
 
 SETTINGS = Settings()
 LIMITS = Limits(domains=frozenset({"127.0.0.1"}), max_depth=0, max_pages=0, store="warc:///x")
@@ -97,7 +97,7 @@ def test_pages_are_archived_as_request_response_pairs(raw_site, tmp_path):
 
 
 def test_text_in_another_charset_is_archived_as_the_bytes_served(raw_site, tmp_path):
-    from tests.test_download_raw import PAGES
+    from tests.net.test_download_raw import PAGES
 
     store = WARCStore(str(tmp_path))
     record = fetched(raw_site, "/gbk.html")
@@ -237,8 +237,8 @@ def test_a_binary_record_crosses_the_claim_check_compressed_and_whole(raw_site, 
 
     import redis
 
-    from crawler_tasks.claims import Claims
-    from crawler_tasks.keys import Keys
+    from crawler_tasks.state.claims import Claims
+    from crawler_tasks.state.keys import Keys
 
     client = redis.Redis.from_url("redis://127.0.0.1:6379/13")
     claims = Claims(client, Keys(f"w{uuid.uuid4().hex[:8]}"), ttl=60)

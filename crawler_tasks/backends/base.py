@@ -1,0 +1,60 @@
+"""What every backend shares: the :class:`Store` protocol, a refused record, URI parsing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import SplitResult, urlsplit
+
+from ..core.errors import UnknownStore
+from ..core.models import PageRecord
+
+
+@dataclass(frozen=True)
+class RecordFailure:
+    """A record a backend refused for good (e.g. an Elasticsearch mapping error): retrying
+    the same record cannot help, so it is reported rather than retried."""
+
+    fingerprint: str
+    reason: str
+
+
+class Store(Protocol):
+    """What the store stage needs from a backend."""
+
+    def upsert(self, records: Sequence[PageRecord]) -> list[RecordFailure]:
+        """Write ``records``, replacing any with the same fingerprint.
+
+        Returns the records refused for good (each with its reason); raises
+        :class:`~crawler_tasks.core.errors.StoreUnavailable` when the backend cannot
+        take the write now (the caller retries the whole batch: writes are
+        idempotent).
+        """
+
+    def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
+        """Every stored record (of one crawl): oldest first in SQLite and Elasticsearch, in
+        row-key (site) order in HBase; a write-only store (WARC) raises ``WriteOnlyStore``."""
+
+    def get(self, fingerprint: str) -> PageRecord | None:
+        """The stored record of ``fingerprint``, or None (a recrawl's validators come from it)."""
+
+    def count(self, crawl_id: str | None = None) -> int:
+        """How many records are stored (for one crawl)."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+#: What a store URI with a port that is not a number from 0 to 65535 is told.
+BAD_PORT = "bad port: the port must be a number from 1 to 65535"
+
+
+def split_uri(uri: str, bad: Callable[[str], UnknownStore]) -> tuple[SplitResult, int | None]:
+    """``uri`` split, and its port read; a URI :func:`urllib.parse.urlsplit` cannot take
+    raises ``bad(problem)`` (the backend's one-line :class:`UnknownStore`)."""
+    try:
+        parts = urlsplit(uri)
+        return parts, parts.port
+    except ValueError as exc:
+        raise bad(BAD_PORT if "port" in str(exc).lower() else str(exc)) from None

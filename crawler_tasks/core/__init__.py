@@ -1,0 +1,6 @@
+"""Pure rules and models: no Redis, no HTTP, no Celery app.
+
+Settings and their defaults, request and record models, URL rules, address
+classification, the fetch decisions (retry, redirect, back-off), routing of
+priorities to queues, and the error tree. Everything else imports from here.
+"""

@@ -1,0 +1,215 @@
+"""The JSON messages that travel between tasks: a request and a page record.
+
+Both are dataclasses with ``to_dict``/``from_dict``; a request is validated when
+it is built, so an invalid URL never reaches the broker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import io
+import json
+from dataclasses import dataclass, field
+from json.encoder import encode_basestring
+from typing import Any
+
+from .budget import LARGE_BODY
+from .errors import BadInput, InvalidURL
+from .urls import fingerprint, validate_url
+
+DEFAULT_CRAWL_ID = "default"
+METHODS = ("GET", "HEAD")
+_CRAWL_ID_FORBIDDEN = frozenset(":{}")
+#: Longest crawl id: it is part of every key of its crawl and of every message.
+MAX_CRAWL_ID = 128
+#: Meta keys the retry policy turns into numbers.
+_INTEGER_META = ("max_retry_times", "retry_priority_adjust")
+#: Characters of a long string escaped at a time by :func:`json_bytes`.
+_SLICE = 1 << 16
+
+
+def _is_int(value: Any) -> bool:
+    """True for an int that is not a bool (JSON true is no priority)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class CrawlRequest:
+    """One URL to fetch, with everything that decides how and when.
+
+    ``priority`` follows Scrapy: higher is sooner, 0 is normal. ``meta`` is
+    free-form JSON; the key ``NotExtract`` stores the page without following
+    its links.
+    """
+
+    url: str
+    method: str = "GET"
+    headers: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    depth: int = 0
+    retries: int = 0
+    redirects: int = 0
+    crawl_id: str = DEFAULT_CRAWL_ID
+    dont_filter: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "url", validate_url(self.url))
+        method = str(self.method).upper()
+        if method not in METHODS:
+            raise BadInput(f"method: {self.method!r} is not GET or HEAD")
+        object.__setattr__(self, "method", method)
+        if not isinstance(self.meta, dict):
+            raise BadInput("meta: must be a JSON object")
+        for key in _INTEGER_META:  # read by the retry policy, in the worker
+            if key in self.meta and not _is_int(self.meta[key]):
+                raise BadInput(f"meta: {key} must be an integer")
+        if not isinstance(self.headers, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items()):
+            raise BadInput("headers: must be a JSON object of strings")
+        crawl_id = self.crawl_id
+        if (not isinstance(crawl_id, str) or not crawl_id or not crawl_id.isprintable()
+                or not _CRAWL_ID_FORBIDDEN.isdisjoint(crawl_id) or len(crawl_id) > MAX_CRAWL_ID):
+            # ':' separates key parts, '{' and '}' would break the Redis Cluster hash tag.
+            raise BadInput(f"crawl_id: {crawl_id!r:.80} must be a non-empty printable string "
+                           f"of at most {MAX_CRAWL_ID} characters without ':', '{{' or '}}'")
+        for name in ("priority", "depth", "retries", "redirects"):
+            value = getattr(self, name)
+            if not _is_int(value):
+                raise BadInput(f"{name}: must be an integer")
+            if name != "priority" and value < 0:
+                raise BadInput(f"{name}: must be 0 or more")
+        if not isinstance(self.dont_filter, bool):
+            raise BadInput("dont_filter: must be true or false")
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """Identity for the gate (computed once per request)."""
+        return fingerprint(self.url, self.method)
+
+    @property
+    def extract_links(self) -> bool:
+        return not self.meta.get("NotExtract")
+
+    def replace(self, **changes: Any) -> CrawlRequest:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The message form: fields at their default are left out (smaller broker messages)."""
+        values = self.__dict__
+        return {name: values[name] for name, default in _REQUEST_DEFAULTS.items()
+                if values[name] != default}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CrawlRequest:
+        """Build from a message; unknown keys are refused so typos do not pass silently."""
+        if not isinstance(data, dict) or "url" not in data:
+            raise InvalidURL(f"request: expected an object with a 'url', got {data!r:.80}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise BadInput(f"request: unknown field(s) {', '.join(sorted(map(repr, unknown)))}")
+        return cls(**data)
+
+    @classmethod
+    def from_seed(cls, seed: str | dict[str, Any], **defaults: Any) -> CrawlRequest:
+        """Accept a URL string or a seed message ``{"url", "meta", "method", "_encoding"}``.
+
+        ``defaults`` (priority, meta, crawl_id, dont_filter) apply where the seed
+        does not say otherwise; a seed's ``meta`` is merged over them.
+        """
+        if isinstance(seed, str):
+            return cls(url=seed, **defaults)
+        if not isinstance(seed, dict) or "url" not in seed:
+            raise InvalidURL(f"seed: expected a URL or an object with a 'url', got {seed!r:.80}")
+        meta = seed.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise BadInput("meta: must be a JSON object")
+        fields = dict(defaults)
+        fields["meta"] = {**defaults.get("meta", {}), **meta}
+        for key in ("method", "headers", "priority", "crawl_id", "dont_filter"):
+            if key in seed:
+                fields[key] = seed[key]
+        return cls(url=seed["url"], **fields)
+
+
+_REQUEST_DEFAULTS: dict[str, Any] = {
+    f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    for f in dataclasses.fields(CrawlRequest)}
+
+
+@dataclass
+class PageRecord:
+    """What the store keeps for one fetched (or failed) URL, keyed by fingerprint."""
+
+    url: str
+    fingerprint: str
+    crawl_id: str
+    depth: int
+    fetched_at: str
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str | None = None
+    title: str | None = None
+    text: str | None = None
+    links: list[str] = field(default_factory=list)
+    description: str | None = None
+    redirect_to: str | None = None
+    method: str = "GET"
+    size: int = 0
+    truncated: bool = False
+    encoding: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    #: The response body as text (HTML and text types), when the store keeps bodies.
+    body: str | None = None
+    #: What an archive (WARC) needs, as it crossed the wire; None when not captured.
+    #: ``HTTP/1.1 200 OK``.
+    status_line: str | None = None
+    #: The response headers as received: ``[name, value]`` pairs, case, order and repeats kept.
+    raw_headers: list[list[str]] | None = None
+    #: The request as sent: ``{"line": "GET /p HTTP/1.1", "headers": [[name, value], ...]}``.
+    request: dict[str, Any] | None = None
+    #: The body of types kept neither as ``body`` text nor parsed (images, PDFs...), base64.
+    body_base64: str | None = None
+    #: ``sha1:<base32>`` of the body as received (decompressed): an archive writer that
+    #: re-encodes ``body`` text checks it got the served bytes back.
+    payload_digest: str | None = None
+    #: The proxy the request went through (``http://host:port``, never credentials); None = direct.
+    proxy: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a JSON-ready dict (shallow: its lists and dicts are shared)."""
+        return dict(self.__dict__)
+
+    @property
+    def large(self) -> bool:
+        """Whether the record keeps a large body (``body`` or ``body_base64`` over
+        :data:`~crawler_tasks.core.budget.LARGE_BODY` characters)."""
+        return max(len(self.body or ""), len(self.body_base64 or "")) > LARGE_BODY
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PageRecord:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def json_bytes(data: dict[str, Any]) -> bytes:
+    """``json.dumps(data, ensure_ascii=False).encode()``, without ever holding the JSON
+    of a long string value whole as text: it is escaped a slice at a time, straight to
+    UTF-8. (A 10 MiB body of NULs is 60 MB of JSON, and one non-Latin-1 character would
+    make that text 120 MB.)"""
+    out = io.BytesIO()
+    out.write(b"{")
+    for i, (key, value) in enumerate(data.items()):
+        out.write(b", " if i else b"")
+        out.write(json.dumps(key, ensure_ascii=False).encode() + b": ")
+        if isinstance(value, str) and len(value) > _SLICE:
+            out.write(b'"')
+            for j in range(0, len(value), _SLICE):
+                out.write(encode_basestring(value[j:j + _SLICE])[1:-1].encode())
+            out.write(b'"')
+        else:
+            out.write(json.dumps(value, ensure_ascii=False).encode())
+    out.write(b"}")
+    return out.getvalue()

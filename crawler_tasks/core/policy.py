@@ -1,0 +1,362 @@
+"""What to do with a download: pure rules, no I/O, tested without workers.
+
+:func:`decide` turns a request and what its download gave (a response or a
+:class:`~crawler_tasks.core.errors.FetchError`) into one :data:`Outcome`; the fetch
+stage (:mod:`crawler_tasks.stages.fetch`) applies it. Scrapy's scheme: a retry is the
+same request ``CRAWLER_RETRY_PRIORITY_ADJUST`` lower after an exponential
+backoff or the server's ``Retry-After``; a 3xx is stored and its target becomes
+a new request ``CRAWLER_REDIRECT_PRIORITY_ADJUST`` higher, through the gate.
+Per-request overrides follow Scrapy: keyword > request ``meta`` > setting.
+Before the download, :func:`before_fetch` turns the robots.txt verdict and the
+host limiter's answer into a ``Skip`` or a ``Defer``; after it,
+:func:`host_feedback` says what the answer tells the limiter about the host.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+from urllib.parse import urljoin, urlsplit
+
+from w3lib.encoding import html_to_unicode
+
+from .errors import FetchError, InvalidURL
+from .limits import Limits
+from .models import CrawlRequest, PageRecord
+from .politeness import Feedback, RobotsVerdict, Slot
+from .responses import REDIRECT_STATUSES, Download, retry_after_seconds, status_error
+from .settings import Settings
+from .urls import check_length
+
+if TYPE_CHECKING:
+    from .proxies import Proxies
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+#: Headers a redirect to another host (or scheme) must not carry on (as Scrapy's RedirectMiddleware).
+CREDENTIAL_HEADERS = frozenset({"cookie", "authorization"})
+
+Counts = dict[str, int]
+
+
+@dataclass(frozen=True)
+class HandOn:
+    """Keep the response: parse ``body`` when it is HTML (else None), then store ``record``."""
+
+    record: PageRecord
+    body: bytes | None
+    counts: Counts = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """Store the 3xx ``record`` and enqueue ``target`` (promoted) through the gate."""
+
+    record: PageRecord
+    target: CrawlRequest
+    counts: Counts = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Send ``request`` (demoted, retry count + 1) again after ``countdown`` seconds."""
+
+    request: CrawlRequest
+    countdown: float
+    reason: str
+    counts: Counts = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Give up: store ``record``, whose ``description`` says why."""
+
+    record: PageRecord
+    counts: Counts = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Defer:
+    """Not now (politeness): ``request`` waits in Redis for its host until ``until``
+    (Redis time) or a free slot, then comes back in its band; no retry is used."""
+
+    request: CrawlRequest
+    until: float
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Never fetch (robots.txt): store ``record``, whose ``description`` says why."""
+
+    record: PageRecord
+    counts: Counts = field(default_factory=dict)
+
+
+Outcome = HandOn | Redirect | Retry | Fail | Defer | Skip
+
+
+def before_fetch(req: CrawlRequest, robots: RobotsVerdict, slot: Slot | None) -> Skip | Defer | None:
+    """What to do before downloading ``req``: skip it (robots.txt), let it wait (robots.txt
+    not known yet, or its host busy), or None: go (``slot`` is the host slot it holds)."""
+    if robots.wait_until is not None:
+        return Defer(req, robots.wait_until)
+    if not robots.allowed:
+        record = base_record(req)
+        record.description = robots.reason
+        return Skip(record, {robots.counter: 1})
+    if slot is not None and not slot.go:
+        return Defer(req, slot.until)
+    return None
+
+
+def host_feedback(result: Download | FetchError | None, proxies: Proxies | None = None,
+                  proxy: int | None = None) -> Feedback:
+    """What a download (through ``proxy``, None = direct) tells the host limiter: throttled
+    (429, 503), blocked (403, a ban page, a reset), timed out or unreachable (counts towards
+    a concurrency cut), a failed proxy, a response, or another error."""
+    if isinstance(result, Download):
+        if result.status in THROTTLE_STATUSES:
+            return Feedback("throttled", result.status,
+                            retry_after_seconds(result.headers.get("retry-after")), result.elapsed, proxy)
+        if proxy is not None and result.status == 407:
+            return Feedback("proxy", result.status, proxy=proxy)
+        if result.status in BLOCK_STATUSES or (proxies is not None and proxies.is_ban_page(result.body)):
+            return Feedback("blocked", result.status, None, result.elapsed, proxy)
+        return Feedback("ok", result.status, None, result.elapsed, proxy)
+    if isinstance(result, FetchError):
+        if result.reason == "proxy":
+            return Feedback("proxy", proxy=proxy)
+        if result.reason == "connection_reset":
+            return Feedback("blocked", proxy=proxy)
+        if result.reason in SLOW_HOST_REASONS:
+            return Feedback("timeout", proxy=proxy)
+    return Feedback("error", proxy=proxy)
+
+
+def reroute(req: CrawlRequest, settings: Settings, reason: str) -> Retry | None:
+    """Send ``req`` again at once (a retry, demoted) because its host was found blocking
+    or its proxy failed: the next attempt takes a proxy. None once its retries are used up."""
+    retry = plan_retry(req, settings)
+    if retry is None:
+        return None
+    return Retry(retry, 0.0, reason, {"retries": 1, f"retry/reason_count/{reason}": 1})
+
+
+#: Statuses that say the client is blocked.
+BLOCK_STATUSES = frozenset({403})
+#: Statuses that tell a client to slow down.
+THROTTLE_STATUSES = frozenset({429, 503})
+#: Download failures that count as a host struggling (its concurrency is cut after three).
+SLOW_HOST_REASONS = frozenset({"timeout", "connection_refused", "connection"})
+
+
+def conditional(req: CrawlRequest, previous: PageRecord | None) -> CrawlRequest:
+    """``req`` revalidating ``previous`` (``If-None-Match`` / ``If-Modified-Since`` from its
+    ``ETag`` / ``Last-Modified``); ``req`` itself when there is nothing to revalidate."""
+    if previous is None or previous.status != 200:
+        return req
+    validators = {name: previous.headers[source] for name, source in VALIDATORS
+                  if previous.headers.get(source)}
+    if not validators:
+        return req
+    return req.replace(headers={**req.headers, **validators})
+
+
+#: Request header -> the response header (as stored, lower case) it echoes.
+VALIDATORS = (("If-None-Match", "etag"), ("If-Modified-Since", "last-modified"))
+
+
+def decide(req: CrawlRequest, result: Download | FetchError, settings: Settings,
+           limits: Limits, *, previous: PageRecord | None = None) -> Outcome:
+    """The outcome of fetching ``req``: ``result`` is its response, or why none came.
+
+    ``previous`` is the stored record a recrawl revalidated: a 304 keeps it
+    (with a new ``fetched_at``) instead of storing an empty page.
+    """
+    if isinstance(result, FetchError):
+        return _on_error(req, result, None, settings)
+    err = status_error(result)
+    if err is not None:
+        return _on_error(req, err, result, settings)
+    counts = download_counts(result)
+    if result.status == 304 and previous is not None:
+        return HandOn(not_modified(req, result, previous), None, {**counts, "not_modified": 1})
+    record = response_record(req, result, keep_body=settings.store_body)
+    location = result.headers.get("location")
+    if result.status in REDIRECT_STATUSES and location:
+        return _on_redirect(req, result.status, location, record, counts, settings, limits)
+    parse = result.content_type in HTML_TYPES and bool(result.body) and 200 <= result.status < 300
+    if settings.store_body and not parse and is_text(result.content_type) and result.body:
+        record.encoding, record.body = decode_text(result.body, result.headers.get("content-type"))
+    return HandOn(record, result.body if parse else None, counts)
+
+
+#: Types whose body a record keeps as text besides ``text/*`` (HTML goes through the parser).
+TEXT_TYPES = frozenset({"application/json", "application/xml", "application/javascript",
+                        "application/rss+xml", "application/atom+xml", "application/ld+json"})
+
+
+def is_text(content_type: str) -> bool:
+    """Whether a body of ``content_type`` is kept as text."""
+    return content_type.startswith("text/") or content_type in TEXT_TYPES or content_type.endswith("+xml")
+
+
+def decode_text(body: bytes, content_type: str | None) -> tuple[str, str]:
+    """(encoding, text) of a text body: the header's charset, a BOM, or UTF-8 with replacement."""
+    encoding, text = html_to_unicode(content_type, body, auto_detect_fun=lambda _: "utf-8")
+    return encoding, text
+
+
+def _on_redirect(req: CrawlRequest, status: int, location: str, record: PageRecord,
+                 counts: Counts, settings: Settings, limits: Limits) -> Outcome:
+    try:
+        target = plan_redirect(req, location, status, settings)
+    except (FetchError, InvalidURL) as err:
+        record.description = f"redirect not followed: {err}"
+        return Fail(record, {**counts, "failures": 1})
+    record.redirect_to = target.url
+    if not limits.allows(target.url, origin=req.url):
+        return HandOn(record, None, {**counts, "redirect/offsite": 1})
+    return Redirect(record, target, {**counts, "redirects": 1})
+
+
+def _on_error(req: CrawlRequest, err: FetchError, dl: Download | None,
+              settings: Settings) -> Retry | Fail:
+    counts = download_counts(dl) if dl is not None else {}
+    retry = plan_retry(req, settings) if err.retryable else None
+    if retry is not None:
+        counts.update({"retries": 1, f"retry/reason_count/{err.reason}": 1})
+        return Retry(retry, retry_delay(req, settings, err.retry_after), err.reason, counts)
+    record = (response_record(req, dl, keep_body=settings.store_body) if dl is not None
+              else base_record(req))
+    record.description = final_description(err, req)
+    counts["failures"] = 1
+    if err.retryable:
+        counts[f"retry/max_reached/{err.reason}"] = 1
+    return Fail(record, counts)
+
+
+def plan_retry(req: CrawlRequest, settings: Settings, *, max_retries: int | None = None,
+               priority_adjust: int | None = None) -> CrawlRequest | None:
+    """The retry of ``req`` (demoted, retry count + 1), or None once its retries are used up.
+
+    ``max_retries`` and ``priority_adjust`` override ``req.meta["max_retry_times"]`` /
+    ``req.meta["retry_priority_adjust"]``, which override the settings.
+    """
+    if max_retries is None:
+        max_retries = int(req.meta.get("max_retry_times", settings.max_retries))
+    if priority_adjust is None:
+        priority_adjust = int(req.meta.get("retry_priority_adjust", settings.retry_priority_adjust))
+    if req.retries >= max_retries:
+        return None
+    return req.replace(retries=req.retries + 1, priority=req.priority + priority_adjust)
+
+
+def backoff(settings: Settings, retries: int) -> float:
+    """Seconds before retry number ``retries + 1``: doubling from ``retry_backoff``, capped."""
+    return min(settings.retry_backoff * 2 ** min(retries, 64), settings.retry_backoff_max)
+
+
+def retry_delay(req: CrawlRequest, settings: Settings, retry_after: float | None) -> float:
+    """Seconds before retry number ``req.retries + 1``: ``Retry-After`` if sent, else backoff."""
+    if retry_after is not None:
+        return min(retry_after, settings.retry_backoff_max)
+    return backoff(settings, req.retries)
+
+
+def plan_redirect(req: CrawlRequest, location: str, status: int,
+                  settings: Settings) -> CrawlRequest:
+    """The promoted request for a redirect target.
+
+    A 303 turns GET-with-body methods into GET but keeps HEAD; a hop to another
+    host or scheme drops ``Cookie`` and ``Authorization``. Raises
+    :class:`FetchError` past ``CRAWLER_REDIRECT_MAX_TIMES`` hops and
+    :class:`InvalidURL` for a target that cannot be fetched or is longer than
+    ``CRAWLER_MAX_URL_LENGTH``.
+    """
+    if req.redirects >= settings.redirect_max_times:
+        raise FetchError(f"redirect hops exceeded ({settings.redirect_max_times})",
+                         retryable=False, reason="redirect_max")
+    url = urljoin(req.url, location)
+    method = "GET" if status == 303 and req.method != "HEAD" else req.method
+    headers = req.headers if same_origin(req.url, url) else {
+        k: v for k, v in req.headers.items() if k.lower() not in CREDENTIAL_HEADERS}
+    target = req.replace(url=url, method=method, headers=headers, retries=0,
+                         redirects=req.redirects + 1,
+                         priority=req.priority + settings.redirect_priority_adjust)
+    check_length(target.url, settings.max_url_length)
+    return target
+
+
+def same_origin(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` share scheme and host (credentials may follow)."""
+    pa, pb = urlsplit(a), urlsplit(b)
+    return (pa.scheme, pa.hostname) == (pb.scheme, pb.hostname)
+
+
+def final_description(err: FetchError, req: CrawlRequest) -> str:
+    """What the failure record says, with the attempt count once retries were made."""
+    attempts = req.retries + 1
+    if attempts == 1 or not err.retryable:
+        return err.description
+    if err.status is not None:
+        return f"{err.description} after {attempts} attempts"
+    return f"{err.description} ({attempts} attempts)"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def base_record(req: CrawlRequest) -> PageRecord:
+    """A record for ``req`` with no response (yet)."""
+    return PageRecord(url=req.url, fingerprint=req.fingerprint, crawl_id=req.crawl_id,
+                      depth=req.depth, fetched_at=now_iso(), method=req.method, meta=req.meta)
+
+
+def not_modified(req: CrawlRequest, dl: Download, previous: PageRecord) -> PageRecord:
+    """The stored page ``previous`` kept through a 304: its content as it was, with the
+    new ``fetched_at`` and the 304 exchange as sent (an archive records a 304 with no
+    payload, not the old response again)."""
+    seen = response_record(req, dl, keep_body=False)
+    return PageRecord.from_dict({
+        **previous.to_dict(), "fetched_at": seen.fetched_at, "crawl_id": req.crawl_id,
+        "depth": req.depth, "meta": req.meta, "status_line": seen.status_line,
+        "raw_headers": seen.raw_headers, "request": seen.request})
+
+
+def response_record(req: CrawlRequest, dl: Download, *, keep_body: bool = True) -> PageRecord:
+    """A record for ``req`` filled from its response.
+
+    It keeps the exchange as sent (status line, raw headers, request) for
+    archives, and with ``keep_body`` the body of types that are neither parsed
+    nor kept as text, base64 (``body_base64``): text types reach an archive as
+    their ``body`` text re-encoded, so they are not kept twice.
+    """
+    record = base_record(req)
+    record.status = dl.status
+    record.headers = dl.headers
+    record.content_type = dl.content_type or None
+    record.size = len(dl.body)
+    record.truncated = dl.truncated
+    if dl.raw is not None:
+        record.status_line = dl.raw.status_line
+        record.raw_headers = [[k, v] for k, v in dl.raw.headers]
+        record.request = {"line": dl.raw.request_line,
+                          "headers": [[k, v] for k, v in dl.raw.request_headers]}
+    if dl.body:
+        record.payload_digest = "sha1:" + base64.b32encode(hashlib.sha1(dl.body).digest()).decode()
+        if keep_body and dl.content_type not in HTML_TYPES and not is_text(dl.content_type):
+            record.body_base64 = base64.b64encode(dl.body).decode("ascii")
+    return record
+
+
+def download_counts(dl: Download) -> Counts:
+    """Counters one response adds."""
+    counts = {"total_num": 1, "total_request_size": dl.request_size,
+              "total_response_size": dl.response_size, f"status/{dl.status}": 1}
+    if dl.truncated:
+        counts["truncated"] = 1
+    return counts

@@ -1,0 +1,194 @@
+"""HTTP downloads with requests: pooled session, one deadline per download, a decompressed size cap.
+
+Each download also keeps what an archive (WARC) needs: the request line and
+headers as sent, the status line and headers as received (case, order and
+repeats), and byte counts from the wire (see :class:`RawExchange`). The body is
+kept decoded (``Content-Encoding`` undone, chunking removed): the encoded bytes
+are not kept, so an archive holds the decoded payload (see ``backends/warc.py``).
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import time
+import urllib.request
+
+import requests
+
+from ..core.addresses import AddressPolicy
+from ..core.budget import LARGE_BODY, Permit
+from ..core.errors import FetchError
+from ..core.models import CrawlRequest
+from ..core.responses import Download, RawExchange
+from . import transport
+
+CHUNK = 64 * 1024
+
+
+def make_session(user_agent: str, *, pool_hosts: int = 8,
+                 policy: AddressPolicy | None = None) -> requests.Session:
+    """A session reused by every fetch of one worker thread, keeping an idle keep-alive
+    connection to each of its ``pool_hosts`` most recent hosts (closed past that).
+
+    ``policy`` says which addresses it may connect to (default: no private ones).
+    """
+    session = requests.Session()
+    # Without proxy variables (HTTP_PROXY...) set, skip requests' per-request
+    # look-up of the environment; with them, requests applies them (NO_PROXY too).
+    session.trust_env = bool(urllib.request.getproxies())
+    adapter = transport.GuardedAdapter(policy=policy, pool_hosts=pool_hosts)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    session.headers["User-Agent"] = user_agent
+    return session
+
+
+def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
+             maxsize: int, proxy: str | None = None, permit: Permit | None = None) -> Download:
+    """Fetch ``req`` without following redirects; raise :class:`FetchError` when no whole response came.
+
+    ``proxy`` (a URL, credentials included) is the proxy to go through; None = direct.
+
+    ``timeout`` bounds the whole download (connect, headers and body), however
+    slowly the server sends. The body is decompressed as it streams and cut at
+    ``maxsize`` decompressed bytes (``truncated`` says so). A body growing past
+    :data:`~crawler_tasks.core.budget.LARGE_BODY` bytes first takes ``permit``'s slot (the
+    caller gives it back), the timeout paused while it waits.
+    """
+    started = time.monotonic()
+    with transport.deadline(started + timeout) as limit:
+        try:
+            resp = session.request(req.method, req.url, headers=req.headers or None,
+                                   timeout=(timeout, timeout), allow_redirects=False, stream=True,
+                                   proxies={"http": proxy, "https": proxy} if proxy else None)
+            with resp:
+                body, truncated = _read_capped(resp, req, maxsize, permit)
+        except requests.exceptions.RequestException as exc:
+            raise _request_error(exc, timeout, expired=limit.expired) from None
+        if limit.expired and not truncated and _short(resp, body):
+            raise _timeout(timeout)
+    headers = {k.lower(): v for k, v in resp.headers.items()}
+    wire = getattr(resp.raw, "wire", None)
+    raw = RawExchange.parse(wire.request_head, wire.response_head) if wire is not None else None
+    if raw is not None:
+        request_size = len(wire.request_head) + len(_bytes(resp.request.body))
+        response_size = len(wire.response_head) + resp.raw.tell()
+    else:
+        request_size, response_size = _request_size(resp.request), _response_size(resp, body)
+    return Download(
+        url=req.url, status=resp.status_code, headers=headers, body=body, truncated=truncated,
+        request_size=request_size, response_size=response_size,
+        elapsed=time.monotonic() - started, raw=raw,
+    )
+
+
+def _bytes(body: bytes | str | None) -> bytes:
+    return body.encode() if isinstance(body, str) else body or b""
+
+
+def _read_capped(resp: requests.Response, req: CrawlRequest, maxsize: int,
+                 permit: Permit | None = None) -> tuple[bytes, bool]:
+    """The decompressed body up to ``maxsize`` bytes, and whether there was more."""
+    if req.method == "HEAD":
+        return b"", False
+    body = io.BytesIO()  # grows in place, and its value is not copied again (a join would)
+    size = 0
+    for chunk in resp.iter_content(CHUNK):
+        if permit is not None and min(size + len(chunk), maxsize) > LARGE_BODY and not permit.held:
+            with transport.paused():
+                permit.take()
+        if size + len(chunk) >= maxsize:
+            body.write(memoryview(chunk)[:maxsize - size])
+            more = len(chunk) > maxsize - size or _more_to_read(resp)
+            return body.getvalue(), more
+        body.write(chunk)
+        size += len(chunk)
+    return body.getvalue(), False
+
+
+def _more_to_read(resp: requests.Response) -> bool:
+    """After exactly ``maxsize`` decompressed bytes: does the body go on?"""
+    try:
+        return any(resp.iter_content(1))
+    except requests.exceptions.RequestException:
+        return True
+
+
+def _short(resp: requests.Response, body: bytes) -> bool:
+    """A body ended by the watchdog: no length to check it against, or shorter than declared."""
+    length = resp.headers.get("content-length", "")
+    return not length.isdigit() or "content-encoding" in resp.headers or len(body) < int(length)
+
+
+def _timeout(timeout: float) -> FetchError:
+    return FetchError(f"timeout after {timeout}s", retryable=True, reason="timeout")
+
+
+def _request_error(exc: requests.exceptions.RequestException, timeout: float, *,
+                   expired: bool) -> FetchError:
+    """The :class:`FetchError` for what requests raised, named by its root cause."""
+    cause = _root_cause(exc)
+    if expired or isinstance(exc, requests.exceptions.Timeout) or isinstance(cause, TimeoutError):
+        return _timeout(timeout)
+    if isinstance(cause, transport.BlockedAddress):  # before the proxy: not the proxy's fault
+        return FetchError(f"refused: {cause}", retryable=False, reason="blocked_address")
+    if isinstance(exc, requests.exceptions.ProxyError):  # never the proxy URL: it may hold a password
+        return FetchError("proxy failed", retryable=True, reason="proxy")
+    if isinstance(exc, requests.exceptions.SSLError):
+        return FetchError(f"TLS error: {_ssl_reason(exc)}", retryable=False, reason="tls")
+    if isinstance(cause, transport.HeadersCutOff):
+        return FetchError("response cut off inside its headers", retryable=True, reason="headers_cut")
+    if isinstance(cause, http.client.IncompleteRead):  # urllib3's too: ``partial`` an int there
+        got = cause.partial if isinstance(cause.partial, int) else len(cause.partial or b"")
+        return FetchError(f"response ended early: {got} bytes read, {cause.expected} more expected",
+                          retryable=True, reason="incomplete")
+    if isinstance(cause, (http.client.LineTooLong, http.client.HTTPException)) and \
+            not isinstance(cause, http.client.RemoteDisconnected):
+        return FetchError(f"malformed response: {cause}", retryable=False, reason="bad_response")
+    if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError,
+                        requests.exceptions.ContentDecodingError)):
+        return _connection_error(exc)
+    return FetchError(f"request failed: {str(exc)[:200]}", retryable=False, reason="request")
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception that requests and urllib3 wrapped (in args, cause or context)."""
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = next((a for a in getattr(exc, "args", ()) if isinstance(a, BaseException)), None)
+        inner = inner or getattr(exc, "reason", None) or exc.__cause__ or exc.__context__
+        if not isinstance(inner, BaseException):
+            break
+        exc = inner
+    return exc
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    text = str(_root_cause(exc))
+    return "certificate verify failed" if "CERTIFICATE_VERIFY_FAILED" in text else text[:200]
+
+
+def _connection_error(exc: Exception) -> FetchError:
+    """A retryable :class:`FetchError` naming what went wrong with the connection."""
+    text = str(exc)
+    if "refused" in text.lower():
+        return FetchError("connection refused", retryable=True, reason="connection_refused")
+    if any(s in text for s in ("Name or service not known", "nodename nor servname",
+                               "Temporary failure in name resolution", "No address associated")):
+        return FetchError("DNS lookup failed", retryable=True, reason="dns")
+    if "reset" in text.lower():
+        return FetchError("connection reset", retryable=True, reason="connection_reset")
+    return FetchError(f"connection error: {text[:200]}", retryable=True, reason="connection")
+
+
+def _request_size(prepared: requests.PreparedRequest) -> int:
+    line = len(prepared.method or "") + len(prepared.path_url) + 12
+    headers = sum(len(k) + len(v) + 4 for k, v in prepared.headers.items())
+    return line + headers + 2 + len(prepared.body or b"")
+
+
+def _response_size(resp: requests.Response, body: bytes) -> int:
+    headers = sum(len(k) + len(v) + 4 for k, v in resp.headers.items())
+    return 15 + len(resp.reason or "") + headers + 2 + len(body)

@@ -1,0 +1,1 @@
+"""The Celery side: the app built from settings, its tasks and the Beat schedule."""

@@ -1,0 +1,143 @@
+"""The Celery app, built from :class:`~crawler_tasks.core.settings.Settings`.
+
+Every process that talks to the queues (workers, Beat, Flower, other apps that
+``apply_async``) must load this configuration: the Redis transport computes list
+names from ``sep`` and ``priority_steps`` on both sides, and a message sent
+without a priority must land in the normal band (celery-notes §1.1).
+
+A ``rediss://`` or ``amqps://`` broker gets ``broker_use_ssl`` from its URL
+(:func:`~crawler_tasks.state.connection.broker_params`): certificates are verified
+unless the URL says ``ssl_cert_reqs=none``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from celery import Celery, signals
+
+from ..core import routing
+from ..core.errors import SettingsError, UnknownStore
+from ..core.settings import Settings
+from ..state.connection import broker_params
+from .beat import beat_schedule
+
+
+def _transport_options(settings: Settings) -> dict[str, Any]:
+    if not settings.broker_is_redis:
+        return {}
+    vt = settings.visibility_timeout
+    return {
+        "visibility_timeout": vt,
+        "priority_steps": list(range(routing.MAX_BAND + 1)),
+        "sep": routing.REDIS_SEP,
+        "queue_order_strategy": "priority",
+        # Sweep for messages of dead workers often enough that a small
+        # visibility timeout really recovers within about a minute.
+        "unacked_restore_interval": max(1, min(10, vt // 4)),
+        "unacked_restore_throttle": 1,
+        # Every thread of a threads-pool worker acks through this pool (celery-notes §2.1).
+        "max_connections": max(200, settings.worker_concurrency + 20),
+    }
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The Celery configuration for ``settings`` (JSON only, late acks, strict priority)."""
+    redis = settings.broker_is_redis
+    broker_url, broker_ssl = broker_params(settings.broker_url)
+    return {
+        "broker_url": broker_url,
+        "broker_use_ssl": broker_ssl or False,
+        "broker_transport_options": _transport_options(settings),
+        "broker_connection_retry_on_startup": True,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "task_ignore_result": True,
+        "task_queues": routing.queues(),
+        "task_default_queue": routing.FETCH_QUEUE,
+        "task_routes": routing.ROUTES,
+        "task_default_priority": routing.broker_priority(0, redis=redis),
+        "task_queue_max_priority": None,  # set per queue (routing.queues)
+        "task_inherit_parent_priority": False,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": False,
+        "task_retry_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        # After a lost broker connection Celery 5.7 lowers the prefetch count by the
+        # tasks still running and raises it again as they are acked; their acks
+        # fail on the dead connection, so it stayed lowered and, measured on
+        # RabbitMQ restarts under load, the worker took no message again.
+        "worker_enable_prefetch_count_reduction": False,
+        "worker_pool": settings.worker_pool,
+        "worker_concurrency": settings.worker_concurrency,
+        "worker_max_memory_per_child": settings.worker_max_memory * 1024 or None,  # KiB
+        # Events cost a broker publish per task state; Flower switches the
+        # workers' on by itself (enable_events), CRAWLER_TASK_EVENTS=1 from the start.
+        "worker_send_task_events": settings.task_events,
+        "task_send_sent_event": settings.task_events,
+        "worker_hijack_root_logger": True,
+        "beat_schedule": beat_schedule(settings),
+        "timezone": "UTC",
+    }
+
+
+def create_app(settings: Settings) -> Celery:
+    """A configured Celery app with the crawl tasks registered."""
+    app = Celery("crawler_tasks", include=["crawler_tasks.service.tasks"])
+    app.config_from_object(celery_config(settings))
+    app.crawler_settings = settings  # type: ignore[attr-defined]
+    return app
+
+
+def _is_celery_command() -> bool:
+    """Whether this process is the ``celery`` command (worker, beat, flower...)."""
+    return os.path.basename(sys.argv[0]) == "celery" or sys.argv[0].endswith(
+        os.path.join("celery", "__main__.py"))
+
+
+def _refuse(message: str) -> None:
+    """One line and exit 2 for the ``celery`` command; Celery would print a traceback."""
+    sys.stderr.write(f"crawler_tasks: {message}\n")
+    raise SystemExit(2)
+
+
+def _settings_from_env() -> Settings:
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        if _is_celery_command():
+            _refuse(str(exc))
+        raise
+
+
+@signals.worker_init.connect
+def _pool_size(sender: Any = None, **_: Any) -> None:
+    """``celery worker -c N`` overrides ``CRAWLER_WORKER_CONCURRENCY``: the runtime sizes its
+    Redis connections and idle HTTP connections per thread for the real pool."""
+    app = getattr(sender, "app", None)
+    settings = getattr(app, "crawler_settings", None)
+    concurrency = getattr(sender, "concurrency", None)
+    if settings is not None and isinstance(concurrency, int) and concurrency > 0 \
+            and concurrency != settings.worker_concurrency:
+        app.crawler_settings = settings.replace(worker_concurrency=concurrency)
+
+
+@signals.worker_init.connect
+def _check_store(sender: Any = None, **_: Any) -> None:
+    """A store URI no backend knows, or a malformed one, stops the worker at start."""
+    from ..backends import open_store
+
+    settings = getattr(getattr(sender, "app", None), "crawler_settings", None)
+    if settings is None:
+        return
+    try:
+        open_store(settings.store, settings).close()
+    except (UnknownStore, SettingsError) as exc:
+        _refuse(f"CRAWLER_STORE: {exc}")
+
+
+app = create_app(_settings_from_env())

@@ -1,0 +1,26 @@
+"""What another Python app calls: :func:`submit` seeds to the running workers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..stages.runtime import current
+from ..stages.seed import build_requests, submit_requests
+from .celery_app import app
+
+
+def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]], *,
+           priority: int = 0, meta: dict[str, Any] | None = None,
+           crawl_id: str | None = None, dont_filter: bool = False) -> int:
+    """Enqueue seeds for crawling; returns how many the gate accepted and enqueued.
+
+    ``priority``: higher is sooner (0 normal). ``dont_filter``: bypass the gate
+    (recrawl a URL already seen). Raises
+    :class:`~crawler_tasks.core.errors.InvalidURL` before enqueuing anything when a
+    seed is not an http(s) URL.
+    """
+    rt = current(app)
+    requests = build_requests(url_or_urls, priority=priority, meta=meta, crawl_id=crawl_id,
+                              dont_filter=dont_filter, max_url_length=rt.settings.max_url_length)
+    return submit_requests(rt, requests)

@@ -1,0 +1,360 @@
+"""The Celery tasks: thin adapters from messages to the stages.
+
+Task names are stable; other apps may ``send_task`` them:
+
+``crawl.submit``  kwargs ``urls`` (URLs or seed objects), ``priority``, ``meta``,
+                  ``crawl_id``, ``dont_filter`` — gated like ``submit()``.
+``crawl.fetch``   args ``[request]`` — one request object; bypasses the gate.
+``crawl.parse``   args ``[claim_id, request]`` — internal (split pipeline).
+``crawl.store``   args ``[claim_id, request]`` — sent by earlier releases only: the
+                  record of the claim joins the store queue (:mod:`crawler_tasks.stages.store`).
+``crawl.feed``    args ``[feed]`` (optional, default ``start_urls``; or ``seed_file``,
+                  ``sitemaps``) — one tick of a seed feed (Beat runs them).
+
+Records are written by each worker process's store flusher (a thread started
+with the process and drained at warm shutdown), not by the tasks. Beside it
+runs the host mover (:mod:`crawler_tasks.stages.mover`), which hands fetches that
+waited for their host back to the broker.
+
+However a crawl task ends, its id leaves its crawl's outstanding set exactly
+once: through :func:`crawler_tasks.stages.enqueue.complete` when it finished its work,
+or through :meth:`crawler_tasks.state.gate.Gate.abandon` (counted under
+``errors/<Exception>``) when it raised something unexpected, ran out of
+retries, or its worker died under it too often. A failing state Redis never
+fails a task: the task waits for it holding its message, and gives the
+message back to the broker if it stays down (:func:`_run`); a broker that
+cannot take a publish puts the message back.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import redis
+from celery import Task, signals
+from celery.exceptions import Reject
+from kombu.exceptions import OperationalError
+
+from ..core import routing
+from ..core.errors import BadInput, BrokerUnavailable, ClaimMissing, QueueFull, StateUnavailable, StoreUnavailable
+from ..core.models import CrawlRequest
+from ..core.policy import Retry, backoff
+from ..core.urls import host_of
+from ..stages import enqueue, feeds, fetch, mover, parse, seed, store
+from ..stages.runtime import Runtime, current
+from ..state.gate import Adoption
+from .celery_app import app
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Extra deliveries allowed when a worker process dies under a task (SIGKILL, OOM).
+WORKER_LOST_RETRIES = 3
+#: Task name -> index of the request in its args.
+REQUEST_ARG = {routing.FETCH_TASK: 0, routing.PARSE_TASK: 1, routing.STORE_TASK: 1}
+
+
+class CrawlTask(Task):
+    """Base of the crawl tasks: the retry budget comes from the app's settings."""
+
+    #: Name of the setting that bounds this task's own retries (fetch or store), if any.
+    own_retries_setting: str | None = None
+
+    @property
+    def max_retries(self) -> int:  # type: ignore[override]
+        s = self.app.crawler_settings
+        own = getattr(s, self.own_retries_setting) if self.own_retries_setting else 0
+        return own + WORKER_LOST_RETRIES
+
+
+def _shaped(fn: Callable[..., T]) -> Callable[..., T | None]:
+    """A task body that logs one line and drops a message whose arguments do not fit its
+    signature (another app's mistake), instead of failing with a traceback."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def task(self: Task, *args: Any, **kwargs: Any) -> T | None:
+        try:
+            signature.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            log.error("%s[%s]: dropped a message with arguments of the wrong shape: %s (args %.200r, "
+                      "kwargs %.200r)", self.name, self.request.id, exc, args, kwargs)
+            return None
+        return fn(self, *args, **kwargs)
+
+    return task
+
+
+def _request(data: Any) -> CrawlRequest | None:
+    try:
+        return CrawlRequest.from_dict(data)
+    except BadInput as exc:
+        log.error("dropped a malformed request: %s", exc)
+        return None
+
+
+def _run(rt: Runtime, what: str, step: Callable[[], T]) -> T:
+    """Run ``step`` (the work of one message about ``what``) so that no outage loses it.
+
+    A failing state Redis never fails the task: it waits, holding its message
+    (so a worker whose state is down takes no new work), until the state answers
+    a ping, then runs the step again; after ``CRAWLER_STATE_MAX_RETRIES`` such
+    runs, or when the state stayed down for :attr:`Settings.state_hold_s`, the
+    message goes back to the broker. A broker that refuses a publish puts the
+    message back too.
+    """
+    runs = 0
+    while True:
+        try:
+            return step()
+        except redis.RedisError as exc:
+            runs += 1
+            if runs > rt.settings.state_max_retries or not _await_state(rt, what, exc):
+                log.warning("state Redis still failing for %s: message back to the broker", what)
+                raise Reject(StateUnavailable(f"state Redis failed: {exc}"), requeue=True) from None
+        except OperationalError as exc:
+            log.warning("broker refused a publish for %s, message requeued: %s", what, exc)
+            raise Reject(exc, requeue=True) from None
+
+
+#: Set when this worker process begins a warm shutdown: a task waiting for its state
+#: Redis gives its message back at once instead of holding the shutdown up.
+_stopping = threading.Event()
+
+
+@signals.worker_shutting_down.connect
+def _note_stopping(**_: Any) -> None:
+    _stopping.set()
+
+
+def _await_state(rt: Runtime, what: str, exc: Exception) -> bool:
+    """Ping the state Redis with backoff until it answers (True) or the hold runs out."""
+    s = rt.settings
+    log.warning("state Redis failed for %s (%s): waiting for it, the message held for up to %.0fs",
+                what, exc, s.state_hold_s)
+    deadline = time.monotonic() + s.state_hold_s
+    for attempt in itertools.count():
+        left = deadline - time.monotonic()
+        if left <= 0 or _stopping.wait(min(backoff(s, attempt), left)):
+            return False  # held long enough, or the worker is stopping: back to the broker
+        try:
+            rt.redis.ping()
+        except redis.RedisError:
+            continue
+        log.info("state Redis answers again: running %s again", what)
+        return True
+    return False  # unreachable: itertools.count() does not end
+
+
+def _resend(task: Task, **options: Any) -> None:
+    """``self.retry`` that requeues the message when the retry itself cannot be published."""
+    try:
+        raise task.retry(**options)
+    except Reject as exc:
+        raise Reject(exc.reason, requeue=True) from None
+
+
+def _worker_lost_too_often(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
+    """Count a redelivery (its worker died or stopped); give the task up past the bound."""
+    if not task.request.delivery_info.get("redelivered"):
+        return False
+    key = rt.keys.deliveries(req.crawl_id)
+    with rt.pipeline() as pipe:
+        pipe.hincrby(key, task.request.id, 1)
+        pipe.expire(key, rt.settings.replay_ttl)
+        deliveries, _ = pipe.execute()
+    if deliveries <= WORKER_LOST_RETRIES:
+        return False
+    rt.gate.abandon(req.crawl_id, task.request.id,
+                    f"worker lost {deliveries} times ({req.url})", {"errors": 1, "worker_lost": 1})
+    return True
+
+
+def _tracked(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
+    """Whether the fetch should run: ours, or sent by another app and adopted into its
+    crawl now (False: a late duplicate of one adopted before)."""
+    if (task.request.headers or {}).get(routing.TRACKED_HEADER) or \
+            getattr(task.request, routing.TRACKED_HEADER, None):
+        return True
+    adoption = rt.gate.adopt(req.crawl_id, task.request.id)
+    if adoption is Adoption.STALE:
+        log.info("dropped a late duplicate of direct fetch %s (%s)", task.request.id, req.url)
+        return False
+    if adoption is Adoption.ADOPTED:
+        rt.crawls.register(req.crawl_id, domains=[host_of(req.url)])
+    return True
+
+
+@app.task(name=routing.FETCH_TASK, bind=True, base=CrawlTask, own_retries_setting="max_retries")
+@_shaped
+def fetch_page(self: Task, request: dict[str, Any]) -> None:
+    """Download one request; parse and store it, or retry it demoted after a backoff."""
+    req = _request(request)
+    if req is None:
+        return
+    rt = current(self.app)
+
+    def step() -> Retry | None:
+        if _worker_lost_too_often(self, rt, req) or not _tracked(self, rt, req):
+            return None
+        return fetch.fetch_page(rt, req, self.request.id)
+
+    outcome = _run(rt, req.url, step)
+    if isinstance(outcome, Retry):
+        prio = routing.broker_priority(outcome.request.priority, redis=rt.settings.broker_is_redis)
+        _resend(self, args=[outcome.request.to_dict()], countdown=outcome.countdown, priority=prio)
+
+
+@app.task(name=routing.PARSE_TASK, bind=True, base=CrawlTask)
+@_shaped
+def parse_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
+    """Parse a fetched page, enqueue its links through the gate, send it to store."""
+    req = _request(request)
+    if req is None:
+        return
+    rt = current(self.app)
+
+    def step() -> None:
+        try:
+            parse.parse_claim(rt, claim_id, req, self.request.id)
+        except ClaimMissing:
+            _refetch(rt, req, self.request.id)
+
+    _run(rt, req.url, step)
+
+
+@app.task(name=routing.STORE_TASK, bind=True, base=CrawlTask)
+@_shaped
+def store_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
+    """A store message of an earlier release: its record joins the store queue."""
+    req = _request(request)
+    if req is None:
+        return
+    rt = current(self.app)
+
+    def step() -> None:
+        try:
+            store.queue_claim(rt, claim_id, req, self.request.id)
+        except ClaimMissing:
+            _refetch(rt, req, self.request.id)
+
+    _run(rt, req.url, step)
+
+
+@app.task(name=routing.SUBMIT_TASK, bind=True)
+@_shaped
+def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] | None = None,
+           crawl_id: str | None = None, dont_filter: bool = False) -> int:
+    """Gate and enqueue seeds sent by another app; returns how many were enqueued.
+
+    While the broker holds more fetches than ``CRAWLER_MAX_QUEUED`` the seeds
+    wait in this task's retries (in the seed queue), not in the fetch queue.
+    """
+    rt = current(self.app)
+    try:
+        return _run(rt, f"{len(urls) if isinstance(urls, list) else 1} seed(s)",
+                    lambda: seed.submit_to(rt, urls, priority=priority, meta=meta,
+                                           crawl_id=crawl_id, dont_filter=dont_filter))
+    except BadInput as exc:
+        log.error("refused seeds: %s", exc)
+        return 0
+    except (QueueFull, BrokerUnavailable) as exc:  # the admissions were undone: try again later
+        log.info("seeds wait: %s", exc)
+        _resend(self, countdown=min(rt.settings.retry_backoff_max, 30.0), max_retries=None)
+        return 0
+
+
+@app.task(name=routing.STATS_TASK, bind=True, ignore_result=True)
+@_shaped
+def flush_stats(self: Task) -> int:
+    """Write changed crawl counters to the stores that keep statistics (Beat runs it)."""
+    try:
+        return store.flush_stats(current(self.app))
+    except StoreUnavailable as exc:
+        log.warning("crawl statistics not written, next tick tries again: %s", exc)
+        return 0
+
+
+@app.task(name=routing.FEED_TASK, bind=True, ignore_result=True)
+@_shaped
+def feed(self: Task, name: str = feeds.START_URLS) -> int:
+    """One tick of the seed feed ``name``; returns how many seeds it admitted."""
+    rt = current(self.app)
+    try:
+        result = feeds.tick(rt, name)
+    except BadInput as exc:
+        log.error("crawl.feed: %s", exc)
+        return 0
+    log.info("feed %s: %s", result.feed, result.describe())
+    if result.fed and result.fed.invalid and result.feed == feeds.START_URLS:
+        log.warning("start URLs: %s entries refused, see %s:rejected",
+                    result.fed.invalid, rt.settings.start_urls_key)
+    return result.fed.admitted if result.fed else 0
+
+
+def _refetch(rt: Runtime, req: CrawlRequest, task_id: str) -> None:
+    """The body expired before this step read it: fetch the page again, demoted."""
+    log.warning("claim check of %s expired; fetching it again", req.url)
+    again = req.replace(dont_filter=True, priority=req.priority + rt.settings.retry_priority_adjust)
+    enqueue.complete(rt, req, task_id, [again], {"claim/missing": 1})
+
+
+@signals.task_failure.connect
+def _abandon_failed(sender: Task | None = None, task_id: str | None = None,
+                    exception: BaseException | None = None, args: Any = None, **_: Any) -> None:
+    """An unexpected error ended a crawl task: release its id from the crawl, counted once."""
+    index = REQUEST_ARG.get(getattr(sender, "name", ""))
+    if index is None or not task_id or not args or len(args) <= index:
+        return
+    req = _request(args[index])
+    if req is None:
+        return
+    name = type(exception).__name__
+    try:
+        current(sender.app).gate.abandon(req.crawl_id, task_id, f"{name}: {exception} ({req.url})",
+                                         {"errors": 1, f"errors/{name}": 1})
+    except redis.RedisError as exc:
+        log.error("could not release failed task %s of crawl %s: %s", task_id, req.crawl_id, exc)
+
+
+#: Whether this worker's pool forks children (prefork): the flusher then runs in each child.
+_forking_pool = False
+
+
+@signals.worker_init.connect
+def _note_pool(sender: Any = None, **_: Any) -> None:
+    global _forking_pool
+    pool = getattr(sender, "pool_cls", None)
+    _forking_pool = "prefork" in str(getattr(pool, "__module__", pool))
+
+
+@signals.worker_process_init.connect
+def _start_child_threads(**_: Any) -> None:
+    _start_threads()
+
+
+@signals.worker_ready.connect
+def _start_worker_threads(**_: Any) -> None:
+    if not _forking_pool:
+        _start_threads()
+
+
+def _start_threads() -> None:
+    """The store flusher and the host mover of this worker process."""
+    rt = current(app)
+    store.start_flusher(rt)
+    mover.start_mover(rt)
+
+
+@signals.worker_process_shutdown.connect
+@signals.worker_shutdown.connect
+def _stop_threads(**_: Any) -> None:
+    mover.stop_mover()
+    store.stop_flusher()

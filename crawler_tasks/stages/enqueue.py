@@ -1,0 +1,236 @@
+"""Publishing: the only code that sends crawl messages, always with route and priority.
+
+Seeds go through :func:`fetches`; a task ends through :func:`complete`, which
+gates its children, counts the task once, publishes what was admitted and only
+then lets the task leave its crawl's outstanding set.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kombu.exceptions import OperationalError
+
+from ..core import routing
+from ..core.errors import BrokerUnavailable, QueueFull
+from ..core.models import CrawlRequest, PageRecord
+from ..state.connection import safe_url
+from ..state.gate import Candidate, Verdict
+from ..state.queues import waiting_fetches
+from ..state.store_queue import StoreEntry
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+
+def new_task_ids(n: int) -> list[str]:
+    """``n`` fresh task ids: one random 96-bit stem per page, a counter per link."""
+    stem = uuid.uuid4().hex[:24]
+    return [f"{stem}{i:x}" for i in range(n)]
+
+
+def ensure_room(rt: Runtime) -> None:
+    """Raise :class:`QueueFull` while more fetches wait than ``CRAWLER_MAX_QUEUED`` (0 = no cap)."""
+    cap = rt.settings.max_queued
+    if not cap:
+        return
+    waiting = waiting_fetches(rt.app, rt.settings)
+    if waiting > cap:
+        raise QueueFull(f"{waiting} fetches wait in the broker, more than CRAWLER_MAX_QUEUED={cap}; "
+                        "try again when the workers have caught up")
+
+
+def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:
+    """Gate seed ``requests`` (all of one crawl) in one round trip and publish the admitted ones.
+
+    Returns how many were published. If publishing fails part-way, what was not
+    published is not marked seen (an exact gate forgets it), or, as a Bloom gate
+    cannot forget, it is kept in the crawl's ``unpublished`` list and published
+    by the crawl's next seed call; :class:`BrokerUnavailable` says so either way.
+    """
+    if not requests:
+        return 0
+    crawl_id = requests[0].crawl_id
+    requests, repeats = _unique(requests)
+    taken = _take_unpublished(rt, crawl_id)
+    requests = taken + requests
+    candidates = [Candidate(r.fingerprint, tid, r.dont_filter)
+                  for r, tid in zip(requests, new_task_ids(len(requests)))]
+    try:
+        task_ids = rt.gate.admit(crawl_id, candidates, max_pages=rt.limits(crawl_id).max_pages,
+                                 counts={"duplicates": repeats})
+    except Exception:
+        _keep(rt, crawl_id, taken)
+        raise
+    admitted = [(r, c, t) for r, c, t in zip(requests, candidates, task_ids) if t is not None]
+    for i, (request, _, task_id) in enumerate(admitted):
+        try:
+            publish_fetch(rt, request, task_id)
+        except Exception as exc:
+            _unpublished(rt, crawl_id, admitted[i:], taken=taken)
+            if isinstance(exc, OperationalError):
+                raise BrokerUnavailable(f"broker at {safe_url(rt.settings.broker_url)} did not take "
+                                        f"the seeds ({i} of {len(admitted)} enqueued): {exc}") from None
+            raise
+    return len(admitted)
+
+
+#: Unpublished seeds taken back per seed call.
+UNPUBLISHED_BATCH = 500
+
+
+def _take_unpublished(rt: Runtime, crawl_id: str) -> list[CrawlRequest]:
+    """Seeds a Bloom gate admitted earlier but the broker did not take (removed as taken)."""
+    if rt.gate.seen.can_forget:
+        return []
+    raw = rt.redis.lpop(rt.keys.unpublished(crawl_id), UNPUBLISHED_BATCH) or []
+    return [CrawlRequest.from_dict(json.loads(item)) for item in raw]
+
+
+def _unpublished(rt: Runtime, crawl_id: str, rest: Sequence[tuple[CrawlRequest, Candidate, str]],
+                 taken: Sequence[CrawlRequest]) -> None:
+    """Undo the admissions of ``rest``; keep what the gate cannot forget for the next seed call.
+
+    Kept seeds bypass the gate when taken back (they passed it already).
+    """
+    forgot = rt.gate.forget(crawl_id, [c.fingerprint for _, c, _ in rest if not c.dont_filter],
+                            [t for _, _, t in rest])
+    again = {id(r) for r in taken}
+    _keep(rt, crawl_id, [r for r, c, _ in rest if id(r) in again or (not forgot and not c.dont_filter)])
+
+
+def _keep(rt: Runtime, crawl_id: str, requests: Sequence[CrawlRequest]) -> None:
+    """Put ``requests`` (back) on the crawl's unpublished list, to bypass the gate when taken."""
+    if requests:
+        rt.redis.rpush(rt.keys.unpublished(crawl_id),
+                       *[json.dumps(r.replace(dont_filter=True).to_dict()) for r in requests])
+
+
+def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[CrawlRequest],
+             counts: Mapping[str, int], *, stage: str | None = None,
+             claim_id: str | None = None, record: PageRecord | None = None,
+             last: Callable[[Any], None] | None = None) -> bool:
+    """End task ``task_id``: gate ``children``, count ``counts`` once, publish, leave the crawl.
+
+    ``stage`` (``crawl.parse``) is the split pipeline's next step for the page
+    ``claim_id`` (default: this task's id). ``record`` goes to the store queue;
+    its token (:func:`store_token`) stays outstanding in the crawl until a
+    batch writes it. ``last`` adds more commands (the host slot's release) to the
+    final round trip; it is not called on a Redis Cluster or for a late duplicate.
+    Returns False when the task had already been accounted for (a late duplicate
+    delivery): nothing is published then.
+    """
+    crawl_id = req.crawl_id
+    children, repeats = _unique(children)
+    counts = {**counts, "duplicates": counts.get("duplicates", 0) + repeats}
+    candidates = [Candidate(c.fingerprint, tid, c.dont_filter)
+                  for c, tid in zip(children, new_task_ids(len(children)))]
+    stage_id = None
+    if stage is not None:
+        stage_id = stage_task_id(claim_id or task_id, stage)
+        candidates.append(Candidate(f"stage:{stage_id}", stage_id, dont_filter=True, stage=True))
+    token = None
+    if record is not None:
+        token = store_token(task_id)
+        candidates.append(Candidate(f"stage:{token}", token, dont_filter=True, stage=True))
+    done = rt.gate.complete(crawl_id, candidates, task_id=task_id, counts=counts,
+                            max_pages=rt.limits(crawl_id).max_pages)
+    if done.verdict is Verdict.STALE:
+        return False
+    _publish_children(rt, req, task_id, [(c, i) for c, i in zip(children, done.task_ids) if i])
+    if stage_id is not None:
+        publish_stage(rt, stage, claim_id or task_id, req)
+    if token is None:
+        if last is None or rt.cluster:
+            rt.gate.finish(crawl_id, task_id)
+            return True
+        with rt.redis.pipeline(transaction=False) as pipe:
+            rt.gate.finish(crawl_id, task_id, pipe)
+            last(pipe)
+            pipe.execute()
+        return True
+    entry = StoreEntry(token, crawl_id, rt.limits(crawl_id).store, record)
+    if rt.cluster:  # the queue and the crawl live in different slots: push, then finish
+        rt.store_queue.push([entry])
+        rt.gate.finish(crawl_id, task_id)
+        return True
+    # One round trip, all or nothing: a push Redis refuses (out of memory) must not
+    # let the task leave the crawl, or its record's token would wait forever.
+    with rt.redis.pipeline(transaction=True) as pipe:
+        rt.store_queue.push([entry], pipe)
+        rt.gate.finish(crawl_id, task_id, pipe)
+        if last is not None:
+            last(pipe)
+        pipe.execute()
+    return True
+
+
+def _publish_children(rt: Runtime, req: CrawlRequest, task_id: str,
+                      children: Sequence[tuple[CrawlRequest, str]]) -> None:
+    """Publish the admitted ``children``. A broker that refuses puts the task's message back
+    (its redelivery publishes them again, see the gate's replay); any other error ends
+    the task here, with the children not yet published released from the crawl."""
+    for i, (child, child_id) in enumerate(children):
+        try:
+            publish_fetch(rt, child, child_id)
+        except OperationalError:
+            raise
+        except Exception as exc:
+            name = type(exc).__name__
+            rt.gate.abandon(req.crawl_id, task_id, f"{name}: {exc} ({req.url})",
+                            {"errors": 1, f"errors/{name}": 1}, [i for _, i in children[i:]])
+            raise
+
+
+def store_token(task_id: str) -> str:
+    """The id under which the record of task ``task_id`` is outstanding until it is stored."""
+    return f"{task_id}.write"
+
+
+def _unique(requests: Sequence[CrawlRequest]) -> tuple[list[CrawlRequest], int]:
+    """``requests`` without repeated fingerprints (first one kept), and how many repeats went."""
+    seen: set[str] = set()
+    out = []
+    for r in requests:
+        if r.fingerprint not in seen:
+            seen.add(r.fingerprint)
+            out.append(r)
+    return out, len(requests) - len(out)
+
+
+_TRACKED = {routing.TRACKED_HEADER: 1}
+
+
+def publish_fetch(rt: Runtime, request: CrawlRequest, task_id: str, *, countdown: float = 0) -> None:
+    """Send one fetch in the band of its priority (the caller has tracked ``task_id``)."""
+    rt.app.send_task(
+        routing.FETCH_TASK, args=[request.to_dict()], task_id=task_id,
+        countdown=countdown or None, **routing.ROUTES[routing.FETCH_TASK],
+        argsrepr=_shown(request), kwargsrepr="{}", headers=_TRACKED,
+        priority=routing.broker_priority(request.priority, redis=rt.settings.broker_is_redis),
+    )
+
+
+def _shown(request: CrawlRequest, *before: str) -> str:
+    """What Flower and the logs show as the task's arguments: the URL, not the whole request.
+
+    Celery would otherwise put a repr of every argument into each message's headers.
+    """
+    return repr([*before, request.url])
+
+
+def stage_task_id(claim_id: str, task_name: str) -> str:
+    """Deterministic id of the parse task of one fetch, so a redelivery reuses it."""
+    return f"{claim_id}.{task_name.rsplit('.', 1)[-1]}"
+
+
+def publish_stage(rt: Runtime, task_name: str, claim_id: str, request: CrawlRequest) -> None:
+    """Send the parse or store step of the page ``claim_id`` (tracked by the caller)."""
+    rt.app.send_task(
+        task_name, args=[claim_id, request.to_dict()], task_id=stage_task_id(claim_id, task_name),
+        **routing.ROUTES[task_name], argsrepr=_shown(request, claim_id), kwargsrepr="{}",
+        priority=routing.pipeline_priority(redis=rt.settings.broker_is_redis),
+    )

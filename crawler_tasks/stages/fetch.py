@@ -1,0 +1,174 @@
+"""Fetch stage: download one request, decide (:mod:`crawler_tasks.core.policy`), apply the outcome.
+
+Applying is the only place with effects: stats, the claim check, publishing.
+With ``CRAWLER_PIPELINE=local`` (the default) a kept page is parsed right
+here, in the task that fetched it, and its record joins the store queue
+(:mod:`crawler_tasks.state.store_queue`) in the task's last round trip: the page
+costs one broker message. With ``split`` the body waits in a claim check for a
+``crawl.parse`` task, so parsing can run on other nodes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..core import routing
+from ..core.errors import FetchError
+from ..core.models import CrawlRequest, PageRecord
+from ..core.policy import (
+    Counts,
+    Defer,
+    Fail,
+    HandOn,
+    Outcome,
+    Redirect,
+    Retry,
+    Skip,
+    before_fetch,
+    conditional,
+    decide,
+    host_feedback,
+    reroute,
+)
+from ..core.politeness import ALLOW, Feedback, host_key
+from ..core.responses import Download
+from ..net.download import download
+from . import enqueue, parse, store
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
+    """Fetch ``req`` as task ``task_id``; a returned Retry tells the task to re-send it.
+
+    Before the download, robots.txt and the host limiter have their say (a
+    disallowed URL is skipped, a busy host makes the fetch wait in Redis);
+    after it, the host's slot is freed with what the response told about it.
+    """
+    s = rt.settings
+    robots = rt.robots.check(req, task_id) if s.robotstxt_obey else ALLOW
+    if robots.wait_until is not None or not robots.allowed:
+        return apply(rt, req, task_id, before_fetch(req, robots, None))
+    host = host_key(req.url)
+    slot = rt.hosts.acquire(host, task_id, crawl_delay=robots.crawl_delay)
+    early = before_fetch(req, robots, slot)
+    if early is not None:
+        return apply(rt, req, task_id, early)
+    result: Download | FetchError | None = None
+    release = SlotRelease(rt, host, task_id, robots.crawl_delay, slot.proxy)
+    # A large body keeps its slot until its record is in the store queue (the finally).
+    permit = rt.large_bodies.permit()
+    try:
+        before = store.previous(rt, req)
+        try:
+            result = download(rt.session, conditional(req, before), timeout=s.download_timeout,
+                              maxsize=s.download_maxsize, proxy=rt.proxies.url(slot.proxy),
+                              permit=permit)
+        except FetchError as err:
+            result = err
+        release.feedback = host_feedback(result, rt.proxies, slot.proxy)
+        # What may switch the host to the proxies is told at once; the rest rides along.
+        proxied = bool(rt.proxies) and release.feedback.kind in ("blocked", "throttled") and release.now()
+        outcome = _rerouted(rt, req, release.feedback, direct=slot.proxy is None, proxied=proxied)
+        if outcome is None:
+            outcome = decide(req, result, s, rt.limits(req.crawl_id), previous=before)
+        return apply(rt, req, task_id, _via(outcome, rt.proxies.shown(slot.proxy)), release=release)
+    finally:
+        release.now()  # when the outcome did not take it into its last round trip
+        permit.release()
+
+
+class SlotRelease:
+    """The host slot a download held, freed once: in the page's last round trip to Redis
+    (:func:`crawler_tasks.stages.enqueue.complete`), or at once."""
+
+    def __init__(self, rt: Runtime, host: str, task_id: str, crawl_delay: float | None,
+                 proxy: int | None) -> None:
+        self.rt, self.host, self.task_id, self.crawl_delay = rt, host, task_id, crawl_delay
+        self.feedback = host_feedback(None, proxy=proxy)  # until the download says more
+        self.done = False
+
+    def queue(self, pipe: Any) -> None:
+        """Add the release to ``pipe`` (the caller executes it)."""
+        self.done = True
+        self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay,
+                              pipe=pipe)
+
+    def now(self) -> bool:
+        """Release now unless done; True when the host now goes through the proxies."""
+        if self.done:
+            return False
+        self.done = True
+        return self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay)
+
+
+def _rerouted(rt: Runtime, req: CrawlRequest, feedback: Feedback, *, direct: bool,
+              proxied: bool) -> Retry | None:
+    """With proxies configured: a retry when a direct request was blocked (it takes a proxy
+    once its host has shown ``CRAWLER_BAN_THRESHOLD`` signs in a row; ``proxied`` says the
+    host does now) or when the proxy it went through failed (benched, the next one is tried)."""
+    if feedback.kind == "proxy":
+        log.warning("proxy %s failed for %s: benched for %gs", rt.proxies.shown(feedback.proxy),
+                    req.url, rt.settings.proxy_bench_s)
+        return reroute(req, rt.settings, "proxy_failed")
+    if direct and len(rt.proxies) and feedback.kind == "blocked":
+        if proxied:
+            log.info("%s is blocking direct requests: %s goes through a proxy", host_key(req.url), req.url)
+        return reroute(req, rt.settings, "blocked")
+    return None
+
+
+def _via(outcome: Outcome, proxy: str | None) -> Outcome:
+    """``outcome`` with the proxy its request went through named on its record."""
+    record = getattr(outcome, "record", None)
+    if proxy is not None and record is not None:
+        record.proxy = proxy
+    return outcome
+
+
+def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome, *,
+          release: SlotRelease | None = None) -> Retry | None:
+    """Carry out ``outcome`` of task ``task_id``; a Retry goes back to the task layer.
+
+    ``release`` (the download's host slot) joins the page's last round trip when the
+    outcome ends the task here.
+    """
+    if isinstance(outcome, Retry):
+        log.info("retry %s of %s: %s", outcome.request.retries, req.url, outcome.reason)
+        rt.gate.count_once(req.crawl_id, task_id, f"retry:{outcome.request.retries}", outcome.counts)
+        return outcome
+    if isinstance(outcome, Defer):
+        # Not a retry: the same task id (still outstanding in its crawl) waits in Redis
+        # for its host, and comes back in its band with no retry used.
+        rt.hosts.park(host_key(req.url), task_id, outcome.request, outcome.until)
+        return None
+    if isinstance(outcome, HandOn):
+        hand_on(rt, req, task_id, outcome.record, outcome.body, outcome.counts, release=release)
+    elif isinstance(outcome, Redirect):
+        hand_on(rt, req, task_id, outcome.record, None, outcome.counts, [outcome.target], release=release)
+    elif isinstance(outcome, (Fail, Skip)):
+        log.warning("failed %s: %s", req.url, outcome.record.description)
+        hand_on(rt, req, task_id, outcome.record, None, outcome.counts, release=release)
+    return None
+
+
+def hand_on(rt: Runtime, req: CrawlRequest, task_id: str, record: PageRecord,
+            body: bytes | None, counts: Counts, redirects: list[CrawlRequest] | None = None, *,
+            release: SlotRelease | None = None) -> None:
+    """Parse (when ``body`` is HTML) and queue the page's record for the store, here or
+    through the split pipeline's parse step."""
+    last = release.queue if release is not None else None
+    children = list(redirects or [])
+    if body is not None and rt.settings.pipeline == "split":
+        rt.claims.write(req.crawl_id, task_id, record, body)
+        enqueue.complete(rt, req, task_id, children, counts, stage=routing.PARSE_TASK, last=last)
+        return
+    if body is not None:
+        links, parse_counts = parse.parse_page(rt, req, record, body)
+        children += links
+        counts = {**counts, **parse_counts}
+    enqueue.complete(rt, req, task_id, children, counts, record=record, last=last)

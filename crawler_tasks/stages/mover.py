@@ -1,0 +1,95 @@
+"""The mover: hands fetches that waited for their host back to the broker when it may go.
+
+One thread per worker process (next to the store flusher). Each call of
+:meth:`~crawler_tasks.state.hosts.HostLimiter.take_due` takes the waiting fetches
+of the hosts that are due, with a slot reserved for each; the mover publishes
+them in their own band under their own task id (the crawl still counts them
+outstanding), then forgets them. It sleeps until the next host is due, at
+most :data:`MAX_SLEEP_S`: a slot freed by a finished download makes its host
+due at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import TYPE_CHECKING
+
+import redis
+from kombu.exceptions import OperationalError
+
+from ..core.policy import backoff
+from . import enqueue
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+#: Longest sleep between two looks at the due hosts (seconds).
+MAX_SLEEP_S = 0.1
+MIN_SLEEP_S = 0.005
+
+
+def move_once(rt: Runtime) -> float | None:
+    """Publish the fetches whose host may go now; seconds until the next host is due."""
+    taken, wait = rt.hosts.take_due()
+    for item in taken:
+        enqueue.publish_fetch(rt, item.request, item.task_id)
+    rt.hosts.moved([item.member for item in taken])
+    return 0.0 if taken else wait
+
+
+class Mover:
+    """The mover thread of one worker process."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Mover:
+        self._thread = threading.Thread(target=self._run, name="crawler-host-mover", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                wait = move_once(self.rt)
+                failures = 0
+            except (redis.RedisError, OperationalError) as exc:
+                failures += 1
+                log.warning("host mover: Redis or broker failed (%s times): %s", failures, exc)
+                self._stop.wait(backoff(self.rt.settings, failures - 1))
+                continue
+            except Exception:
+                log.exception("host mover: unexpected error")
+                self._stop.wait(1.0)
+                continue
+            self._stop.wait(MAX_SLEEP_S if wait is None else min(max(wait, MIN_SLEEP_S), MAX_SLEEP_S))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+
+_movers: dict[int, Mover] = {}
+
+
+def start_mover(rt: Runtime) -> Mover:
+    """Start this process's mover (once per process)."""
+    mover = _movers.get(os.getpid())
+    if mover is None:
+        mover = _movers[os.getpid()] = Mover(rt).start()
+    return mover
+
+
+def stop_mover() -> None:
+    """Stop this process's mover; what it took and did not publish goes back after its lease."""
+    mover = _movers.pop(os.getpid(), None)
+    if mover is not None:
+        mover.stop()

@@ -1,0 +1,131 @@
+"""The per-process set of components, built once from settings.
+
+Workers, the CLI and ``submit()`` each get one :class:`Runtime` per process
+(``current(app)``): Redis clients and HTTP sessions are never created at import
+time, and a forked worker child builds its own. Under the threads pool the
+Redis client (a connection pool) is shared by the threads, while each thread
+gets its own HTTP session, and stores keep a connection per thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING
+
+import requests
+
+from ..backends import Store, open_store
+from ..core.addresses import AddressPolicy
+from ..core.budget import LargeBodies
+from ..core.limits import Limits
+from ..core.proxies import Proxies
+from ..core.settings import Settings
+from ..core.store_uris import StoreResolver
+from ..net.download import make_session
+from ..net.robots import Robots
+from ..state.claims import Claims
+from ..state.connection import redis_from_url
+from ..state.crawls import Crawls
+from ..state.gate import Gate
+from ..state.hosts import HostLimiter
+from ..state.keys import Keys
+from ..state.seen import make_filter
+from ..state.stats import Stats
+from ..state.store_queue import StoreQueue
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+
+class Runtime:
+    """Redis-backed components, the HTTP session and open stores of one process."""
+
+    def __init__(self, settings: Settings, app: Celery) -> None:
+        self.settings = settings
+        self.app = app
+        self.redis = redis_from_url(settings.redis_url, max_connections=settings.redis_max_connections)
+        self.keys = Keys(settings.key_prefix)
+        self.gate = Gate(self.redis, self.keys, replay_ttl=settings.replay_ttl,
+                         seen=make_filter(settings, self.keys))
+        self.crawls = Crawls(self.redis, self.keys)
+        self.claims = Claims(self.redis, self.keys, ttl=settings.claim_ttl)
+        self.stats = Stats(self.redis, self.keys)
+        self.store_queue = StoreQueue(self.redis, self.keys)
+        self.hosts = HostLimiter(self.redis, self.keys, settings)
+        self.robots = Robots(self.redis, self.keys, settings, self.hosts, lambda: self.session)
+        self.proxies = Proxies(settings)
+        #: Which addresses downloads may connect to (and seeds may name).
+        self.addresses = AddressPolicy.of(settings)
+        self.large_bodies = LargeBodies(settings.download_large_bodies)
+        #: Whether the state Redis is a Redis Cluster (no multi-slot transactions).
+        self.cluster = type(self.redis).__name__ == "RedisCluster"
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._stores: dict[str, Store] = {}
+        #: Turns the masked store URIs Redis keeps back into this process's own (CRAWLER_STORE).
+        self.store_uris = StoreResolver([settings.store])
+        self._limits: dict[str, tuple[object, Limits]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def session(self) -> requests.Session:
+        """This thread's HTTP session (connection pool)."""
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = make_session(
+                self.settings.user_agent, policy=self.addresses,
+                pool_hosts=self.settings.idle_connections_per_thread)
+            with self._lock:
+                self._sessions.append(session)
+        return session
+
+    def store(self, uri: str) -> Store:
+        """The open store for ``uri``, masked (as Redis keeps it) or not (opened on first use;
+        safe across threads). :class:`~crawler_tasks.core.errors.StoreNotConfigured` when a masked
+        URI is none of this process's ``CRAWLER_STORE``."""
+        store = self._stores.get(uri)
+        if store is None:
+            with self._lock:
+                store = self._stores.get(uri) or open_store(self.store_uris.resolve(uri), self.settings)
+                self._stores[uri] = store
+        return store
+
+    def limits(self, crawl_id: str) -> Limits:
+        """The crawl's effective limits, rebuilt only when its cached configuration changes.
+
+        Called several times per page (decide, follow, store, gate), so it is a dict look-up.
+        """
+        config = self.crawls.config(crawl_id)
+        hit = self._limits.get(crawl_id)
+        if hit is None or hit[0] is not config:
+            if len(self._limits) >= self.crawls.CACHE_SIZE:
+                self._limits.clear()
+            hit = self._limits[crawl_id] = (config, Limits.of(config, self.settings))
+        return hit[1]
+
+    def pipeline(self):
+        return self.redis.pipeline(transaction=False)
+
+    def close(self) -> None:
+        for store in self._stores.values():
+            store.close()
+        self._stores.clear()
+        for session in self._sessions:
+            session.close()
+        self.redis.close()
+
+
+_runtimes: dict[tuple[int, int], Runtime] = {}
+_runtimes_lock = threading.Lock()
+
+
+def current(app: Celery) -> Runtime:
+    """This process's runtime for ``app`` (built on first use, rebuilt after a fork)."""
+    key = (id(app), os.getpid())
+    rt = _runtimes.get(key)
+    if rt is None:
+        with _runtimes_lock:
+            rt = _runtimes.get(key) or Runtime(app.crawler_settings, app)
+            _runtimes[key] = rt
+    return rt

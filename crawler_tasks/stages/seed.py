@@ -1,0 +1,96 @@
+"""Seeds: turn URLs or seed messages into gated fetches (``submit()`` calls this module).
+
+A seed is a URL string or an object in the upstream seed format::
+
+    {"url": "https://example.com/", "method": "HEAD",
+     "meta": {"url_id": "42", "NotExtract": true}, "_encoding": "utf-8"}
+
+Every seed is validated before any is enqueued, so one bad URL enqueues nothing.
+The feeds Beat runs (the Redis start-URL key, a seed file, sitemaps) live in
+:mod:`crawler_tasks.stages.feeds` and submit through :func:`submit_requests`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from ..core.addresses import AddressPolicy
+from ..core.errors import BadInput, BlockedSeed
+from ..core.models import DEFAULT_CRAWL_ID, CrawlRequest
+from ..core.settings import Settings
+from ..core.urls import check_length, host_of
+from . import enqueue
+from .runtime import Runtime
+
+
+def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]], *,
+                   priority: int = 0, meta: dict[str, Any] | None = None,
+                   crawl_id: str | None = None, dont_filter: bool = False,
+                   max_url_length: int = Settings.max_url_length) -> list[CrawlRequest]:
+    """Validated requests for ``seeds``; raises :class:`~crawler_tasks.core.errors.BadInput`
+    (:class:`~crawler_tasks.core.errors.URLTooLong` for a URL over ``max_url_length`` bytes)."""
+    if isinstance(seeds, (str, dict)):
+        seeds = [seeds]
+    elif not isinstance(seeds, Iterable):
+        raise BadInput(f"seeds: expected a URL, a seed object or a list of them, got {seeds!r:.80}")
+    if meta is not None and not isinstance(meta, dict):
+        raise BadInput("meta: must be a JSON object")
+    defaults = {"priority": priority, "meta": dict(meta or {}),
+                "crawl_id": crawl_id or DEFAULT_CRAWL_ID, "dont_filter": dont_filter}
+    requests = [CrawlRequest.from_seed(s, **defaults) for s in seeds]
+    for req in requests:
+        check_length(req.url, max_url_length)
+    return requests
+
+
+def submit_requests(rt: Runtime, requests: list[CrawlRequest], *, max_depth: int | None = None,
+                    max_pages: int | None = None, store: str | None = None) -> int:
+    """Register each crawl (seed hosts become its allowed domains), gate and publish.
+
+    Raises :class:`~crawler_tasks.core.errors.BlockedSeed` before anything is enqueued
+    when a seed's host is an address the private-network guard refuses, and
+    :class:`~crawler_tasks.core.errors.QueueFull` when the broker holds more fetches
+    than ``CRAWLER_MAX_QUEUED``.
+    """
+    refuse_blocked(requests, rt.addresses)
+    enqueue.ensure_room(rt)
+    by_crawl: dict[str, list[CrawlRequest]] = defaultdict(list)
+    for req in requests:
+        by_crawl[req.crawl_id].append(req)
+    accepted = 0
+    for crawl_id, reqs in by_crawl.items():
+        rt.crawls.register(crawl_id, domains={host_of(r.url) for r in reqs},
+                           max_depth=max_depth, max_pages=max_pages, store=store)
+        accepted += enqueue.fetches(rt, reqs)
+    return accepted
+
+
+def refuse_blocked(requests: Iterable[CrawlRequest], policy: AddressPolicy) -> None:
+    """Raise :class:`~crawler_tasks.core.errors.BlockedSeed` for the first request whose host is a
+    literal address ``policy`` refuses (a host name is judged when a worker connects)."""
+    for req in requests:
+        reason = policy.seed_refusal(req.url)
+        if reason is not None:
+            raise BlockedSeed(f"seed {req.url} refused: {reason}")
+
+
+def submit_to(rt: Runtime, seeds: Any, **options: Any) -> int:
+    """:func:`submit` on an explicit runtime."""
+    return submit_requests(rt, build_requests(seeds, max_url_length=rt.settings.max_url_length,
+                                              **options))
+
+
+def parse_seed_line(line: str) -> str | dict[str, Any]:
+    """One line of a seed file or start-URL entry: a JSON seed object (``{...}``) or a URL."""
+    if not line.startswith("{"):
+        return line
+    try:
+        seed = json.loads(line)
+    except ValueError:
+        raise BadInput("not a JSON seed object") from None
+    if not isinstance(seed, dict):
+        raise BadInput("not a JSON seed object")
+    return seed

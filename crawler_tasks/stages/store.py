@@ -1,0 +1,394 @@
+"""Store stage: page records go to their crawl's store in batches, and are never lost.
+
+A finished page's record waits in the store queue (:mod:`crawler_tasks.state.store_queue`);
+a :class:`Flusher` thread in every worker process takes up to
+``CRAWLER_STORE_BATCH`` records at a time (or fewer after
+``CRAWLER_STORE_FLUSH_S``), writes each store's share in one request, and only
+then settles them: a store that is down gets the records back with backoff,
+and past ``CRAWLER_STORE_MAX_RETRIES`` they go to the dead letters, as does at
+once a record a backend refuses for good (with the backend's reason) and one
+whose store cannot be opened here. ``crawler-tasks replay-dead`` writes them
+again, to their own store or to another one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import redis
+
+from ..backends import RecordFailure
+from ..core.errors import BadInput, StoreUnavailable
+from ..core.models import CrawlRequest, PageRecord
+from ..core.policy import backoff, now_iso
+from ..core.store_uris import masked
+from ..state.gate import Settlement
+from ..state.store_queue import COMPRESS_OVER, StoreEntry
+from . import enqueue
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def write(rt: Runtime, uri: str, records: Sequence[PageRecord]) -> list[RecordFailure]:
+    """Upsert ``records`` into the store ``uri`` (every backend of a comma list) in one
+    batch; returns the records a backend refused for good (e.g. an Elasticsearch mapping
+    error: retrying cannot help them). :class:`StoreUnavailable` propagates."""
+    return rt.store(uri).upsert(records) or []
+
+
+def previous(rt: Runtime, req: CrawlRequest) -> PageRecord | None:
+    """The record an earlier fetch of ``req`` stored, when recrawls may revalidate it.
+
+    Only with ``CRAWLER_RECRAWL_AFTER`` set (a URL can pass the gate twice) and
+    for GET; a store that cannot answer now means a plain fetch.
+    """
+    if rt.settings.recrawl_after <= 0 or req.method != "GET":
+        return None
+    try:
+        return rt.store(rt.limits(req.crawl_id).store).get(req.fingerprint)
+    except (StoreUnavailable, BadInput):  # down, or not configured here: the write will say so
+        return None
+
+
+def queue_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
+    """A ``crawl.store`` message (sent by earlier releases): queue the record of
+    ``claim_id`` for the store, end the task, drop the claim."""
+    record, _ = rt.claims.load(req.crawl_id, claim_id, with_body=False)
+    enqueue.complete(rt, req, task_id, [], {}, record=record)
+    rt.claims.delete(req.crawl_id, claim_id)  # done now, or long ago (a late duplicate)
+
+
+def flush_stats(rt: Runtime, crawl_ids: Sequence[str] | None = None) -> int:
+    """Write the counters of each crawl that changed since its last flush to the crawl's
+    store, when that store keeps statistics (Elasticsearch: ``<index>-stats``, one
+    document per crawl updated in place). Returns how many crawls were written."""
+    ids = list(crawl_ids) if crawl_ids is not None else rt.crawls.all_ids()
+    last = dict(zip(ids, rt.redis.hmget(rt.keys.stats_flushed(), ids))) if ids else {}
+    written = 0
+    for crawl_id in ids:
+        try:
+            written += _flush_crawl_stats(rt, crawl_id, last.get(crawl_id))
+        except (StoreUnavailable, BadInput) as exc:  # the next flush tries again; the others go on
+            log.warning("statistics of crawl %s not written: %s", crawl_id, exc)
+    return written
+
+
+def _flush_crawl_stats(rt: Runtime, crawl_id: str, last: bytes | None) -> int:
+    """Write one crawl's counters to its store when they changed since ``last``; 1 if written."""
+    target = rt.store(rt.limits(crawl_id).store)
+    if not hasattr(target, "write_stats"):
+        return 0
+    counters = rt.stats.read(crawl_id)
+    digest = json.dumps(counters, sort_keys=True).encode()
+    if last == digest:
+        return 0
+    target.write_stats(crawl_id, counters)
+    rt.redis.hset(rt.keys.stats_flushed(), crawl_id, digest)
+    return 1
+
+
+def write_batch(rt: Runtime, consumer: str, raw: Sequence[bytes]) -> None:
+    """Write the store entries ``raw`` that ``consumer`` took, one upsert per store URI,
+    then settle each: written, refused for good (kept in the dead letters with the
+    backend's reason), put back with backoff while its store is down, or, past
+    ``CRAWLER_STORE_MAX_RETRIES``, kept in the dead letters; each counted once. Only
+    then is the taken list released."""
+    settled = _Settled()
+    for part in _decoded_parts(raw, rt.settings.store_batch_bytes):
+        # A backend's request for a large record costs several times its body: it counts
+        # as one of the process's large bodies.
+        with rt.large_bodies.permit() as permit:
+            if any(e.record.large for e in part):
+                permit.take()
+            _write_part(rt, consumer, part, settled)
+        del part  # not held while the next part decodes
+    settled.apply(rt)
+    rt.store_queue.release(consumer)
+
+
+def _write_part(rt: Runtime, consumer: str, entries: list[StoreEntry], settled: _Settled) -> None:
+    """Write ``entries``, one upsert per store URI, and note how each one settles."""
+    for uri, group in _by_store(entries).items():
+        rt.store_queue.renew(consumer, rt.settings.store_lease_s)
+        try:
+            refused = {f.fingerprint: f.reason for f in write(rt, uri, [e.record for e in group])}
+        except Exception as exc:  # StoreUnavailable, or a bug: never drop the records
+            if not isinstance(exc, (StoreUnavailable, BadInput)):
+                log.exception("store %s failed unexpectedly", masked(uri))
+            _failed(rt, uri, group, exc, settled)
+            continue
+        for e in group:
+            reason = refused.get(e.record.fingerprint)
+            if reason is None:
+                settled.add(e, Settlement.END, {"stored": 1})
+            else:
+                _refused(e, reason, settled)
+
+
+def _refused(e: StoreEntry, reason: str, settled: _Settled) -> None:
+    """A backend refused ``e``'s record for good (retrying the same record cannot help):
+    it goes to the dead letters with the backend's reason, for a replay elsewhere."""
+    log.error("store %s refused %s (%s), kept in the dead letters (crawler-tasks dead-letters, "
+              "replay-dead --to): %s", masked(e.store), e.record.url, e.record.fingerprint, reason)
+    letter = _letter(_letter_data(e, REFUSED, reason))
+    settled.add(e, f"store refused: {reason} ({e.record.url})",
+                {"store/refused": 1, "store/dead_letters": 1}, letter=letter)
+
+
+def _decoded_parts(raw: Sequence[bytes], max_bytes: int) -> Iterator[list[StoreEntry]]:
+    """The entries ``raw`` decoded a part at a time: each part at most ``max_bytes``
+    decompressed (or one entry), so a batch of large pages is never decoded at once."""
+    part: list[StoreEntry] = []
+    size = 0
+    for item in raw:
+        try:
+            entry, n = StoreEntry.decode_sized(item)
+        except (ValueError, KeyError, TypeError, zlib.error, BadInput) as exc:
+            log.error("dropped an unreadable store entry (%s bytes): %s", len(item), exc)
+            continue
+        if part and size + n > max_bytes:
+            yield part
+            part, size = [], 0
+        part.append(entry)
+        size += n
+    if part:
+        yield part
+
+
+def _by_store(entries: Sequence[StoreEntry]) -> dict[str, list[StoreEntry]]:
+    groups: dict[str, list[StoreEntry]] = {}
+    for e in entries:
+        groups.setdefault(e.store, []).append(e)
+    return groups
+
+
+def _failed(rt: Runtime, uri: str, group: Sequence[StoreEntry], exc: Exception,
+            settled: _Settled) -> None:
+    """The store of ``group`` failed. While it is down (:class:`StoreUnavailable`) each
+    entry is retried later; past its retries, or at once for any other error (an unknown
+    store, a bug: retrying cannot help), it is kept in the dead letters
+    (crawler-tasks dead-letters, replay-dead), counted once."""
+    s = rt.settings
+    down = isinstance(exc, StoreUnavailable)
+    again = [e for e in group if down and e.attempts < s.store_max_retries]
+    gone = [e for e in group if not (down and e.attempts < s.store_max_retries)]
+    for e in again:
+        settled.later(backoff(s, e.attempts), e.failed_again())
+        settled.add(e, Settlement.KEEP, {"store/retries": 1})
+    if again:
+        log.warning("store %s failed for %s records, retry %s in %.1fs: %s", masked(uri), len(again),
+                    again[0].attempts + 1, backoff(s, again[0].attempts), exc)
+    name = type(exc).__name__
+    counts = {"store/failed": 1, "store/dead_letters": 1}
+    if not down:
+        counts.update({"errors": 1, f"errors/{name}": 1})
+    for e in gone:
+        log.error("store of %s failed (%s retries): its record goes to the dead letters "
+                  "(crawler-tasks dead-letters, replay-dead): %s", e.record.url, e.attempts, exc)
+        letter = _letter(_letter_data(e, FAILED, str(exc)))
+        line = f"store failed: {exc} ({e.record.url})" if down else f"{name}: {exc} ({e.record.url})"
+        settled.add(e, line, counts, letter=letter)
+
+
+class _Settled:
+    """The settlements of one batch, applied in an order that can repeat but not lose:
+    dead letters and retries are queued before the tokens settle, and a letter whose
+    token had already settled (a batch written twice) is taken back."""
+
+    def __init__(self) -> None:
+        self.by_crawl: dict[str, list[Settlement]] = {}
+        self.letters: dict[str, bytes] = {}
+        self.delayed: list[tuple[float, bytes]] = []
+
+    def add(self, entry: StoreEntry, how: str, counts: dict[str, int], *, letter: bytes = b"") -> None:
+        self.by_crawl.setdefault(entry.crawl_id, []).append(Settlement(entry.token, how, counts))
+        if letter:
+            self.letters[entry.token] = letter
+
+    def later(self, seconds: float, entry: StoreEntry) -> None:
+        self.delayed.append((seconds, entry.encode(compress=True)))  # small while the batch goes on
+
+    def apply(self, rt: Runtime) -> None:
+        if self.letters:
+            rt.redis.lpush(rt.keys.dead_letters(), *self.letters.values())
+        rt.store_queue.delay(self.delayed)
+        settled_now: set[str] = set()
+        for crawl_id, settlements in self.by_crawl.items():
+            live = rt.gate.settle(crawl_id, settlements)
+            settled_now.update(s.token for s, was_live in zip(settlements, live) if was_live)
+        for token, letter in self.letters.items():
+            if token not in settled_now:  # settled by an earlier delivery of the same entry
+                rt.redis.lrem(rt.keys.dead_letters(), 1, letter)
+
+
+class Flusher:
+    """Takes batches off the store queue and writes them: one thread in each worker process.
+
+    It polls (one script call) every quarter of ``CRAWLER_STORE_FLUSH_S``
+    (between 20 and 250 ms) while the queue holds less than a batch, and back
+    to back while it holds more; once a second it also gives back the batches
+    of dead workers and moves due retries. :meth:`stop` (warm shutdown) writes
+    what waits before it returns.
+    """
+
+    #: Seconds a stopping worker spends writing what waits in the queue, at most.
+    DRAIN_S = 15.0
+    #: Seconds between two looks for dead workers' batches and due retries (each poll
+    #: is then one script call).
+    TICK_S = 1.0
+
+    def __init__(self, rt: Runtime, consumer: str | None = None) -> None:
+        self.rt = rt
+        self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_tick = 0.0
+
+    def flush_once(self, *, now: bool = False) -> int:
+        """Give back dead workers' batches, then take and write one batch if one is due
+        (``now``: whatever waits). Returns how many entries it took."""
+        q, s = self.rt.store_queue, self.rt.settings
+        if now or time.monotonic() >= self._next_tick:
+            q.tick()
+            self._next_tick = time.monotonic() + self.TICK_S
+        raw = q.take(self.consumer, s.store_batch, s.store_flush_s, s.store_lease_s, now=now,
+                     max_bytes=s.store_batch_bytes)
+        if raw:
+            write_batch(self.rt, self.consumer, raw)
+        return len(raw)
+
+    def start(self) -> Flusher:
+        self._thread = threading.Thread(target=self._run, name="crawler-store-flusher", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        s = self.rt.settings
+        poll = min(max(s.store_flush_s / 4, 0.02), 0.25)
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                taken = self.flush_once()
+                failures = 0
+            except redis.RedisError as exc:
+                failures += 1
+                log.warning("store queue: state Redis failed (%s times): %s", failures, exc)
+                self._stop.wait(backoff(s, failures - 1))
+                continue
+            except Exception:
+                log.exception("store queue: unexpected error")
+                self._stop.wait(1.0)
+                continue
+            if taken < s.store_batch:
+                self._stop.wait(poll)
+
+    def stop(self, drain_s: float = DRAIN_S) -> None:
+        """Stop the thread, then write what waits in the queue (for up to ``drain_s``)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        deadline = time.monotonic() + drain_s
+        while time.monotonic() < deadline:
+            try:
+                if not self.flush_once(now=True):
+                    return
+            except Exception as exc:
+                log.warning("store queue not drained at shutdown (other workers will): %s", exc)
+                return
+
+
+_flushers: dict[int, Flusher] = {}
+
+
+def start_flusher(rt: Runtime) -> Flusher:
+    """Start this process's store flusher (once per process)."""
+    flusher = _flushers.get(os.getpid())
+    if flusher is None:
+        flusher = _flushers[os.getpid()] = Flusher(rt).start()
+    return flusher
+
+
+def stop_flusher() -> None:
+    """Stop this process's store flusher, writing what waits (warm shutdown)."""
+    flusher = _flushers.pop(os.getpid(), None)
+    if flusher is not None:
+        flusher.stop()
+
+
+#: Why a dead letter was kept: its store refused the record for good, or could not take it.
+REFUSED, FAILED = "refused", "failed"
+
+
+def _letter_data(e: StoreEntry, kind: str, error: str) -> dict:
+    return {"record": e.record.to_dict(), "store": masked(e.store), "kind": kind, "error": error,
+            "at": now_iso()}
+
+
+def _letter(data: dict) -> bytes:
+    """A dead letter as kept in Redis: JSON, zlib-compressed above 4 KiB (a page's body
+    makes it tens of KB, and letters pile up while a store stays down)."""
+    raw = json.dumps(data, ensure_ascii=False).encode()
+    return zlib.compress(raw, 3) if len(raw) > COMPRESS_OVER else raw
+
+
+def _read_letter(raw: bytes) -> dict:
+    data = json.loads(raw if raw[:1] == b"{" else zlib.decompress(raw))
+    data.setdefault("kind", FAILED)  # letters of earlier releases: their store failed
+    return data
+
+
+def dead_letters(rt: Runtime, crawl_id: str | None = None) -> list[dict]:
+    """The dead letters (newest first), of one crawl or all: ``record``, ``store`` (passwords
+    masked), ``kind`` (``refused`` or ``failed``), ``error`` (the backend's reason), ``at``."""
+    entries = [_read_letter(raw) for raw in rt.redis.lrange(rt.keys.dead_letters(), 0, -1)]
+    return [e for e in entries if crawl_id is None or e["record"]["crawl_id"] == crawl_id]
+
+
+@dataclass
+class Replay:
+    """What a replay of the dead letters did: how many it wrote, and the (URL, store, reason)
+    of each letter still failing (kept)."""
+
+    written: int = 0
+    failing: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def replay_dead(rt: Runtime, crawl_id: str | None = None, *, to: str | None = None) -> Replay:
+    """Write the dead letters (of one crawl) again, to their own store or to ``to``.
+
+    A written one leaves the list and counts ``store/replayed`` (and ``stored``) in its
+    crawl. One whose store is down, cannot be opened here (unknown, not configured) or
+    refuses the record again stays as it was, and the others go on.
+    """
+    done = Replay()
+    for raw in rt.redis.lrange(rt.keys.dead_letters(), 0, -1):
+        entry = _read_letter(raw)
+        record = PageRecord.from_dict(entry["record"])
+        if crawl_id is not None and record.crawl_id != crawl_id:
+            continue
+        target = to or entry["store"]
+        try:
+            refused = write(rt, target, [record])
+        except (StoreUnavailable, BadInput) as exc:
+            refused = [RecordFailure(record.fingerprint, str(exc))]
+        if refused:
+            log.info("dead letter %s still not stored: %s", record.url, refused[0].reason)
+            done.failing.append((record.url, masked(target), refused[0].reason))
+            continue
+        rt.redis.lrem(rt.keys.dead_letters(), 1, raw)
+        rt.gate.add_counts(record.crawl_id, {"store/replayed": 1, "stored": 1})
+        done.written += 1
+    return done

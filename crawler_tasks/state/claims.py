@@ -1,0 +1,72 @@
+"""Claim checks: page bodies wait in Redis, broker messages carry only a task id.
+
+A fetched body is written once (zlib) under ``page:<fetch task id>`` with a TTL;
+parse reads it and adds the parsed record; store reads the record and deletes
+the key. Broker messages stay a few hundred bytes whatever the page size. A
+record over ``COMPRESS_OVER`` bytes of JSON (one with a page's text, or a binary
+body in ``body_base64``) is kept zlib-compressed too; a small one stays plain
+JSON (readable in redis-cli), and both are read back.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import redis
+
+from ..core.budget import LARGE_BODY, Permit
+from ..core.errors import ClaimMissing
+from ..core.models import PageRecord
+from .keys import Keys
+
+COMPRESS_OVER = 4096  # bytes of record JSON above which the claim keeps it compressed
+
+
+class Claims:
+    """Stores and loads page claim checks."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, ttl: int) -> None:
+        self.client = client
+        self.keys = keys
+        self.ttl = ttl
+
+    def put(self, pipe: redis.client.Pipeline, crawl_id: str, claim_id: str, record: PageRecord,
+            body: bytes | None = None) -> None:
+        """Queue writing ``record`` (and ``body``) under ``claim_id`` on ``pipe``."""
+        key = self.keys.page(crawl_id, claim_id)
+        data = json.dumps(record.to_dict()).encode()
+        mapping = {"record": zlib.compress(data, 3) if len(data) > COMPRESS_OVER else data}
+        if body is not None:
+            mapping["body"] = zlib.compress(body, 3)
+        pipe.hset(key, mapping=mapping)
+        pipe.expire(key, self.ttl)
+
+    def write(self, crawl_id: str, claim_id: str, record: PageRecord,
+              body: bytes | None = None) -> None:
+        """Write ``record`` (and ``body``) under ``claim_id`` now, in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            self.put(pipe, crawl_id, claim_id, record, body)
+            pipe.execute()
+
+    def load(self, crawl_id: str, claim_id: str, *, with_body: bool,
+             permit: Permit | None = None) -> tuple[PageRecord, bytes | None]:
+        """The record and body of ``claim_id``; :class:`ClaimMissing` if it expired.
+
+        A body over :data:`~crawler_tasks.core.budget.LARGE_BODY` bytes is decompressed only
+        once ``permit`` holds its slot (the caller gives it back).
+        """
+        fields = ["record", "body"] if with_body else ["record"]
+        values = self.client.hmget(self.keys.page(crawl_id, claim_id), fields)
+        if values[0] is None:
+            raise ClaimMissing(f"claim {claim_id} expired or was evicted")
+        data = values[0] if values[0][:1] == b"{" else zlib.decompress(values[0])
+        record = PageRecord.from_dict(json.loads(data))
+        if not with_body or values[1] is None:
+            return record, None
+        if permit is not None and record.size > LARGE_BODY:
+            permit.take()
+        return record, zlib.decompress(values[1])
+
+    def delete(self, crawl_id: str, claim_id: str) -> None:
+        self.client.delete(self.keys.page(crawl_id, claim_id))

@@ -1,0 +1,123 @@
+"""Per-crawl configuration and progress: allowed domains, limits, outstanding tasks.
+
+A crawl is drained when its outstanding set is empty: every task id joins it
+before its message is published and leaves it only after the task has
+published its own children (both in :mod:`crawler_tasks.state.gate`), so a queued,
+running or countdown-waiting task always keeps the crawl open.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+import redis
+
+from ..core.limits import CrawlConfig
+from ..core.store_uris import masked
+from .keys import Keys
+
+#: Config hash fields ``domain:<name>`` list the domains a crawl may follow links to.
+DOMAIN_FIELD = "domain:"
+
+
+class Crawls:
+    """Reads and writes crawl configuration and the outstanding-task sets."""
+
+    #: Workers see a crawl's new domains or limits within this many seconds.
+    CACHE_SECONDS = 5.0
+    CACHE_SIZE = 1024
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+        self._cache: dict[str, tuple[float, CrawlConfig]] = {}
+
+    def register(self, crawl_id: str, *, domains: Iterable[str] = (), max_depth: int | None = None,
+                 max_pages: int | None = None, store: str | None = None) -> None:
+        """Record a crawl and add ``domains``; limits given here override worker settings.
+
+        ``store`` is kept with its passwords masked: workers resolve it against their own
+        ``CRAWLER_STORE``."""
+        fields: dict[str, str | int] = {f"{DOMAIN_FIELD}{d}": 1 for d in domains if d}
+        if max_depth is not None:
+            fields["max_depth"] = max_depth
+        if max_pages is not None:
+            fields["max_pages"] = max_pages
+        if store:
+            fields["store"] = masked(store)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(self.keys.crawls(), crawl_id)
+        if fields:
+            pipe.hset(self.keys.crawl(crawl_id), mapping=fields)
+        pipe.execute()
+        self._cache.pop(crawl_id, None)
+
+    def config(self, crawl_id: str) -> CrawlConfig:
+        """The crawl's configuration, cached for a few seconds per process."""
+        hit = self._cache.get(crawl_id)
+        if hit and time.monotonic() - hit[0] < self.CACHE_SECONDS:
+            return hit[1]
+        fields = {k.decode(): v.decode() for k, v in self.client.hgetall(self.keys.crawl(crawl_id)).items()}
+        config = CrawlConfig(
+            crawl_id=crawl_id,
+            domains=frozenset(k[len(DOMAIN_FIELD):] for k in fields if k.startswith(DOMAIN_FIELD)),
+            max_depth=int(fields["max_depth"]) if "max_depth" in fields else None,
+            max_pages=int(fields.get("max_pages", 0)),
+            store=fields.get("store"),
+        )
+        if len(self._cache) >= self.CACHE_SIZE:
+            self._cache.clear()
+        self._cache[crawl_id] = (time.monotonic(), config)
+        return config
+
+    def outstanding(self, crawl_id: str) -> int:
+        """Tasks of the crawl queued, running or waiting on a retry."""
+        return int(self.client.scard(self.keys.outstanding(crawl_id)))
+
+    def outstanding_sample(self, crawl_id: str, count: int = 5) -> list[str]:
+        """A few outstanding task ids, for a message about a stuck crawl."""
+        return sorted(m.decode() for m in self.client.srandmember(self.keys.outstanding(crawl_id), count))
+
+    def errors(self, crawl_id: str, count: int = 5) -> list[str]:
+        """The latest unexpected task errors of the crawl, newest first."""
+        return [e.decode() for e in self.client.lrange(self.keys.errors(crawl_id), 0, count - 1)]
+
+    def registered(self, crawl_id: str) -> bool:
+        """Whether the crawl is in the registry of every crawl seen."""
+        return bool(self.client.sismember(self.keys.crawls(), crawl_id))
+
+    def all_ids(self) -> list[str]:
+        return sorted(m.decode() for m in self.client.smembers(self.keys.crawls()))
+
+    def purge(self, crawl_id: str) -> int:
+        """Delete every key of the crawl and its entries in the crawl registry and the flushed
+        counters; returns how many keys went.
+
+        The keys are found with ``SCAN MATCH`` on the crawl's hash-tagged stem (every node of
+        a Redis Cluster is scanned), never with ``KEYS``, and removed with ``UNLINK`` (a Bloom
+        filter's strings are freed in the background).
+        """
+        pattern = _glob_escape(self.keys.crawl_stem(crawl_id)) + "*"
+        removed = 0
+        batch: list[bytes] = []
+        for key in self.client.scan_iter(match=pattern, count=PURGE_BATCH):
+            batch.append(key)
+            if len(batch) >= PURGE_BATCH:
+                removed += int(self.client.unlink(*batch))
+                batch = []
+        if batch:
+            removed += int(self.client.unlink(*batch))
+        self.client.srem(self.keys.crawls(), crawl_id)
+        self.client.hdel(self.keys.stats_flushed(), crawl_id)
+        self._cache.pop(crawl_id, None)
+        return removed
+
+
+#: Keys asked for per SCAN call and removed per UNLINK by :meth:`Crawls.purge`.
+PURGE_BATCH = 500
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` matched literally by a Redis glob pattern."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)

@@ -1,0 +1,399 @@
+"""The gate: an atomic Redis check that runs before anything reaches the broker.
+
+A task ends with one Lua call (:meth:`Gate.complete`) that, atomically:
+
+* refuses a late duplicate — the task id is no longer outstanding, so this
+  delivery's work was already accounted for (``stale``);
+* replays — the task completed before but died before publishing: its children
+  come back under their first task ids, uncounted (``replay``);
+* otherwise tests all candidate fingerprints of the page against the crawl's
+  seen filter, admits the new ones within the crawl's ``max_pages`` budget
+  (kept in its own counter, ``gate/admitted``; ``dont_filter`` candidates
+  bypass the filter), adds their task ids to the crawl's outstanding set and
+  applies the task's counters (``ok``).
+
+The seen filter is a strategy (:mod:`crawler_tasks.state.seen`: an exact SET, a
+SET with a recrawl window, or a scalable Bloom filter) whose Lua test and add
+are part of this same script, so each page costs one round trip in every mode.
+
+Counters move only on that first completion, so a redelivered task never
+counts twice. Seeds go through the same script with no finishing task. The
+task then publishes the admitted children and calls :meth:`Gate.finish`: its
+id leaves the outstanding set only after its children joined it, so a crawl
+never looks drained while work is in flight.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import redis
+
+from .keys import Keys
+from .seen import SeenFilter, SeenInfo, SeenSet
+
+# KEYS[1] outstanding SET · KEYS[2] the seen filter's key · KEYS[3] stats HASH ·
+# KEYS[4] replay HASH of the finishing task (any key for seeds: unused)
+# ARGV[1] finishing task id ('' for seeds) · ARGV[2] max pages (0 = none) ·
+# ARGV[3] replay TTL (s) · ARGV[4] the filter's params (JSON) · ARGV[5] n counters,
+# then n (name, amount) pairs, then (fingerprint, task id, kind) triples, fingerprints
+# unique; kind '0' gated, '1' bypass (dont_filter), 's' a pipeline stage (bypass, not
+# counted as admitted). Returns the verdict, then per candidate its task id or a
+# refusal: '-d' duplicate, '-b' over the page budget.
+_HEAD = """
+local me, limit, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[5])
+local P = cjson.decode(ARGV[4])
+local first = 6 + 2 * n
+local CHUNK = 1000
+local function each_chunk(list, fn)
+  for i = 1, #list, CHUNK do fn(unpack(list, i, math.min(i + CHUNK - 1, #list))) end
+end
+"""
+_BODY = """
+local fps, tids, bypass, stage = {}, {}, {}, {}
+for i = first, #ARGV, 3 do
+  local n = #fps + 1
+  fps[n], tids[n], bypass[n], stage[n] = ARGV[i], ARGV[i + 1], ARGV[i + 2] ~= '0', ARGV[i + 2] == 's'
+end
+if me ~= '' then
+  if redis.call('SISMEMBER', KEYS[1], me) == 0 then return {'stale'} end
+  if redis.call('HEXISTS', KEYS[4], '~') == 1 then
+    local out = {'replay'}
+    each_chunk(fps, function(...)
+      for _, tid in ipairs(redis.call('HMGET', KEYS[4], ...)) do out[#out + 1] = tid or '-d' end
+    end)
+    return out
+  end
+end
+local filtered = {}
+for i = 1, #fps do if not bypass[i] then filtered[#filtered + 1] = fps[i] end end
+local member = seen_test(filtered)
+local limited, room = limit > 0, 0
+if limited then
+  room = math.max(0, limit - tonumber(redis.call('HGET', KEYS[3], 'gate/admitted') or '0'))
+end
+local out, new_fps, new_tids, pairs_ = {'ok'}, {}, {}, {}
+local admitted, duplicates, over, j = 0, 0, 0, 0
+for i = 1, #fps do
+  local ok, refusal = bypass[i], '-d'
+  if not ok then
+    j = j + 1
+    if member[j] then
+      duplicates = duplicates + 1
+    elseif limited and room == 0 then
+      over = over + 1
+      refusal = '-b'
+    else
+      ok = true
+      new_fps[#new_fps + 1] = fps[i]
+      room = room - 1
+    end
+  end
+  if ok then
+    if not stage[i] then admitted = admitted + 1 end
+    new_tids[#new_tids + 1] = tids[i]
+    if me ~= '' then
+      pairs_[#pairs_ + 1] = fps[i]
+      pairs_[#pairs_ + 1] = tids[i]
+    end
+    out[#out + 1] = tids[i]
+  else
+    out[#out + 1] = refusal
+  end
+end
+seen_add(new_fps)
+each_chunk(new_tids, function(...) redis.call('SADD', KEYS[1], ...) end)
+if me ~= '' then
+  pairs_[#pairs_ + 1] = '~'
+  pairs_[#pairs_ + 1] = '1'
+  each_chunk(pairs_, function(...) redis.call('HSET', KEYS[4], ...) end)
+  redis.call('EXPIRE', KEYS[4], ttl)
+end
+for i = 6, first - 1, 2 do
+  if ARGV[i] == 'duplicates' then
+    duplicates = duplicates + tonumber(ARGV[i + 1])
+  else
+    redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1])
+  end
+end
+if admitted > 0 then redis.call('HINCRBY', KEYS[3], 'gate/admitted', admitted) end
+if duplicates > 0 then redis.call('HINCRBY', KEYS[3], 'duplicates', duplicates) end
+if over > 0 then redis.call('HINCRBY', KEYS[3], 'gate/over_budget', over) end
+return out
+"""
+
+
+def complete_script(seen: SeenFilter) -> str:
+    """The gate's one script with ``seen``'s membership test and add in it."""
+    return _HEAD + seen.LUA + _BODY
+
+
+# KEYS[1] outstanding SET · KEYS[2] stats HASH · KEYS[3] replay HASH · KEYS[4] errors LIST
+# ARGV[1] task id · ARGV[2] error line · ARGV[3] n counters, then (name, amount) pairs,
+# then the ids of children admitted but never published (they leave the set too)
+_ABANDON = """
+if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+local last = 3 + 2 * tonumber(ARGV[3])
+for i = 4, last, 2 do redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) end
+local released = 0
+for i = last + 1, #ARGV do released = released + redis.call('SREM', KEYS[1], ARGV[i]) end
+if released > 0 then redis.call('HINCRBY', KEYS[2], 'gate/released', released) end
+redis.call('DEL', KEYS[3])
+redis.call('LPUSH', KEYS[4], ARGV[2])
+redis.call('LTRIM', KEYS[4], 0, 99)
+return 1
+"""
+
+# KEYS[1] outstanding SET · KEYS[2] replay HASH of the task · KEYS[3] stats HASH
+# ARGV[1] task id · ARGV[2] token · ARGV[3] TTL (s) · then (name, amount) pairs
+_COUNT_ONCE = """
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('HSETNX', KEYS[2], ARGV[2], '1') == 0 then return 0 end
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+for i = 4, #ARGV, 2 do redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+
+# KEYS[1] outstanding SET · KEYS[2] stats HASH · KEYS[3] errors LIST
+# ARGV: per token ``token, how, n`` then n (name, amount) pairs; ``how`` is ``end`` (the
+# token leaves, counted), ``keep`` (counted while it stays outstanding) or an error
+# line (it leaves, counted, and the line goes on the errors list)
+_SETTLE = """
+local out, i = {}, 1
+while i <= #ARGV do
+  local token, how, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local live
+  if how == 'keep' then live = redis.call('SISMEMBER', KEYS[1], token)
+  else live = redis.call('SREM', KEYS[1], token) end
+  if live == 1 then
+    for j = i + 3, i + 1 + 2 * n, 2 do redis.call('HINCRBY', KEYS[2], ARGV[j], ARGV[j + 1]) end
+    if how ~= 'end' and how ~= 'keep' then
+      redis.call('LPUSH', KEYS[3], how)
+      redis.call('LTRIM', KEYS[3], 0, 99)
+    end
+  end
+  out[#out + 1] = live
+  i = i + 3 + 2 * n
+end
+return out
+"""
+
+
+# KEYS[1] outstanding SET · KEYS[2] the task's adoption mark · KEYS[3] stats HASH
+# ARGV[1] task id · ARGV[2] TTL (s) of the mark
+# Returns 1 (tracked already), 2 (adopted now) or 0 (adopted before and done: a late duplicate).
+_ADOPT = """
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 1 end
+if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 0 end
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('HINCRBY', KEYS[3], 'fetch/direct', 1)
+return 2
+"""
+
+
+class Adoption(Enum):
+    """What :meth:`Gate.adopt` made of a fetch message this package did not publish."""
+
+    TRACKED = 1   # its id is outstanding (a retry or redelivery of an adopted message)
+    ADOPTED = 2   # first seen: its id joined the crawl's outstanding set now
+    STALE = 0     # adopted earlier and already finished: a late duplicate delivery
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What became of one outstanding token (a queued store record): ``how`` is
+    :data:`END` (it leaves the crawl), :data:`KEEP` (it stays) or an error line
+    (it leaves, and the line is kept with the crawl's errors); ``counts`` are
+    applied only while the token is still outstanding, so once."""
+
+    END = "end"
+    KEEP = "keep"
+
+    token: str
+    how: str
+    counts: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A request that wants to be enqueued: its fingerprint and proposed task id."""
+
+    fingerprint: str
+    task_id: str
+    dont_filter: bool = False
+    #: A pipeline step of the finishing task (parse/store), not a new URL: not counted as admitted.
+    stage: bool = False
+
+
+class Verdict(Enum):
+    """How a completion went: first time, a replay of an earlier one, or a late duplicate."""
+
+    OK = "ok"
+    REPLAY = "replay"
+    STALE = "stale"
+
+
+class Admission(Enum):
+    """What the gate decided for one candidate."""
+
+    ADMITTED = "admitted"
+    DUPLICATE = "duplicate"      # seen before (or, in a Bloom gate, a false positive)
+    OVER_BUDGET = "over_budget"  # the crawl's max_pages is used up
+
+
+_REFUSALS = {"-d": Admission.DUPLICATE, "-b": Admission.OVER_BUDGET}
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The gate's answer: the verdict and, per candidate, its task id (None if refused)
+    and what was decided."""
+
+    verdict: Verdict
+    task_ids: list[str | None]
+    admissions: list[Admission]
+
+    @classmethod
+    def parse(cls, raw: list[bytes | str]) -> Completion:
+        values = [v.decode() if isinstance(v, bytes) else v for v in raw]
+        refusals = [_REFUSALS.get(v) for v in values[1:]]
+        return cls(Verdict(values[0]),
+                   [None if r else v for v, r in zip(values[1:], refusals)],
+                   [r or Admission.ADMITTED for r in refusals])
+
+
+class Gate:
+    """Admits each fingerprint once per crawl, cluster-wide, and tracks outstanding tasks.
+
+    ``seen`` (default: an exact SET) keeps what was admitted; see :mod:`crawler_tasks.state.seen`.
+    """
+
+    def __init__(self, client: redis.Redis, keys: Keys, replay_ttl: int,
+                 seen: SeenFilter | None = None) -> None:
+        self.client = client
+        self.keys = keys
+        self.replay_ttl = replay_ttl
+        self.seen = seen or SeenSet(keys)
+        self._params = json.dumps(self.seen.params())
+        self._complete = client.register_script(complete_script(self.seen))
+        self._abandon = client.register_script(_ABANDON)
+        self._count_once = client.register_script(_COUNT_ONCE)
+        self._settle = client.register_script(_SETTLE)
+        self._adopt = client.register_script(_ADOPT)
+
+    def complete(self, crawl_id: str, candidates: Sequence[Candidate], *,
+                 task_id: str | None = None, counts: Mapping[str, int] | None = None,
+                 max_pages: int = 0) -> Completion:
+        """Admit ``candidates`` and apply ``counts`` as the completion of ``task_id``.
+
+        Without ``task_id`` (seeds) nothing is finishing: candidates are just gated.
+        Candidates must have distinct fingerprints.
+        """
+        keys = [self.keys.outstanding(crawl_id), self.seen.key(crawl_id),
+                self.keys.stats(crawl_id), self.keys.replay(crawl_id, task_id or "-")]
+        counted = [(name, amount) for name, amount in (counts or {}).items() if amount]
+        argv: list[str | int] = [task_id or "", max_pages, self.replay_ttl, self._params, len(counted)]
+        for name, amount in counted:
+            argv += [name, amount]
+        for c in candidates:
+            argv += [c.fingerprint, c.task_id, "s" if c.stage else "1" if c.dont_filter else "0"]
+        return Completion.parse(self._complete(keys=keys, args=argv))
+
+    def admit(self, crawl_id: str, candidates: Sequence[Candidate], *, max_pages: int = 0,
+              counts: Mapping[str, int] | None = None) -> list[str | None]:
+        """Task id to publish under for each seed candidate, or None where the gate refused it."""
+        return self.complete(crawl_id, candidates, counts=counts, max_pages=max_pages).task_ids
+
+    def adopt(self, crawl_id: str, task_id: str) -> Adoption:
+        """Track a fetch that another app sent straight to ``crawl.fetch`` (it bypassed the
+        gate, so no id was added for it): its id joins the crawl's outstanding set once, so
+        the page is stored and counted like any other and the crawl waits for it."""
+        keys = [self.keys.outstanding(crawl_id), self.keys.adopted(crawl_id, task_id),
+                self.keys.stats(crawl_id)]
+        return Adoption(int(self._adopt(keys=keys, args=[task_id, self.replay_ttl])))
+
+    def finish(self, crawl_id: str, task_id: str, pipe: Any = None) -> None:
+        """The task's children are published: it leaves the outstanding set (queued on
+        ``pipe`` when given, sent now otherwise)."""
+        own = pipe is None
+        pipe = self.client.pipeline(transaction=False) if own else pipe
+        pipe.srem(self.keys.outstanding(crawl_id), task_id)
+        pipe.delete(self.keys.replay(crawl_id, task_id))
+        if own:
+            pipe.execute()
+
+    def abandon(self, crawl_id: str, task_id: str, error: str,
+                counts: Mapping[str, int], children: Sequence[str] = ()) -> bool:
+        """Drop a task that ended in an unexpected error, counting it once; False if already gone.
+
+        ``children``: ids the task's completion admitted but it never published; they
+        leave the outstanding set with it (counted ``gate/released``), or the crawl
+        would wait for them forever.
+        """
+        keys = [self.keys.outstanding(crawl_id), self.keys.stats(crawl_id),
+                self.keys.replay(crawl_id, task_id), self.keys.errors(crawl_id)]
+        argv: list[str | int] = [task_id, error, len(counts)]
+        for name, amount in counts.items():
+            argv += [name, amount]
+        return bool(self._abandon(keys=keys, args=[*argv, *children]))
+
+    def count_once(self, crawl_id: str, task_id: str, step: str, counts: Mapping[str, int]) -> bool:
+        """Apply ``counts`` of one step of a still-outstanding task (e.g. ``retry:2``) once.
+
+        A redelivered message that repeats the step counts nothing; the marks go
+        with the task's replay hash when the task finishes. False if not counted.
+        """
+        keys = [self.keys.outstanding(crawl_id), self.keys.replay(crawl_id, task_id),
+                self.keys.stats(crawl_id)]
+        argv: list[str | int] = [task_id, step, self.replay_ttl]
+        for name, amount in counts.items():
+            if amount:
+                argv += [name, amount]
+        return bool(self._count_once(keys=keys, args=argv))
+
+    def settle(self, crawl_id: str, settlements: Sequence[Settlement]) -> list[bool]:
+        """Apply ``settlements`` of the crawl's tokens in one script; per token, whether it
+        was still outstanding (False: settled before, e.g. by a redelivered batch)."""
+        keys = [self.keys.outstanding(crawl_id), self.keys.stats(crawl_id), self.keys.errors(crawl_id)]
+        argv: list[str | int] = []
+        for s in settlements:
+            counted = [(name, amount) for name, amount in s.counts.items() if amount]
+            argv += [s.token, s.how, len(counted)]
+            for name, amount in counted:
+                argv += [name, amount]
+        return [bool(v) for v in self._settle(keys=keys, args=argv)] if argv else []
+
+    def add_counts(self, crawl_id: str, counts: Mapping[str, int]) -> None:
+        """Add ``counts`` to a crawl's counters outside any task (e.g. ``seeds/invalid`` of a feed)."""
+        pipe = self.client.pipeline(transaction=False)
+        for name, amount in counts.items():
+            if amount:
+                pipe.hincrby(self.keys.stats(crawl_id), name, amount)
+        pipe.execute()
+
+    def forget(self, crawl_id: str, fingerprints: Sequence[str], task_ids: Sequence[str]) -> bool:
+        """Undo seed admissions whose messages could not be published.
+
+        The tasks leave the outstanding set and the budget either way; False
+        when the filter cannot forget (Bloom): the fingerprints stay seen.
+        """
+        if not task_ids:
+            return True
+        pipe = self.client.pipeline(transaction=False)
+        self.seen.forget(pipe, crawl_id, list(fingerprints))
+        pipe.srem(self.keys.outstanding(crawl_id), *task_ids)
+        pipe.hincrby(self.keys.stats(crawl_id), "gate/admitted", -len(task_ids))
+        pipe.execute()
+        return self.seen.can_forget
+
+    def info(self, crawl_id: str) -> SeenInfo:
+        """The crawl's filter: mode, items, bytes (and a Bloom gate's capacity, error rate)."""
+        return self.seen.info(self.client, crawl_id)
+
+    def seen_count(self, crawl_id: str) -> int:
+        """How many fingerprints the crawl's filter holds."""
+        return self.info(crawl_id).items

@@ -1,0 +1,193 @@
+"""Every Redis key this package writes, one function per key, under one prefix.
+
+Per-crawl keys carry the crawl id as a Redis Cluster hash tag
+(``crawler:{news}:seen``), so every key one gate call touches lives in the same
+slot and the call stays a single atomic script on a Redis Cluster too.
+"""
+
+from __future__ import annotations
+
+
+class Keys:
+    """Builds key names under ``prefix`` (``CRAWLER_KEY_PREFIX``)."""
+
+    def __init__(self, prefix: str = "crawler") -> None:
+        self.prefix = prefix
+
+    def _crawl(self, crawl_id: str, name: str) -> str:
+        return f"{self.crawl_stem(crawl_id)}{name}"
+
+    def crawl_stem(self, crawl_id: str) -> str:
+        """What every key of one crawl starts with (``crawler:{news}:``): ``purge`` scans for it."""
+        return f"{self.prefix}:{{{crawl_id}}}:"
+
+    def seen(self, crawl_id: str) -> str:
+        """SET of request fingerprints admitted by the gate for one crawl."""
+        return self._crawl(crawl_id, "seen")
+
+    def seen_recent(self, crawl_id: str) -> str:
+        """ZSET fingerprint -> admission time, with a recrawl window (``CRAWLER_RECRAWL_AFTER``)."""
+        return self._crawl(crawl_id, "seen:recent")
+
+    def bloom(self, crawl_id: str) -> str:
+        """Stem of a crawl's Bloom gate: a HASH of its geometry at the stem (per generation
+        ``<stem>:<gen>`` with a recrawl window) and bit strings at ``<stem>:<slice>:<segment>``."""
+        return self._crawl(crawl_id, "bloom")
+
+    def unpublished(self, crawl_id: str) -> str:
+        """LIST of seed requests (JSON) a Bloom gate admitted but the broker did not take."""
+        return self._crawl(crawl_id, "unpublished")
+
+    def replay(self, crawl_id: str, task_id: str) -> str:
+        """HASH fingerprint -> child task id of the links one task admitted.
+
+        The field ``~`` marks that the task's completion already ran (and was
+        counted). A redelivered task publishes its children again under the
+        same ids instead of losing them to the gate. Fields such as ``retry:2``
+        mark steps already counted (:meth:`~crawler_tasks.state.gate.Gate.count_once`).
+        """
+        return self._crawl(crawl_id, f"replay:{task_id}")
+
+    def adopted(self, crawl_id: str, task_id: str) -> str:
+        """STRING (with a TTL) marking that a fetch another app sent straight to
+        ``crawl.fetch`` joined the crawl, so a late duplicate of it is not adopted twice."""
+        return self._crawl(crawl_id, f"adopted:{task_id}")
+
+    def outstanding(self, crawl_id: str) -> str:
+        """SET of task ids queued, running or waiting on a retry for one crawl."""
+        return self._crawl(crawl_id, "outstanding")
+
+    def deliveries(self, crawl_id: str) -> str:
+        """HASH task id -> times its message came back after a lost worker."""
+        return self._crawl(crawl_id, "deliveries")
+
+    def errors(self, crawl_id: str) -> str:
+        """LIST of the latest unexpected task errors of one crawl (newest first, capped)."""
+        return self._crawl(crawl_id, "errors")
+
+    def crawl(self, crawl_id: str) -> str:
+        """HASH of one crawl's configuration: max depth, max pages, store, and a
+        ``domain:<name>`` field per domain it may follow links to."""
+        return self._crawl(crawl_id, "config")
+
+    def stats(self, crawl_id: str) -> str:
+        """HASH of one crawl's counters (the overall figures are their sum)."""
+        return self._crawl(crawl_id, "stats")
+
+    def page(self, crawl_id: str, task_id: str) -> str:
+        """HASH claim check of one fetched page: ``record`` (JSON) and ``body`` (zlib)."""
+        return self._crawl(crawl_id, f"page:{task_id}")
+
+    def dead_letters(self) -> str:
+        """LIST of records a store refused for good, or whose store stayed down past
+        CRAWLER_STORE_MAX_RETRIES (JSON, zlib-compressed above 4 KiB, newest first): each with
+        its store URI (passwords masked) and the reason, waiting for ``crawler-tasks replay-dead``."""
+        return f"{self.prefix}:dead_letters"
+
+    # The store queue's keys share the hash tag {store}: one slot on a Redis Cluster,
+    # so its scripts run there atomically.
+
+    def store_pending(self) -> str:
+        """LIST of store entries (a record, its crawl, store URI and attempts) waiting for a
+        batch, oldest first (:mod:`crawler_tasks.state.store_queue`)."""
+        return f"{self.prefix}:{{store}}:pending"
+
+    def store_since(self) -> str:
+        """STRING: Redis time (s) when the oldest entry of the pending list arrived."""
+        return f"{self.prefix}:{{store}}:since"
+
+    def store_looked(self) -> str:
+        """STRING: the pending list's length when a worker last looked (unchanged = idle)."""
+        return f"{self.prefix}:{{store}}:looked"
+
+    def store_delayed(self) -> str:
+        """ZSET of store entries whose batch failed, scored by when to try them again."""
+        return f"{self.prefix}:{{store}}:delayed"
+
+    def store_leases(self) -> str:
+        """ZSET worker (consumer id) -> Redis time until which its taken batch stays its own."""
+        return f"{self.prefix}:{{store}}:leases"
+
+    def store_taken(self, consumer: str) -> str:
+        """LIST of the store entries one worker took and is writing."""
+        return f"{self.prefix}:{{store}}:taken:{consumer}"
+
+    # Politeness keys share the hash tag {hosts} (see :mod:`crawler_tasks.state.hosts`).
+
+    def hosts_stem(self) -> str:
+        """Stem of every per-host key (the mover's script builds host keys from it)."""
+        return f"{self.prefix}:{{hosts}}:"
+
+    def host(self, host: str) -> str:
+        """HASH of one host's limits: ``next`` (Redis time its next request may start),
+        ``delay``, ``backoff``, ``auto`` (AutoThrottle), ``cut`` (concurrency cut after
+        timeouts), counters ``requests``, ``deferred``, ``throttled``."""
+        return f"{self.hosts_stem()}host:{host}"
+
+    def host_slots(self, host: str) -> str:
+        """ZSET task id -> lease expiry of the requests in flight to one host (or reserved
+        for a fetch the mover sent)."""
+        return f"{self.hosts_stem()}slots:{host}"
+
+    def host_wait(self, host: str) -> str:
+        """ZSET ``<task id>\\t<request JSON>`` -> band rank × 10¹³ + arrival number: fetches
+        waiting for one host, highest band first, then first come."""
+        return f"{self.hosts_stem()}wait:{host}"
+
+    def hosts_due(self) -> str:
+        """ZSET host -> Redis time its waiting fetches are next looked at by a mover."""
+        return f"{self.hosts_stem()}due"
+
+    def hosts_arrivals(self) -> str:
+        """STRING counter: the order in which fetches joined a waiting room (first in, first out
+        within a band)."""
+        return f"{self.hosts_stem()}arrivals"
+
+    def hosts_moving(self) -> str:
+        """ZSET ``<host>\\t<score>\\t<entry>`` -> lease expiry: waiting fetches a mover took
+        and is publishing (given back to their host when the lease runs out)."""
+        return f"{self.hosts_stem()}moving"
+
+    def hosts_recent(self) -> str:
+        """ZSET host -> Redis time of its last request or deferral (``stats`` reads the busiest)."""
+        return f"{self.hosts_stem()}recent"
+
+    def proxies_benched(self) -> str:
+        """ZSET proxy index (in ``CRAWLER_PROXIES``) -> Redis time until which it is left out."""
+        return f"{self.hosts_stem()}proxies:benched"
+
+    def robots(self, origin: str) -> str:
+        """HASH of one origin's robots.txt (``scheme://host:port``): ``state``, ``packed``
+        (its rule lines, compressed, at most 64 KiB), ``status``, ``until``
+        (:mod:`crawler_tasks.net.robots`)."""
+        return f"{self.hosts_stem()}robots:{origin}"
+
+    def robots_lock(self, origin: str) -> str:
+        """STRING held (with a TTL) by the one fetch downloading an origin's robots.txt."""
+        return f"{self.hosts_stem()}robots:{origin}:lock"
+
+    def stats_flushed(self) -> str:
+        """HASH crawl id -> its counters (JSON) as last written to its store's statistics."""
+        return f"{self.prefix}:stats_flushed"
+
+    def crawls(self) -> str:
+        """SET of every crawl id seen."""
+        return f"{self.prefix}:crawls"
+
+    def feed(self, name: str) -> str:
+        """HASH of one seed feed's status: ``last_tick``, ``last_outcome``, ``ticks``,
+        ``admitted``, ``duplicates``, ``refused``, ``skipped/<why>``, ``failed``."""
+        return f"{self.prefix}:feed:{name}"
+
+    def feed_lock(self, name: str) -> str:
+        """STRING held (random token, with a TTL) by the one tick feeding ``name`` now."""
+        return f"{self.prefix}:feed:{name}:lock"
+
+    def feed_slot(self, name: str) -> str:
+        """STRING set by the tick that fed ``name`` in the current interval; expires, never deleted."""
+        return f"{self.prefix}:feed:{name}:slot"
+
+    def sitemap_lastmod(self, crawl_id: str) -> str:
+        """ZSET fingerprint -> ``<lastmod>`` (Unix time) a sitemap gave when that URL was last
+        fed; the newest ``CRAWLER_SITEMAP_LASTMOD_MAX`` are kept."""
+        return self._crawl(crawl_id, "sitemap_dates")

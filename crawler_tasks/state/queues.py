@@ -1,0 +1,56 @@
+"""Queue depth per band, read from the broker."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import redis
+
+from ..core import routing
+from ..core.settings import Settings
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+
+def queue_depths(app: Celery, settings: Settings) -> dict[str, dict[str, int]]:
+    """``{queue: {"band N": waiting, ..., "total": waiting}}``.
+
+    On Redis each band is its own list, so the split is exact. On RabbitMQ a
+    queue reports one count; only ``total`` is given.
+    """
+    if settings.broker_is_redis:
+        return _redis_depths(settings.broker_url)
+    return _amqp_depths(app)
+
+
+def waiting_fetches(app: Celery, settings: Settings) -> int:
+    """Fetch messages waiting in the broker (not those a worker has taken)."""
+    return queue_depths(app, settings)[routing.FETCH_QUEUE]["total"]
+
+
+def _redis_depths(url: str) -> dict[str, dict[str, int]]:
+    client = redis.Redis.from_url(url)
+    pipe = client.pipeline(transaction=False)
+    for queue in routing.QUEUE_ORDER:
+        for prio in range(routing.MAX_BAND + 1):
+            pipe.llen(routing.redis_list(queue, prio))
+    counts = iter(pipe.execute())
+    out: dict[str, dict[str, int]] = {}
+    for queue in routing.QUEUE_ORDER:
+        bands = {f"band {routing.MAX_BAND - prio}": next(counts) for prio in range(routing.MAX_BAND + 1)}
+        out[queue] = {**dict(sorted(bands.items(), reverse=True)), "total": sum(bands.values())}
+    return out
+
+
+def _amqp_depths(app: Celery) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        for queue in routing.QUEUE_ORDER:
+            try:
+                out[queue] = {"total": channel.queue_declare(queue, passive=True).message_count}
+            except Exception:  # not declared yet: nothing waits in it
+                channel = conn.channel()
+                out[queue] = {"total": 0}
+    return out

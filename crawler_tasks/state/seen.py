@@ -1,0 +1,426 @@
+"""What the gate remembers: the "seen" filter of each crawl, chosen by ``CRAWLER_DEDUP``.
+
+Each filter is a strategy: a Lua fragment the gate's one script embeds (two
+functions, ``seen_test(fps)`` → a list of booleans and ``seen_add(fps)``), the
+key it lives under, and the read-only figures ``crawler-tasks stats`` shows.
+The gate's script (:mod:`crawler_tasks.state.gate`) stays the same for all of them:
+replay, stale deliveries, the page budget and the outstanding set do not
+depend on how membership is kept.
+
+=================  ==========================================  ====================
+Filter             Kept as                                     Re-admits a URL
+=================  ==========================================  ====================
+:class:`SeenSet`   a SET of fingerprints (~80 bytes per URL)   never
+:class:`SeenRecent` a ZSET scored by admission time, trimmed   exactly ``CRAWLER_RECRAWL_AFTER`` s
+                   past the window                             after its admission
+:class:`Bloom`     a scalable Bloom filter on Redis bitmaps    never; with a window,
+                   (~2 bytes per URL)                          1× to 2× the window later
+=================  ==========================================  ====================
+
+**Bloom filter.** Slice *i* holds ``CRAWLER_BLOOM_CAPACITY · 2^i`` URLs at
+error rate ``p / 2^(i+1)`` (``p`` = ``CRAWLER_BLOOM_ERROR_RATE``), so the
+rates of all slices sum to less than ``p`` however far the crawl grows (a
+scalable Bloom filter, Almeida et al. 2007, growth 2, tightening ½). A slice
+of ``n`` URLs at rate ``q`` has ``n·ln(1/q)/ln²2`` bits and ``⌈log₂(1/q)⌉``
+hashes, placed by enhanced double hashing of the SHA1 fingerprint; at the
+first slice's capacity that is 1.10× the optimum for ``p``. A slice's bits
+are split over strings of :data:`SEGMENT_BITS` bits (Redis strings stop at
+512 MB). The first URL admitted allocates the first slice whole
+(``CRAWLER_BLOOM_CAPACITY × 1.97`` bytes at the defaults: 19.7 MB).
+
+With ``CRAWLER_RECRAWL_AFTER`` = *w* the Bloom filter is kept per generation
+``⌊now / w⌋``: a URL is seen while it is in the current or the previous
+generation's filter, and is added to the current one. Older generations
+expire, so memory stays at two generations' worth, and a URL admitted at *t*
+passes again at the start of the second generation after *t*: between *w* and
+2*w* later.
+
+A Bloom filter cannot forget: a seed admitted but not published (the broker
+failed) stays seen, so :mod:`crawler_tasks.stages.enqueue` keeps it in the crawl's
+``unpublished`` list and publishes it on the next submit.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from ..core.settings import Settings
+from .keys import Keys
+
+#: Bytes per Redis string of a Bloom slice (128 MiB; Redis' limit is 512 MB).
+SEGMENT_BYTES = 2**27
+
+
+@dataclass(frozen=True)
+class SeenInfo:
+    """What ``crawler-tasks stats`` shows of one crawl's filter."""
+
+    mode: str
+    items: int
+    bytes: int
+    capacity: int | None = None
+    error_rate: float | None = None
+    slices: int | None = None
+    recrawl_after: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class SeenFilter:
+    """One way of keeping a crawl's seen fingerprints (a strategy of the gate's script)."""
+
+    mode = ""
+    #: Lua defining ``seen_test(fps)`` and ``seen_add(fps)`` over ``KEYS[2]`` and params ``P``.
+    LUA = ""
+    #: True when :meth:`forget` can undo an admission.
+    can_forget = True
+
+    def __init__(self, keys: Keys) -> None:
+        self.keys = keys
+
+    def key(self, crawl_id: str) -> str:
+        """The key (or key stem) the script gets as ``KEYS[2]``."""
+        raise NotImplementedError
+
+    def params(self) -> dict[str, Any]:
+        """The fragment's parameters (``P`` in Lua)."""
+        return {}
+
+    def forget(self, pipe: redis.client.Pipeline, crawl_id: str, fingerprints: list[str]) -> None:
+        """Queue the removal of admitted ``fingerprints`` on ``pipe``."""
+        raise NotImplementedError
+
+    def info(self, client: redis.Redis, crawl_id: str) -> SeenInfo:
+        raise NotImplementedError
+
+
+class SeenSet(SeenFilter):
+    """Exact: a Redis SET of fingerprints; a URL is admitted once, ever."""
+
+    mode = "set"
+    LUA = """
+local function seen_test(fps)
+  local r = {}
+  each_chunk(fps, function(...)
+    for _, m in ipairs(redis.call('SMISMEMBER', KEYS[2], ...)) do r[#r + 1] = m == 1 end
+  end)
+  return r
+end
+local function seen_add(fps)
+  each_chunk(fps, function(...) redis.call('SADD', KEYS[2], ...) end)
+end
+"""
+
+    def key(self, crawl_id: str) -> str:
+        return self.keys.seen(crawl_id)
+
+    def forget(self, pipe: redis.client.Pipeline, crawl_id: str, fingerprints: list[str]) -> None:
+        if fingerprints:
+            pipe.srem(self.key(crawl_id), *fingerprints)
+
+    def info(self, client: redis.Redis, crawl_id: str) -> SeenInfo:
+        key = self.key(crawl_id)
+        return SeenInfo(self.mode, int(client.scard(key)), int(client.memory_usage(key) or 0))
+
+
+class SeenRecent(SeenFilter):
+    """Exact with a recrawl window: a ZSET fingerprint → admission time (Redis clock).
+
+    Entries older than the window are trimmed on each admission, so the set
+    holds only the last window's URLs; a URL passes again exactly
+    ``window`` seconds after it was admitted.
+    """
+
+    mode = "set"
+    LUA = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1e6
+local horizon = now - P.window
+local function seen_test(fps)
+  local r = {}
+  each_chunk(fps, function(...)
+    for _, s in ipairs(redis.call('ZMSCORE', KEYS[2], ...)) do
+      r[#r + 1] = (s and tonumber(s) > horizon) or false
+    end
+  end)
+  return r
+end
+local function seen_add(fps)
+  local args = {}
+  for _, fp in ipairs(fps) do args[#args + 1] = now; args[#args + 1] = fp end
+  each_chunk(args, function(...) redis.call('ZADD', KEYS[2], ...) end)
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', horizon)
+end
+"""
+
+    def __init__(self, keys: Keys, window: float) -> None:
+        super().__init__(keys)
+        self.window = window
+
+    def key(self, crawl_id: str) -> str:
+        return self.keys.seen_recent(crawl_id)
+
+    def params(self) -> dict[str, Any]:
+        return {"window": self.window}
+
+    def forget(self, pipe: redis.client.Pipeline, crawl_id: str, fingerprints: list[str]) -> None:
+        if fingerprints:
+            pipe.zrem(self.key(crawl_id), *fingerprints)
+
+    def info(self, client: redis.Redis, crawl_id: str) -> SeenInfo:
+        key = self.key(crawl_id)
+        return SeenInfo(self.mode, int(client.zcard(key)), int(client.memory_usage(key) or 0),
+                        recrawl_after=self.window)
+
+
+# A generation's filter is a HASH at its stem (geometry = "capacity/error rate" it was
+# made for, slices, n<i> = URLs in slice i)
+# and strings at '<stem>:<slice>:<segment>' of 64-byte blocks. Each URL owns one block
+# of each slice and sets k bits in it: a test is one GETRANGE, an add one SETRANGE.
+_BLOOM_LUA = """
+local BLOCK = 64
+local SEG = P.segment
+local clock, gen = nil, nil
+local stems = {KEYS[2]}
+if P.window > 0 then
+  clock = redis.call('TIME')
+  gen = math.floor((tonumber(clock[1]) + tonumber(clock[2]) / 1e6) / P.window)
+  stems = {KEYS[2] .. ':' .. gen, KEYS[2] .. ':' .. (gen - 1)}
+end
+local bor, sbyte, schar, floor, call, sha1 = bit.bor, string.byte, string.char, math.floor, redis.call, redis.sha1hex
+local HEX = setmetatable({}, {__index = function() return 0 end})
+for i = 0, 9 do HEX[48 + i] = i end
+for i = 0, 5 do HEX[97 + i] = 10 + i; HEX[65 + i] = 10 + i end
+local MASK = {1, 2, 4, 8, 16, 32, 64, 128}
+-- Where fp lies in a slice of `blocks` blocks: its block (the first 40 bits of the SHA1
+-- fingerprint modulo the slice's size), and its k bits in that block (bit_of(j): byte
+-- 1..64 and mask), each from its own next 12 bits (SHA1s of the digits extend them while
+-- k needs more). Slices share the digits: their error rates add up whether or not
+-- their false positives coincide, so the bound needs no independence between them.
+local d = {}
+local placed = {}  -- (slice * 2 + si) -> fp -> {block index, digits} of this call
+local function place(fp, blocks, k, slice, si)
+  local by = placed[slice * 2 + si]
+  if not by then by = {}; placed[slice * 2 + si] = by end
+  local hit = by[fp]
+  if hit then d = hit[2]; return hit[1] end
+  local digits = fp
+  if #fp ~= 40 then digits = sha1(fp) end
+  while #digits < 10 + 3 * k do digits = digits .. sha1(digits) end
+  d = {sbyte(digits, 1, 10 + 3 * k)}
+  local x = 0
+  for i = 1, 10 do x = x * 16 + HEX[d[i]] end
+  x = x % blocks
+  by[fp] = {x, d}
+  return x
+end
+-- Byte number and mask of bit j of the fingerprint last placed.
+local function bit_of(j)
+  local i = 8 + 3 * j
+  local v = (HEX[d[i]] * 256 + HEX[d[i + 1]] * 16 + HEX[d[i + 2]]) % 512
+  local low = v % 8
+  return (v - low) / 8 + 1, MASK[low + 1]
+end
+local function load(stem)
+  local v = call('HMGET', stem, 'geometry', 'slices')
+  if not v[1] then return nil end
+  if v[1] ~= P.id then
+    error('bloom gate ' .. stem .. ' was made for capacity/error rate ' .. v[1] .. ', not ' .. P.id ..
+      ': give every node the same CRAWLER_BLOOM_CAPACITY and CRAWLER_BLOOM_ERROR_RATE')
+  end
+  local meta = {slices = tonumber(v[2]), n = {}}
+  local fields = {}
+  for i = 0, meta.slices - 1 do fields[#fields + 1] = 'n' .. i end
+  local counts = call('HMGET', stem, unpack(fields))
+  for i = 0, meta.slices - 1 do meta.n[i] = tonumber(counts[i + 1] or '0') end
+  return meta
+end
+-- Names of the strings of filter `si` (1 = this generation, 2 = the last), made once per call.
+local names = {}
+local function segment(si, slice, seg)
+  local id = (seg * 16 + slice) * 2 + si
+  local key = names[id]
+  if not key then key = stems[si] .. ':' .. slice .. ':' .. seg; names[id] = key end
+  return key
+end
+-- Blocks read or written in this call.
+local blocks = {}
+local function read(si, slice, fp)
+  local g = P.geo[slice + 1]
+  local index = place(fp, g[1], g[2], slice, si)
+  local seg = floor(index * BLOCK / SEG)
+  local key, off, id = segment(si, slice, seg), index * BLOCK - seg * SEG, (index * 16 + slice) * 2 + si
+  local block = blocks[id]
+  if not block then
+    block = call('GETRANGE', key, off, off + BLOCK - 1)
+    blocks[id] = block
+  end
+  return block, g[2], key, off, id
+end
+local function has(si, slice, fp)
+  local block, k = read(si, slice, fp)
+  if #block == 0 then return false end
+  for j = 1, k do
+    local at, mask = bit_of(j)
+    if (sbyte(block, at) or 0) % (mask * 2) < mask then return false end
+  end
+  return true
+end
+local function put(si, slice, fp)
+  local block, k, key, off, id = read(si, slice, fp)
+  local t = {sbyte(block, 1, BLOCK)}
+  for i = #t + 1, BLOCK do t[i] = 0 end
+  for j = 1, k do
+    local at, mask = bit_of(j)
+    t[at] = bor(t[at], mask)
+  end
+  block = schar(unpack(t))
+  blocks[id] = block
+  call('SETRANGE', key, off, block)
+  return key
+end
+local function seen_test(fps)
+  local r = {}
+  for i = 1, #fps do r[i] = false end
+  for si, stem in ipairs(stems) do
+    local meta = load(stem)
+    if meta then
+      for slice = meta.slices - 1, 0, -1 do
+        for i = 1, #fps do
+          if not r[i] and has(si, slice, fps[i]) then r[i] = true end
+        end
+      end
+    end
+  end
+  return r
+end
+local function seen_add(fps)
+  if #fps == 0 then return end
+  local stem = stems[1]
+  local meta = load(stem) or {slices = 1, n = {[0] = 0}}
+  local slice = meta.slices - 1
+  local touched = {}
+  for i = 1, #fps do
+    if meta.n[slice] >= P.geo[slice + 1][3] then
+      slice = slice + 1
+      meta.n[slice] = 0
+    end
+    touched[put(1, slice, fps[i])] = true
+    meta.n[slice] = meta.n[slice] + 1
+  end
+  local fields = {'geometry', P.id, 'slices', slice + 1}
+  for i = 0, slice do fields[#fields + 1] = 'n' .. i; fields[#fields + 1] = meta.n[i] end
+  call('HSET', stem, unpack(fields))
+  if gen then
+    local expiry = math.ceil((gen + 2) * P.window) + 1
+    call('EXPIREAT', stem, expiry)
+    for key in pairs(touched) do call('EXPIREAT', key, expiry) end
+  end
+end
+"""
+
+#: 512-bit blocks: the bits of one URL in a slice lie in one 64-byte block.
+BLOCK_BITS = 512
+#: Slices whose geometry is worked out up front: the filter holds 1,023 × its capacity.
+MAX_SLICES = 10
+
+
+class Bloom(SeenFilter):
+    """A scalable, blocked Bloom filter on plain Redis strings (no RedisBloom module needed)."""
+
+    mode = "bloom"
+    LUA = _BLOOM_LUA
+    can_forget = False
+
+    def __init__(self, keys: Keys, capacity: int, error_rate: float, window: float = 0.0,
+                 segment_bytes: int = SEGMENT_BYTES) -> None:
+        super().__init__(keys)
+        self.capacity, self.error_rate = capacity, error_rate
+        self.window, self.segment_bytes = window, segment_bytes
+        self.geometry = [slice_geometry(capacity, error_rate, i) for i in range(MAX_SLICES)]
+
+    def key(self, crawl_id: str) -> str:
+        return self.keys.bloom(crawl_id)
+
+    def params(self) -> dict[str, Any]:
+        return {"id": f"{self.capacity}/{self.error_rate!r}", "window": self.window,
+                "segment": self.segment_bytes,
+                "geo": [[g.blocks, g.hashes, g.capacity] for g in self.geometry]}
+
+    def forget(self, pipe: redis.client.Pipeline, crawl_id: str, fingerprints: list[str]) -> None:
+        """A Bloom filter cannot forget: the caller keeps the requests to publish later."""
+
+    def stems(self, crawl_id: str, now: float | None = None) -> list[str]:
+        """The filters a URL is tested against: one, or this generation's and the last one's."""
+        stem = self.key(crawl_id)
+        if not self.window:
+            return [stem]
+        gen = int((time.time() if now is None else now) // self.window)
+        return [f"{stem}:{gen}", f"{stem}:{gen - 1}"]
+
+    def info(self, client: redis.Redis, crawl_id: str) -> SeenInfo:
+        items = size = slices = 0
+        for stem in self.stems(crawl_id):
+            meta = client.hgetall(stem)
+            if not meta:
+                continue
+            n = int(meta[b"slices"])
+            slices = max(slices, n)
+            for i in range(n):
+                items += int(meta.get(f"n{i}".encode(), 0))
+                segments = -(-self.geometry[i].blocks * 64 // self.segment_bytes)
+                size += sum(int(client.strlen(f"{stem}:{i}:{seg}")) for seg in range(segments))
+        return SeenInfo(self.mode, items, size, self.capacity, self.error_rate, slices, self.window)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Geometry of one Bloom slice: URLs it holds, 64-byte blocks, bits set per URL."""
+
+    capacity: int
+    blocks: int
+    hashes: int
+
+
+def blocked_error_rate(bits_per_url: float, hashes: int, block_bits: int = BLOCK_BITS) -> float:
+    """False-positive rate of a blocked Bloom filter (Putze, Sanders, Singler 2007):
+    the load of a block is Poisson, each block a small standard Bloom filter."""
+    load = block_bits / bits_per_url
+    term, total, i = math.exp(-load), 0.0, 0
+    while i < load * 4 + 60:
+        total += term * (1 - (1 - 1 / block_bits) ** (i * hashes)) ** hashes
+        i += 1
+        term *= load / i
+    return total
+
+
+@functools.lru_cache(maxsize=256)
+def slice_geometry(capacity: int, error_rate: float, i: int) -> Slice:
+    """Slice ``i``: ``capacity · 2^i`` URLs at rate ``error_rate / 2^(i+1)``, in the fewest bits."""
+    q = error_rate / 2 ** (i + 1)
+    bits = -math.log(q) / math.log(2) ** 2  # the optimum of a standard Bloom filter
+    while True:
+        best = round(bits * math.log(2))
+        if any(blocked_error_rate(bits, k) <= q for k in range(max(1, best - 2), best + 3)):
+            hashes = min((k for k in range(max(1, best - 2), best + 3)),
+                         key=lambda k: blocked_error_rate(bits, k))
+            break
+        bits *= 1.005
+    urls = capacity * 2**i
+    return Slice(urls, math.ceil(urls * bits / BLOCK_BITS), hashes)
+
+
+def make_filter(settings: Settings, keys: Keys) -> SeenFilter:
+    """The seen filter ``settings`` ask for (``CRAWLER_DEDUP``, ``CRAWLER_RECRAWL_AFTER``)."""
+    if settings.dedup == "bloom":
+        return Bloom(keys, settings.bloom_capacity, settings.bloom_error_rate, settings.recrawl_after)
+    if settings.recrawl_after > 0:
+        return SeenRecent(keys, settings.recrawl_after)
+    return SeenSet(keys)

@@ -1,0 +1,250 @@
+"""The fetch decision rules, as plain functions: no Redis, no worker, no HTTP."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawler_tasks.core.errors import FetchError
+from crawler_tasks.core.limits import Limits
+from crawler_tasks.core.models import CrawlRequest, PageRecord
+from crawler_tasks.core.policy import (
+    Fail,
+    HandOn,
+    Redirect,
+    Retry,
+    backoff,
+    conditional,
+    decide,
+    plan_redirect,
+    plan_retry,
+    retry_delay,
+)
+from crawler_tasks.core.responses import Download
+from crawler_tasks.core.settings import Settings
+
+SETTINGS = Settings(max_retries=2, retry_backoff=1.0, retry_backoff_max=60.0,
+                    redirect_max_times=3, retry_priority_adjust=-1, redirect_priority_adjust=2)
+LIMITS = Limits(domains=frozenset({"a.test"}), max_depth=0, max_pages=0, store="x.db")
+
+
+def req(url: str = "http://a.test/p", **fields) -> CrawlRequest:
+    return CrawlRequest(url=url, **fields)
+
+
+def response(status: int, headers: dict[str, str] | None = None, body: bytes = b"",
+             url: str = "http://a.test/p") -> Download:
+    return Download(url=url, status=status, headers=headers or {}, body=body, truncated=False,
+                    request_size=100, response_size=200 + len(body))
+
+
+# Retry: Scrapy's get_retry_request rules
+
+
+def test_retry_demotes_priority_and_counts_the_attempt():
+    again = plan_retry(req(priority=3), SETTINGS)
+    assert (again.retries, again.priority) == (1, 2)
+
+
+def test_no_retry_once_max_retries_are_used():
+    assert plan_retry(req(retries=2), SETTINGS) is None
+
+
+def test_retry_overrides_keyword_beats_meta_beats_setting():
+    r = req(meta={"max_retry_times": 5, "retry_priority_adjust": -3}, retries=3)
+    assert plan_retry(r, SETTINGS).priority == -3
+    assert plan_retry(r, SETTINGS, max_retries=3) is None
+    assert plan_retry(r, SETTINGS, priority_adjust=0).priority == 0
+
+
+def test_backoff_doubles_and_is_capped():
+    assert [backoff(SETTINGS, n) for n in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
+
+
+def test_retry_after_wins_over_backoff_but_not_over_the_cap():
+    assert retry_delay(req(retries=1), SETTINGS, 7.0) == 7.0
+    assert retry_delay(req(retries=1), SETTINGS, 900.0) == 60.0
+    assert retry_delay(req(retries=1), SETTINGS, None) == 2.0
+
+
+@pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504])
+def test_retryable_statuses_become_a_retry_with_a_reason_counter(status):
+    out = decide(req(), response(status), SETTINGS, LIMITS)
+    assert isinstance(out, Retry)
+    assert out.reason == f"http_{status}" and out.counts[f"retry/reason_count/http_{status}"] == 1
+    assert out.request.retries == 1
+
+
+def test_503_with_retry_after_waits_that_long():
+    out = decide(req(), response(503, {"retry-after": "3"}), SETTINGS, LIMITS)
+    assert isinstance(out, Retry) and out.countdown == 3.0
+
+
+def test_exhausted_retries_fail_with_the_attempt_count():
+    out = decide(req(retries=2), response(500), SETTINGS, LIMITS)
+    assert isinstance(out, Fail)
+    assert out.record.description == "HTTP 500 after 3 attempts" and out.record.status == 500
+    assert out.counts["failures"] == 1 and out.counts["retry/max_reached/http_500"] == 1
+
+
+def test_connection_error_without_response_fails_with_no_status():
+    err = FetchError("timeout after 1.0s", retryable=True, reason="timeout")
+    assert isinstance(decide(req(), err, SETTINGS, LIMITS), Retry)
+    out = decide(req(retries=2), err, SETTINGS, LIMITS)
+    assert isinstance(out, Fail)
+    assert out.record.status is None and out.record.description == "timeout after 1.0s (3 attempts)"
+
+
+def test_permanent_error_is_not_retried():
+    out = decide(req(), FetchError("request failed: bad", retryable=False), SETTINGS, LIMITS)
+    assert isinstance(out, Fail) and out.record.description == "request failed: bad"
+
+
+@pytest.mark.parametrize("status", [404, 403, 410])
+def test_client_errors_are_kept_without_retry(status):
+    out = decide(req(), response(status), SETTINGS, LIMITS)
+    assert isinstance(out, HandOn) and out.body is None and out.record.status == status
+
+
+def test_html_2xx_is_handed_on_for_parsing_other_types_are_not():
+    html = decide(req(), response(200, {"content-type": "text/html"}, b"<p>x</p>"), SETTINGS, LIMITS)
+    pdf = decide(req(), response(200, {"content-type": "application/pdf"}, b"%PDF"), SETTINGS, LIMITS)
+    assert isinstance(html, HandOn) and html.body == b"<p>x</p>"
+    assert isinstance(pdf, HandOn) and pdf.body is None and pdf.record.content_type == "application/pdf"
+
+
+# Redirects: Scrapy's RedirectMiddleware rules
+
+
+def test_redirect_target_is_promoted_and_resolved():
+    out = decide(req(priority=1), response(301, {"location": "/q"}), SETTINGS, LIMITS)
+    assert isinstance(out, Redirect)
+    assert (out.target.url, out.target.priority, out.target.redirects) == ("http://a.test/q", 3, 1)
+    assert out.record.redirect_to == "http://a.test/q" and out.counts["redirects"] == 1
+
+
+def test_redirect_hop_limit_fails_the_request():
+    out = decide(req(redirects=3), response(302, {"location": "/q"}), SETTINGS, LIMITS)
+    assert isinstance(out, Fail) and "redirect hops exceeded (3)" in out.record.description
+
+
+def test_a_redirect_to_a_url_over_the_length_cap_fails_the_request_and_says_why():
+    out = decide(req(), response(302, {"location": "/" + "x" * 9000}), SETTINGS, LIMITS)
+    assert isinstance(out, Fail) and out.counts["failures"] == 1
+    assert out.record.description.startswith("redirect not followed: invalid URL 'http://a.test/xxx")
+    assert out.record.description.endswith("9014 bytes, longer than CRAWLER_MAX_URL_LENGTH (8192)")
+
+
+def test_offsite_redirect_is_recorded_not_followed():
+    out = decide(req(), response(302, {"location": "http://elsewhere.test/"}), SETTINGS, LIMITS)
+    assert isinstance(out, HandOn) and out.counts["redirect/offsite"] == 1
+    assert out.record.redirect_to == "http://elsewhere.test/"
+
+
+def test_cross_host_redirect_drops_cookie_and_authorization():
+    r = req(headers={"Cookie": "s=1", "Authorization": "Basic eA==", "Accept": "text/html"})
+    same = plan_redirect(r, "/next", 302, SETTINGS)
+    other = plan_redirect(r, "http://b.a.test/next", 302, SETTINGS)
+    downgraded = plan_redirect(req("https://a.test/p", headers=r.headers), "http://a.test/", 301,
+                               SETTINGS)
+    assert same.headers == r.headers
+    assert other.headers == downgraded.headers == {"Accept": "text/html"}
+
+
+def test_303_turns_get_into_get_and_keeps_head():
+    assert plan_redirect(req(method="HEAD"), "/q", 303, SETTINGS).method == "HEAD"
+    assert plan_redirect(req(method="HEAD"), "/q", 302, SETTINGS).method == "HEAD"
+    assert plan_redirect(req(), "/q", 303, SETTINGS).method == "GET"
+
+
+def test_redirect_resets_the_retry_count():
+    assert plan_redirect(req(retries=2), "/q", 307, SETTINGS).retries == 0
+
+
+# The offsite rule
+
+
+def test_offsite_rule_allows_subdomains_and_falls_back_to_the_origin_host():
+    assert LIMITS.allows("http://www.a.test/x", origin="http://a.test/")
+    assert not LIMITS.allows("http://b.test/x", origin="http://a.test/")
+    none = Limits(domains=frozenset(), max_depth=0, max_pages=0, store="x.db")
+    assert none.allows("http://c.test/y", origin="http://c.test/")
+    assert not none.allows("http://d.test/y", origin="http://c.test/")
+
+
+# Recrawls: revalidation with the stored record's validators
+
+
+def stored(**fields) -> PageRecord:
+    return PageRecord(url="http://a.test/p", fingerprint=req().fingerprint, crawl_id="c", depth=0,
+                      fetched_at="2026-01-01T00:00:00+00:00", **fields)
+
+
+def test_a_recrawl_sends_the_stored_validators_and_nothing_without_them():
+    before = stored(status=200, headers={"etag": '"x1"', "last-modified": "Mon, 01 Jan 2024 00:00:00 GMT"})
+    sent = conditional(req(headers={"Accept": "text/html"}), before).headers
+    assert sent == {"Accept": "text/html", "If-None-Match": '"x1"',
+                    "If-Modified-Since": "Mon, 01 Jan 2024 00:00:00 GMT"}
+    assert conditional(req(), stored(status=200, headers={"etag": '"x1"'})).headers == {
+        "If-None-Match": '"x1"'}
+    assert conditional(req(), stored(status=200)).headers == {}
+    assert conditional(req(), stored(status=404, headers={"etag": '"x1"'})).headers == {}
+    assert conditional(req(), None).headers == {}
+
+
+def test_a_304_keeps_the_stored_page_with_a_new_fetch_time():
+    before = stored(status=200, title="Kept", text="body text", headers={"etag": '"x1"'})
+    outcome = decide(req(meta={"url_id": "9"}), response(304), SETTINGS, LIMITS, previous=before)
+    assert isinstance(outcome, HandOn) and outcome.body is None
+    kept = outcome.record
+    assert (kept.status, kept.title, kept.text, kept.meta) == (200, "Kept", "body text", {"url_id": "9"})
+    assert kept.fetched_at > before.fetched_at
+    assert outcome.counts["status/304"] == 1 and outcome.counts["not_modified"] == 1
+
+
+def test_a_304_nobody_asked_for_is_stored_as_it_came():
+    outcome = decide(req(), response(304), SETTINGS, LIMITS)
+    assert isinstance(outcome, HandOn) and outcome.record.status == 304
+    assert "not_modified" not in outcome.counts
+
+
+def _download(status: int, body: bytes = b"<html></html>", **headers: str) -> Download:
+    return Download(url="http://a.test/", status=status, headers=headers, body=body, truncated=False,
+                    request_size=10, response_size=10, elapsed=0.2)
+
+
+@pytest.mark.parametrize("result,kind", [
+    (_download(200), "ok"),
+    (_download(404), "ok"),
+    (_download(429, **{"retry-after": "2"}), "throttled"),
+    (_download(503), "throttled"),
+    (_download(403), "blocked"),
+    (_download(200, b"<h1>Access denied: you look like a robot</h1>"), "blocked"),
+    (FetchError("connection reset", retryable=True, reason="connection_reset"), "blocked"),
+    (FetchError("timeout after 1s", retryable=True, reason="timeout"), "timeout"),
+    (FetchError("connection refused", retryable=True, reason="connection_refused"), "timeout"),
+    (FetchError("proxy failed", retryable=True, reason="proxy"), "proxy"),
+    (FetchError("TLS error", retryable=False, reason="tls"), "error"),
+])
+def test_what_a_download_tells_the_host_limiter(result, kind):
+    from crawler_tasks.core.policy import host_feedback
+    from crawler_tasks.core.proxies import Proxies
+
+    proxies = Proxies(Settings(ban_pattern="(?i)looks? like a robot"))
+    feedback = host_feedback(result, proxies)
+    assert feedback.kind == kind
+    if kind == "throttled" and result.status == 429:
+        assert feedback.retry_after == 2.0
+
+
+def test_a_disallowed_url_is_skipped_with_a_record_and_a_busy_host_defers():
+    from crawler_tasks.core.policy import Defer, Skip, before_fetch
+    from crawler_tasks.core.politeness import ALLOW, RobotsVerdict, Slot
+
+    req = CrawlRequest("http://a.test/private")
+    skip = before_fetch(req, RobotsVerdict(False, reason="disallowed by robots.txt",
+                                           counter="robots/disallowed"), None)
+    assert isinstance(skip, Skip) and skip.record.description == "disallowed by robots.txt"
+    assert skip.counts == {"robots/disallowed": 1}
+    assert before_fetch(req, RobotsVerdict(wait_until=12.5), None) == Defer(req, 12.5)
+    assert before_fetch(req, ALLOW, Slot(False, 99.0)) == Defer(req, 99.0)
+    assert before_fetch(req, ALLOW, Slot(True)) is None

@@ -1,0 +1,168 @@
+"""Past one Redis: the state Redis may be a Redis Cluster (three masters on loopback here).
+
+Every per-crawl key carries the crawl id as a hash tag, so the gate's single
+Lua call stays on one slot; different crawls spread over the masters.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from crawler_tasks.backends import open_store
+from crawler_tasks.cli.local import Workers, wait_drained
+from crawler_tasks.core.settings import Settings
+from crawler_tasks.service.celery_app import create_app
+from crawler_tasks.stages.runtime import Runtime
+from crawler_tasks.stages.seed import build_requests, submit_requests
+
+from ..conftest import REDIS, flush, token
+
+CLUSTER_BROKER_DB = 7
+REDIS_SERVER = shutil.which("redis-server")
+REDIS_CLI = shutil.which("redis-cli")
+
+pytestmark = pytest.mark.skipif(not (REDIS_SERVER and REDIS_CLI),
+                                reason="redis-server and redis-cli are needed to start a cluster")
+
+
+@pytest.fixture(scope="module")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Three master nodes with no replicas, created with ``redis-cli --cluster create``."""
+    root = tmp_path_factory.mktemp("cluster")
+    ports = cluster_ports(3)
+    procs = [subprocess.Popen(
+        [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+         "--cluster-config-file", str(root / f"nodes-{port}.conf"), "--save", "",
+         "--appendonly", "no", "--dir", str(root), "--loglevel", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for port in ports]
+    try:
+        for port in ports:
+            _wait(lambda p=port: redis.Redis(port=p).ping())
+        subprocess.run([REDIS_CLI, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
+                        "--cluster-replicas", "0", "--cluster-yes"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        _wait(lambda: all(redis.Redis(port=p).cluster("info")["cluster_state"] == "ok"
+                          for p in ports))
+        yield f"redis+cluster://127.0.0.1:{ports[0]}"
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+
+
+def cluster_ports(n: int) -> list[int]:
+    """Free ports below 55536 whose cluster-bus port (+10000) is free too."""
+    ports: list[int] = []
+    for port in range(21000 + random.randrange(0, 4000), 30000):
+        if len(ports) == n:
+            break
+        try:
+            for p in (port, port + 10000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        ports.append(port)
+    return ports
+
+
+def _wait(check, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if check():
+                return
+        except redis.RedisError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError("the Redis Cluster did not come up")
+        time.sleep(0.1)
+
+
+def test_a_crawl_with_its_state_on_a_redis_cluster_stores_every_page_once(cluster_url, site,
+                                                                          tmp_path: Path):
+    flush(CLUSTER_BROKER_DB)
+    settings = Settings.from_env(broker_url=f"{REDIS}/{CLUSTER_BROKER_DB}", redis_url=cluster_url,
+                                 key_prefix=f"cl{token()}", store=str(tmp_path / "pages.db"),
+                                 robotstxt_obey=True)  # robots.txt state kept on the cluster too
+    rt = Runtime(settings, create_app(settings))
+    assert isinstance(rt.redis, RedisCluster)
+    t, pages = token(), 30
+    crawls = [f"a{t}", f"b{t}", f"c{t}", f"d{t}"]
+    for crawl_id in crawls:
+        submit_requests(rt, build_requests(f"{site.url}/tree/{t}{crawl_id}/0?size={pages}",
+                                           crawl_id=crawl_id))
+    submit_requests(rt, build_requests(f"{site.url}/tree/{t}a{t}/0?size={pages}",
+                                       crawl_id=crawls[0]))  # seen: refused by the gate
+    workers = Workers(settings, name=f"cl{t}@%h", concurrency=8,
+                      log_path=str(tmp_path / "worker.log")).start()
+    try:
+        wait_drained(lambda: all(rt.crawls.outstanding(c) == 0 for c in crawls), timeout=60,
+                     workers=workers)
+    finally:
+        workers.stop()
+    store = open_store(settings.store)
+    for crawl_id in crawls:
+        urls = [r.url for r in store.records(crawl_id)]
+        assert len(urls) == len(set(urls)) == pages
+        assert rt.stats.read(crawl_id)["stored"] == pages
+    assert rt.stats.read(crawls[0])["duplicates"] >= 1
+    nodes = {rt.redis.get_node_from_key(rt.keys.seen(c)).port for c in crawls}
+    assert len(nodes) > 1  # the crawls' keys live on different masters
+    assert rt.robots.state_of(site.url.split("://", 1)[1]) == "allow"  # the site has none: 404
+    rt.close()
+
+
+def test_the_store_queue_gives_back_a_dead_workers_batch_on_a_redis_cluster(cluster_url, tmp_path):
+    from crawler_tasks.stages.store import Flusher
+
+    from .test_store_queue import finish_pages
+
+    settings = Settings.from_env(broker_url=f"{REDIS}/{CLUSTER_BROKER_DB}", redis_url=cluster_url,
+                                 key_prefix=f"cq{token()}", store=str(tmp_path / "pages.db"),
+                                 store_lease_s=0.5)
+    rt = Runtime(settings, create_app(settings))
+    try:
+        finish_pages(rt, 5)
+        assert len(rt.store_queue.take("dead", 5, 1.0, 0.5, now=True)) == 5  # then SIGKILLed
+        time.sleep(0.6)
+        assert Flusher(rt, "alive").flush_once(now=True) == 5
+        assert rt.stats.read("c1")["stored"] == 5 and rt.crawls.outstanding("c1") == 0
+        assert len(list(open_store(settings.store).records("c1"))) == 5
+    finally:
+        rt.close()
+
+
+def test_purge_removes_each_crawl_s_keys_from_the_cluster_and_nothing_else(cluster_url, tmp_path):
+    flush(CLUSTER_BROKER_DB)
+    settings = Settings.from_env(broker_url=f"{REDIS}/{CLUSTER_BROKER_DB}", redis_url=cluster_url,
+                                 key_prefix=f"cp{token()}", store=str(tmp_path / "pages.db"),
+                                 dedup="bloom", bloom_capacity=10_000)
+    rt = Runtime(settings, create_app(settings))
+    try:
+        crawls = [f"p{i}{token()}" for i in range(4)]
+        for crawl_id in crawls:  # gated and queued: a Bloom filter, stats, config, outstanding
+            submit_requests(rt, build_requests([f"http://127.0.0.1:9/{crawl_id}/{i}" for i in range(3)],
+                                               crawl_id=crawl_id))
+        stem = rt.keys.crawl_stem
+        before = {c: list(rt.redis.scan_iter(match=f"{stem(c)}*")) for c in crawls}
+        assert all(len(keys) >= 4 for keys in before.values())
+        assert len({rt.redis.get_node_from_key(stem(c)).port for c in crawls}) > 1
+        for crawl_id in crawls[:2]:
+            assert rt.crawls.purge(crawl_id) == len(before[crawl_id])
+        after = {c: list(rt.redis.scan_iter(match=f"{stem(c)}*")) for c in crawls}
+        assert after[crawls[0]] == after[crawls[1]] == []
+        assert sorted(after[crawls[2]]) == sorted(before[crawls[2]])
+        assert rt.crawls.all_ids() == sorted(crawls[2:])
+    finally:
+        rt.close()
