@@ -1,7 +1,9 @@
-"""Settings: one table, kept in step with the README."""
+"""Settings: one table, and docs/configuration.md generated from it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,15 +11,25 @@ import pytest
 from crawler_tasks.core.errors import SettingsError
 from crawler_tasks.core.settings import SPECS, Settings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+GENERATOR = ROOT / "docs" / "gen_configuration.py"
 
 
-def test_readme_table_lists_every_setting_with_its_default():
-    text = README.read_text()
+def test_configuration_page_is_exactly_what_the_generator_prints():
+    printed = subprocess.run([sys.executable, str(GENERATOR)], cwd=ROOT, capture_output=True,
+                             check=True, timeout=60).stdout.decode("utf-8")
+    assert CONFIGURATION.read_text(encoding="utf-8") == printed, (
+        "docs/configuration.md is out of step with the settings: "
+        "run `python docs/gen_configuration.py > docs/configuration.md`")
+
+
+def test_configuration_page_lists_every_setting_exactly_once():
+    text = CONFIGURATION.read_text(encoding="utf-8")
+    rows = [line.split("`")[1] for line in text.splitlines() if line.startswith("| `CRAWLER_")]
+    assert sorted(rows) == sorted(spec.env for spec in SPECS)
     for spec in SPECS:
-        assert spec.markdown_row() in text, spec.env
-    documented = {line.split("`")[1] for line in text.splitlines() if line.startswith("| `CRAWLER_")}
-    assert documented == {spec.env for spec in SPECS}
+        assert text.count(spec.markdown_row()) == 1, spec.env
 
 
 def test_every_setting_has_exactly_one_spec():

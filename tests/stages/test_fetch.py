@@ -96,7 +96,7 @@ def test_redirect_hops_are_capped(crawl, site, settings):
 
 
 def test_split_pipeline_parses_on_its_own_prefork_node(site, tmp_path):
-    """The README's split layout: fetch and store on a threads node, parse on a prefork node."""
+    """The split layout of docs/deployment.md: fetch and store on a threads node, parse on a prefork node."""
     from crawler_tasks.backends import open_store
     from crawler_tasks.cli.local import Workers, wait_drained
     from crawler_tasks.core.routing import FETCH_QUEUE, PARSE_QUEUE, SEED_QUEUE, STORE_QUEUE
