@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import redis
 
-REDIS = "redis://127.0.0.1:6379"
+#: CRAWLER_TEST_REDIS lets a run use a Redis of its own (another port) for everything but RabbitMQ.
+REDIS = os.environ.get("CRAWLER_TEST_REDIS", "redis://127.0.0.1:6379")
 #: CRAWLER_TEST_DB lets a second run (another checkout's) use its own database.
 TEST_DB = int(os.environ.get("CRAWLER_TEST_DB", "13"))
 os.environ.update({

@@ -20,7 +20,7 @@ from crawler_tasks.core.policy import HandOn, decide
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.net.download import download, make_session
 from crawler_tasks.stages.parse import decode_html
-from tests.conftest import LOCAL
+from tests.conftest import LOCAL, REDIS
 from tests.net.test_download_raw import HTML, PNG, TEXT, RawSite
 
 SETTINGS = Settings()
@@ -240,7 +240,7 @@ def test_a_binary_record_crosses_the_claim_check_compressed_and_whole(raw_site, 
     from crawler_tasks.state.claims import Claims
     from crawler_tasks.state.keys import Keys
 
-    client = redis.Redis.from_url("redis://127.0.0.1:6379/13")
+    client = redis.Redis.from_url(f"{REDIS}/13")
     claims = Claims(client, Keys(f"w{uuid.uuid4().hex[:8]}"), ttl=60)
     big = fetched(raw_site, "/image.png")
     big.body_base64 = big.body_base64 * 40  # over COMPRESS_OVER: kept compressed

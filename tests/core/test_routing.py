@@ -8,7 +8,9 @@ from crawler_tasks.core import routing
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import celery_config, create_app
 
-REDIS_SETTINGS = Settings(broker_url="redis://127.0.0.1:6379/13")
+from ..conftest import REDIS
+
+REDIS_SETTINGS = Settings(broker_url=f"{REDIS}/13")
 AMQP_SETTINGS = Settings(broker_url="amqp://guest:guest@127.0.0.1:5672//")
 
 
@@ -78,7 +80,7 @@ def test_small_visibility_timeout_gets_a_fast_restore_sweep():
 def test_a_producer_still_delivers_after_the_redis_broker_lost_its_bindings():
     import redis
 
-    settings = Settings(broker_url="redis://127.0.0.1:6379/8")
+    settings = Settings(broker_url=f"{REDIS}/8")
     client = redis.Redis.from_url(settings.broker_url)
     client.flushdb()
     app = create_app(settings)
