@@ -18,9 +18,9 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 def __getattr__(name: str) -> Any:
     # Lazy, so the CLI can choose the broker (env) before the app is built.
     if name == "app":
-        from .service.celery_app import app
+        from .service.celery_app import default_app
 
-        return app
+        return default_app()
     if name == "submit":
         from .service.client import submit
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Any
 
 from celery import Celery, signals
@@ -22,6 +23,7 @@ from ..core import routing
 from ..core.errors import SettingsError, UnknownStore
 from ..core.settings import Settings
 from ..state.connection import broker_params
+from . import tasks  # noqa: F401  (registers the shared crawl tasks)
 from .beat import beat_schedule
 
 
@@ -87,6 +89,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 def create_app(settings: Settings) -> Celery:
     """A configured Celery app with the crawl tasks registered."""
+    # The tasks are shared tasks: every app built here has them.
     app = Celery("crawler_tasks", include=["crawler_tasks.service.tasks"])
     app.config_from_object(celery_config(settings))
     app.crawler_settings = settings  # type: ignore[attr-defined]
@@ -140,4 +143,23 @@ def _check_store(sender: Any = None, **_: Any) -> None:
         _refuse(f"CRAWLER_STORE: {exc}")
 
 
-app = create_app(_settings_from_env())
+_default: Celery | None = None
+_default_lock = threading.Lock()
+
+
+def default_app() -> Celery:
+    """The app of this process, built from the environment on first use: what
+    ``celery -A crawler_tasks`` runs and :func:`~crawler_tasks.submit` sends through.
+    Nothing is configured at import; :func:`create_app` builds others."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = create_app(_settings_from_env())
+    return _default
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        return default_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

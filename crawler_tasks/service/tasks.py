@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import redis
-from celery import Task, signals
+from celery import Task, current_app, shared_task, signals
 from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
 
@@ -50,7 +50,6 @@ from ..core.urls import host_of
 from ..stages import enqueue, feeds, fetch, mover, parse, seed, store
 from ..stages.runtime import Runtime, current
 from ..state.gate import Adoption
-from .celery_app import app
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -192,7 +191,7 @@ def _tracked(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
     return True
 
 
-@app.task(name=routing.FETCH_TASK, bind=True, base=CrawlTask, own_retries_setting="max_retries")
+@shared_task(name=routing.FETCH_TASK, bind=True, base=CrawlTask, own_retries_setting="max_retries")
 @_shaped
 def fetch_page(self: Task, request: dict[str, Any]) -> None:
     """Download one request; parse and store it, or retry it demoted after a backoff."""
@@ -212,7 +211,7 @@ def fetch_page(self: Task, request: dict[str, Any]) -> None:
         _resend(self, args=[outcome.request.to_dict()], countdown=outcome.countdown, priority=prio)
 
 
-@app.task(name=routing.PARSE_TASK, bind=True, base=CrawlTask)
+@shared_task(name=routing.PARSE_TASK, bind=True, base=CrawlTask)
 @_shaped
 def parse_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     """Parse a fetched page, enqueue its links through the gate, send it to store."""
@@ -230,7 +229,7 @@ def parse_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     _run(rt, req.url, step)
 
 
-@app.task(name=routing.STORE_TASK, bind=True, base=CrawlTask)
+@shared_task(name=routing.STORE_TASK, bind=True, base=CrawlTask)
 @_shaped
 def store_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     """A store message of an earlier release: its record joins the store queue."""
@@ -248,7 +247,7 @@ def store_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     _run(rt, req.url, step)
 
 
-@app.task(name=routing.SUBMIT_TASK, bind=True)
+@shared_task(name=routing.SUBMIT_TASK, bind=True)
 @_shaped
 def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] | None = None,
            crawl_id: str | None = None, dont_filter: bool = False) -> int:
@@ -271,7 +270,7 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
         return 0
 
 
-@app.task(name=routing.STATS_TASK, bind=True, ignore_result=True)
+@shared_task(name=routing.STATS_TASK, bind=True, ignore_result=True)
 @_shaped
 def flush_stats(self: Task) -> int:
     """Write changed crawl counters to the stores that keep statistics (Beat runs it)."""
@@ -282,7 +281,7 @@ def flush_stats(self: Task) -> int:
         return 0
 
 
-@app.task(name=routing.FEED_TASK, bind=True, ignore_result=True)
+@shared_task(name=routing.FEED_TASK, bind=True, ignore_result=True)
 @_shaped
 def feed(self: Task, name: str = feeds.START_URLS) -> int:
     """One tick of the seed feed ``name``; returns how many seeds it admitted."""
@@ -348,7 +347,7 @@ def _start_worker_threads(**_: Any) -> None:
 
 def _start_threads() -> None:
     """The store flusher and the host mover of this worker process."""
-    rt = current(app)
+    rt = current(current_app._get_current_object())  # the worker's own app
     store.start_flusher(rt)
     mover.start_mover(rt)
 

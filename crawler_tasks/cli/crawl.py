@@ -1,0 +1,221 @@
+"""``crawler-tasks crawl`` and ``demo``: workers on this machine, seeds submitted, wait until the crawl drains."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+
+from ..backends import open_store
+from ..core.addresses import parse_allowlist
+from ..core.errors import BadInput, CrawlStateLost, StoreUnavailable
+from ..core.settings import Settings
+from ..core.store_uris import masked
+from ..core.urls import host_of
+from ..service.celery_app import create_app
+from ..stages.runtime import current
+from ..stages.seed import build_requests, submit_requests
+from ..stages.store import flush_stats
+from .common import absolute_store
+from .demo_site import DemoSite
+from .local import CrawlWatch, EmbeddedRedis, Workers, reachable, wait_drained
+
+
+def cmd_crawl(args: argparse.Namespace) -> int:
+
+    crawl_id = args.crawl_id or _new_crawl_id()
+    requests = build_requests(args.urls, crawl_id=crawl_id,
+                              max_url_length=Settings.from_env().max_url_length)
+    summary = run_crawl(requests, args)
+    _print_summary(summary)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if args.pages < 1:
+        raise BadInput("--pages: must be at least 1")
+    # The demo site is this process's own: no need to spare it (robots.txt is still read).
+    args.delay = 0.0 if args.delay is None else args.delay
+    args.host_concurrency = 0 if args.host_concurrency is None else args.host_concurrency
+    with DemoSite(args.pages) as site:
+        print(f"demo site with {args.pages} pages at {site.url}", file=sys.stderr)
+        requests = build_requests([site.url], crawl_id=args.crawl_id or _new_crawl_id())
+        summary = run_crawl(requests, args)
+    _print_summary(summary)
+    return 0
+
+
+def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Settings:
+    if args.workers < 1:
+        raise BadInput("--workers: must be at least 1")
+    if args.max_pages < 0 or (args.max_depth is not None and args.max_depth < 0):
+        raise BadInput("--max-pages and --max-depth: must be 0 or more")
+    if (args.delay is not None and not 0 <= args.delay < float("inf")) or \
+            (args.host_concurrency is not None and args.host_concurrency < 0):
+        raise BadInput("--delay and --host-concurrency: must be 0 or more")
+    store = absolute_store(args.store or settings.store)
+    open_store(store, settings).close()
+    changes: dict[str, Any] = {"store": store}
+    if args.max_depth is not None:
+        changes["max_depth"] = args.max_depth
+    if args.delay is not None:
+        changes["download_delay"] = args.delay
+    if args.host_concurrency is not None:
+        changes["host_concurrency"] = args.host_concurrency
+    if args.ignore_robots:
+        changes["robotstxt_obey"] = False
+    return settings.replace(**changes)
+
+
+def _allow_seed_hosts(settings: Settings, requests: list) -> Settings:
+    """``settings`` whose private-network allowlist also holds the hosts of ``requests``: the
+    seeds an operator typed (or the demo's own site) may be private; what they link or
+    redirect to is judged as usual."""
+    hosts = []
+    for host in sorted({host_of(r.url) for r in requests}):
+        try:
+            hosts += parse_allowlist([host])
+        except ValueError:  # a name the allowlist cannot hold: judged like any other
+            pass
+    return settings.replace(private_allowlist=(*settings.private_allowlist, *hosts))
+
+
+def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
+    """Run workers on this machine, submit ``requests`` and wait until their crawl drains.
+
+    On SIGINT or SIGTERM the workers stop warm (running tasks finish, the rest
+    goes back to the queue); a second signal stops them at once. Nothing this
+    started outlives it.
+    """
+    settings = _allow_seed_hosts(_validate_crawl_options(args, Settings.from_env()), requests)
+    crawl_id = requests[0].crawl_id
+    embedded: EmbeddedRedis | None = None
+    workers: Workers | None = None
+    try:
+        if not reachable(settings):
+            print("broker not reachable: starting an embedded Redis", file=sys.stderr)
+            embedded = EmbeddedRedis().start()
+            settings = settings.replace(broker_url=embedded.url, redis_url=embedded.url)
+        workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h")
+        rt = current(create_app(settings))
+        workers.start()
+        started = time.monotonic()
+        accepted = submit_requests(rt, requests, max_depth=args.max_depth,
+                                   max_pages=args.max_pages, store=settings.store)
+        progress = _Progress(rt, crawl_id, started, quiet=args.quiet)
+        watch = CrawlWatch(rt, crawl_id, settings.stall_timeout, say=progress.say)
+        try:
+            wait_drained(watch.drained, tick=progress, workers=workers)
+        except CrawlStateLost as exc:
+            raise CrawlStateLost(f"{exc}: {_stored_count(settings.store, crawl_id)} of its pages are "
+                                 f"stored in {masked(settings.store)}; run the same command with "
+                                 f"--crawl-id {crawl_id} to go on (stored pages are kept, the rest "
+                                 "is fetched again)") from None
+        progress.done()
+        elapsed = time.monotonic() - started
+        stats = rt.stats.read(crawl_id)
+        _flush_stats(rt, crawl_id)
+    except KeyboardInterrupt:
+        print(f"\nstopping: running tasks finish, the rest stays queued (a second signal "
+              f"stops at once); resume with --crawl-id {crawl_id}", file=sys.stderr)
+        raise
+    finally:
+        _shut_down(settings, workers, embedded)
+    return {"crawl_id": crawl_id, "seeds_accepted": accepted, "elapsed": elapsed,
+            "store": masked(settings.store), "stats": stats, "embedded": embedded is not None}
+
+
+def _stored_count(store: str, crawl_id: str) -> str:
+    """How many records of the crawl the store holds, as text ('an unknown number' if it
+    cannot say, e.g. a write-only WARC store)."""
+    try:
+        opened = open_store(store, Settings.from_env())
+        try:
+            return str(opened.count(crawl_id))
+        finally:
+            opened.close()
+    except Exception:  # a store that cannot count: the message still says what to do
+        return "an unknown number"
+
+
+def _flush_stats(rt: Any, crawl_id: str) -> None:
+    """The crawl's final counters into its store's statistics (when it keeps them)."""
+    try:
+        flush_stats(rt, [crawl_id])
+    except StoreUnavailable as exc:
+        print(f"crawl statistics not written to the store: {exc}", file=sys.stderr)
+
+
+def _shut_down(settings: Settings, workers: Any, embedded: Any) -> None:
+    """Stop the workers warm (at once on a second signal), then the embedded Redis."""
+    try:
+        if workers is not None:
+            try:
+                workers.stop(timeout=settings.download_timeout + 10)
+            except KeyboardInterrupt:
+                workers.kill()
+                raise
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+class _Progress:
+    """A progress line on a terminal (refreshed), or a line every 5 s otherwise."""
+
+    def __init__(self, rt: Any, crawl_id: str, started: float, *, quiet: bool) -> None:
+        self.rt, self.crawl_id, self.started = rt, crawl_id, started
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0 if self.tty else started
+
+    def say(self, message: str) -> None:
+        """A line of its own (ending the refreshed progress line first)."""
+        print(f"\r{message}\033[K" if self.tty else message, file=sys.stderr, flush=True)
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if self.quiet or now - self.last < (0.5 if self.tty else 5.0):
+            return
+        self.last = now
+        try:
+            s = self.rt.stats.read(self.crawl_id)
+            in_flight = self.rt.crawls.outstanding(self.crawl_id)
+        except redis.RedisError:  # the watch says so; no progress line meanwhile
+            return
+        line = (f"stored {s.get('stored', 0)} · in flight {in_flight}"
+                f" · failed {s.get('failures', 0)} · duplicates {s.get('duplicates', 0)}"
+                f" · {s.get('stored', 0) / max(now - self.started, 1e-6):.1f} pages/s")
+        print(f"\r{line}\033[K" if self.tty else line, end="" if self.tty else "\n",
+              file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        if self.tty and not self.quiet and self.last:  # end the refreshed line
+            print(file=sys.stderr)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    s = summary["stats"]
+    elapsed = summary["elapsed"]
+    rows = [
+        ("crawl", summary["crawl_id"]),
+        ("pages stored", s.get("stored", 0)),
+        ("failed", s.get("failures", 0)),
+        ("duplicates skipped", s.get("duplicates", 0)),
+        ("retries", s.get("retries", 0)),
+        ("redirects", s.get("redirects", 0)),
+        ("elapsed", f"{elapsed:.1f}s"),
+        ("pages/s", f"{s.get('stored', 0) / max(elapsed, 1e-6):.1f}"),
+        ("store", summary["store"]),
+    ]
+    for name, value in rows:
+        print(f"{name:<20}{value}")
+
+
+def _new_crawl_id() -> str:
+    return datetime.now(UTC).strftime("crawl-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]

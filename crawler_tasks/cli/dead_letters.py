@@ -1,0 +1,39 @@
+"""``crawler-tasks dead-letters`` and ``replay-dead``: records a store refused or could not take."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..backends import open_store
+from ..core.settings import Settings
+from ..stages.store import dead_letters, replay_dead
+from .common import EXIT_UNAVAILABLE, absolute_store, state_runtime
+
+
+def cmd_dead_letters(args: argparse.Namespace) -> int:
+    entries = dead_letters(state_runtime(), args.crawl_id)
+    if args.json:
+        for entry in entries:
+            print(json.dumps(entry, ensure_ascii=False))
+        return 0
+    for entry in entries:
+        record = entry["record"]
+        print(f"{entry['at']}  {record['crawl_id']}  {record['url']}  -> {entry['store']}  "
+              f"{entry['kind']}: {entry['error']}")
+    print(f"{len(entries)} dead letter(s)", file=sys.stderr)
+    return 0
+
+
+def cmd_replay_dead(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    to = None
+    if args.to is not None:
+        to = absolute_store(args.to)
+        open_store(to, settings).close()  # a malformed URI is one line, before any letter moves
+    done = replay_dead(state_runtime(), args.crawl_id, to=to)
+    for url, store, reason in done.failing:
+        print(f"still failing: {url}  -> {store}: {reason}", file=sys.stderr)
+    print(f"replayed {done.written} dead letter(s); {len(done.failing)} still failing (kept)")
+    return 0 if not done.failing else EXIT_UNAVAILABLE

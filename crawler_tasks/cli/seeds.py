@@ -1,0 +1,45 @@
+"""``crawler-tasks seeds``: the seed feeds Beat runs and how their ticks went."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..stages.feeds import START_URLS, configured, status, waiting
+from .common import state_runtime
+
+
+def cmd_seeds(args: argparse.Namespace) -> int:
+    rt = state_runtime()
+    settings = rt.settings
+    report = {"feeds": [{"name": feed.name, "enabled": feed.enabled, "reads": feed.source,
+                         "interval": feed.interval, "status": status(rt, feed.name),
+                         **({"waiting": waiting(rt)} if feed.name == START_URLS else {})}
+                        for feed in configured(settings)],
+              "crawl_id": settings.seed_crawl_id, "max_queued": settings.max_queued}
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+    else:
+        _print_seeds(report)
+    return 0
+
+
+def _print_seeds(report: dict[str, Any]) -> None:
+    print(f"seeds join crawl {report['crawl_id']}"
+          + (f"; ticks skip while more than {report['max_queued']} fetches wait" if report["max_queued"] else ""))
+    for feed in report["feeds"]:
+        state = f"every {feed['interval']:g}s" if feed["enabled"] else "off"
+        reads = feed["reads"] or "-"
+        if "waiting" in feed:
+            reads = f"Redis key {reads} ({feed['waiting']} waiting)"
+        print(f"{feed['name']:<12}{state:<14}reads: {reads}")
+        st = feed["status"]
+        if st["last_tick"] is None:
+            print("  no tick yet")
+            continue
+        print(f"  last tick   {st['last_tick']}  {st['last_outcome']}")
+        skipped = ", ".join(f"{k.partition('/')[2]} {v}" for k, v in st.items() if k.startswith("skipped/"))
+        print(f"  ticks {st['ticks']} · admitted {st['admitted']} · duplicates {st['duplicates']}"
+              f" · refused {st['refused']} · failed {st['failed']} · skipped {st['skipped']}"
+              + (f" ({skipped})" if skipped else ""))
