@@ -131,7 +131,7 @@ def test_crawl_that_stops_moving_exits_non_zero_saying_what_is_stuck(site):
     flush(db)
     crawl_id, t = f"stuck{token()}", token()
     env = {**os.environ, "CRAWLER_BROKER_URL": f"{REDIS}/{db}", "CRAWLER_REDIS_URL": f"{REDIS}/{db}",
-           "CRAWLER_STALL_TIMEOUT": "3"}
+           "CRAWLER_STALL_TIMEOUT": "10"}  # longer than a prefork worker takes to start on a busy machine
     from crawler_tasks.state.keys import Keys
 
     ghost = f"ghost-{t}"  # an id no message carries: the crawl can never drain
