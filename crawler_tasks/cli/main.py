@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 import redis
 
+from ..core import counters
 from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, QueueFull
 from ..core.settings import Settings
 
@@ -323,9 +324,10 @@ class _Progress:
             in_flight = self.rt.crawls.outstanding(self.crawl_id)
         except redis.RedisError:  # the watch says so; no progress line meanwhile
             return
-        line = (f"stored {s.get('stored', 0)} · in flight {in_flight}"
-                f" · failed {s.get('failures', 0)} · duplicates {s.get('duplicates', 0)}"
-                f" · {s.get('stored', 0) / max(now - self.started, 1e-6):.1f} pages/s")
+        stored = s.get(counters.STORED, 0)
+        line = (f"stored {stored} · in flight {in_flight}"
+                f" · failed {s.get(counters.FAILURES, 0)} · duplicates {s.get(counters.DUPLICATES, 0)}"
+                f" · {stored / max(now - self.started, 1e-6):.1f} pages/s")
         print(f"\r{line}\033[K" if self.tty else line, end="" if self.tty else "\n",
               file=sys.stderr, flush=True)
 
@@ -339,13 +341,13 @@ def _print_summary(summary: dict[str, Any]) -> None:
     elapsed = summary["elapsed"]
     rows = [
         ("crawl", summary["crawl_id"]),
-        ("pages stored", s.get("stored", 0)),
-        ("failed", s.get("failures", 0)),
-        ("duplicates skipped", s.get("duplicates", 0)),
-        ("retries", s.get("retries", 0)),
-        ("redirects", s.get("redirects", 0)),
+        ("pages stored", s.get(counters.STORED, 0)),
+        ("failed", s.get(counters.FAILURES, 0)),
+        ("duplicates skipped", s.get(counters.DUPLICATES, 0)),
+        ("retries", s.get(counters.RETRIES, 0)),
+        ("redirects", s.get(counters.REDIRECTS, 0)),
         ("elapsed", f"{elapsed:.1f}s"),
-        ("pages/s", f"{s.get('stored', 0) / max(elapsed, 1e-6):.1f}"),
+        ("pages/s", f"{s.get(counters.STORED, 0) / max(elapsed, 1e-6):.1f}"),
         ("store", summary["store"]),
     ]
     for name, value in rows:
@@ -455,13 +457,13 @@ def _print_stats(report: dict[str, Any]) -> None:
     print("overall:")
     for name, value in report["overall"].items():
         print(f"  {name:<24}{value}")
-    for cid, counters in report["crawls"].items():
+    for cid, figures in report["crawls"].items():
         print(f"crawl {cid}:")
-        for name, value in counters.items():
+        for name, value in figures.items():
             if name not in ("last_errors", "gate"):
                 print(f"  {name:<24}{value}")
-        print(f"  {'gate':<24}{_gate_line(counters['gate'])}")
-        for line in counters["last_errors"]:
+        print(f"  {'gate':<24}{_gate_line(figures['gate'])}")
+        for line in figures["last_errors"]:
             print(f"  error: {line}")
 
 
@@ -507,9 +509,11 @@ def _print_seeds(report: dict[str, Any]) -> None:
             print("  no tick yet")
             continue
         print(f"  last tick   {st['last_tick']}  {st['last_outcome']}")
-        skipped = ", ".join(f"{k.partition('/')[2]} {v}" for k, v in st.items() if k.startswith("skipped/"))
-        print(f"  ticks {st['ticks']} · admitted {st['admitted']} · duplicates {st['duplicates']}"
-              f" · refused {st['refused']} · failed {st['failed']} · skipped {st['skipped']}"
+        why = counters.FEED_SKIPPED_WHY.prefix
+        skipped = ", ".join(f"{k[len(why):]} {v}" for k, v in st.items() if k.startswith(why))
+        print(f"  ticks {st[counters.FEED_TICKS]} · admitted {st[counters.FEED_ADMITTED]}"
+              f" · duplicates {st[counters.FEED_DUPLICATES]} · refused {st[counters.FEED_REFUSED]}"
+              f" · failed {st[counters.FEED_FAILED]} · skipped {st[counters.FEED_SKIPPED]}"
               + (f" ({skipped})" if skipped else ""))
 
 
