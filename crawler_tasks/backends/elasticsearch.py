@@ -168,9 +168,9 @@ STATS_MAPPING: dict[str, Any] = {
     "dynamic_templates": [{"status_counts": {"path_match": "status.*", "mapping": {"type": "long"}}}],
     "properties": {
         "crawl_id": {"type": "keyword"},
-        "total_num": {"type": "long"},
-        "total_request_size": {"type": "long"},
-        "total_response_size": {"type": "long"},
+        TOTAL_NUM: {"type": "long"},
+        TOTAL_REQUEST_SIZE: {"type": "long"},
+        TOTAL_RESPONSE_SIZE: {"type": "long"},
         "status": {"type": "object", "dynamic": True},
         "counters": {"type": "flattened"},
         "updated_at": {"type": "date"},
