@@ -89,6 +89,7 @@ from urllib.parse import parse_qsl, unquote
 import elasticsearch
 from elasticsearch import ApiError, Elasticsearch, TransportError, helpers
 
+from ..core.counters import STATUS, TOTAL_NUM, TOTAL_REQUEST_SIZE, TOTAL_RESPONSE_SIZE
 from ..core.errors import BadInput, StoreUnavailable, UnknownStore
 from ..core.models import PageRecord
 from ..core.store_uris import mask
@@ -127,7 +128,7 @@ RETRY_STATUSES = (429, *range(500, 600))
 NOT_RECORD_ERRORS = frozenset({"index_not_found_exception", "index_closed_exception",
                                "cluster_block_exception", "security_exception"})
 NOT_RECORD_STATUSES = frozenset({401, 403, 404, 408, 429})
-TOTALS = ("total_num", "total_request_size", "total_response_size")
+TOTALS = (TOTAL_NUM, TOTAL_REQUEST_SIZE, TOTAL_RESPONSE_SIZE)
 
 
 def _keyword() -> dict[str, Any]:
@@ -167,9 +168,9 @@ STATS_MAPPING: dict[str, Any] = {
     "dynamic_templates": [{"status_counts": {"path_match": "status.*", "mapping": {"type": "long"}}}],
     "properties": {
         "crawl_id": {"type": "keyword"},
-        "total_num": {"type": "long"},
-        "total_request_size": {"type": "long"},
-        "total_response_size": {"type": "long"},
+        TOTAL_NUM: {"type": "long"},
+        TOTAL_REQUEST_SIZE: {"type": "long"},
+        TOTAL_RESPONSE_SIZE: {"type": "long"},
         "status": {"type": "object", "dynamic": True},
         "counters": {"type": "flattened"},
         "updated_at": {"type": "date"},
@@ -391,7 +392,7 @@ def stats_document(crawl_id: str, counters: Mapping[str, int], now: datetime) ->
     doc: dict[str, Any] = {"crawl_id": crawl_id, **dict.fromkeys(TOTALS, 0), "status": {},
                            "counters": {}, "updated_at": now.isoformat(timespec="milliseconds")}
     for name, value in counters.items():
-        code = name[len("status/"):] if name.startswith("status/") else ""
+        code = name[len(STATUS.prefix):] if name.startswith(STATUS.prefix) else ""
         if name in TOTALS:
             doc[name] = int(value)
         elif code.isascii() and code.isdigit():

@@ -12,6 +12,7 @@ from typing import Any
 import redis
 
 from ..backends import open_store
+from ..core import counters
 from ..core.addresses import parse_allowlist
 from ..core.errors import BadInput, CrawlStateLost, StoreUnavailable
 from ..core.settings import Settings
@@ -188,9 +189,10 @@ class _Progress:
             in_flight = self.rt.crawls.outstanding(self.crawl_id)
         except redis.RedisError:  # the watch says so; no progress line meanwhile
             return
-        line = (f"stored {s.get('stored', 0)} · in flight {in_flight}"
-                f" · failed {s.get('failures', 0)} · duplicates {s.get('duplicates', 0)}"
-                f" · {s.get('stored', 0) / max(now - self.started, 1e-6):.1f} pages/s")
+        stored = s.get(counters.STORED, 0)
+        line = (f"stored {stored} · in flight {in_flight}"
+                f" · failed {s.get(counters.FAILURES, 0)} · duplicates {s.get(counters.DUPLICATES, 0)}"
+                f" · {stored / max(now - self.started, 1e-6):.1f} pages/s")
         print(f"\r{line}\033[K" if self.tty else line, end="" if self.tty else "\n",
               file=sys.stderr, flush=True)
 
@@ -204,13 +206,13 @@ def _print_summary(summary: dict[str, Any]) -> None:
     elapsed = summary["elapsed"]
     rows = [
         ("crawl", summary["crawl_id"]),
-        ("pages stored", s.get("stored", 0)),
-        ("failed", s.get("failures", 0)),
-        ("duplicates skipped", s.get("duplicates", 0)),
-        ("retries", s.get("retries", 0)),
-        ("redirects", s.get("redirects", 0)),
+        ("pages stored", s.get(counters.STORED, 0)),
+        ("failed", s.get(counters.FAILURES, 0)),
+        ("duplicates skipped", s.get(counters.DUPLICATES, 0)),
+        ("retries", s.get(counters.RETRIES, 0)),
+        ("redirects", s.get(counters.REDIRECTS, 0)),
         ("elapsed", f"{elapsed:.1f}s"),
-        ("pages/s", f"{s.get('stored', 0) / max(elapsed, 1e-6):.1f}"),
+        ("pages/s", f"{s.get(counters.STORED, 0) / max(elapsed, 1e-6):.1f}"),
         ("store", summary["store"]),
     ]
     for name, value in rows:

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from ..core import counters
 from ..stages.feeds import START_URLS, configured, status, waiting
 from .common import state_runtime
 
@@ -39,7 +40,9 @@ def _print_seeds(report: dict[str, Any]) -> None:
             print("  no tick yet")
             continue
         print(f"  last tick   {st['last_tick']}  {st['last_outcome']}")
-        skipped = ", ".join(f"{k.partition('/')[2]} {v}" for k, v in st.items() if k.startswith("skipped/"))
-        print(f"  ticks {st['ticks']} · admitted {st['admitted']} · duplicates {st['duplicates']}"
-              f" · refused {st['refused']} · failed {st['failed']} · skipped {st['skipped']}"
+        why = counters.FEED_SKIPPED_WHY.prefix
+        skipped = ", ".join(f"{k[len(why):]} {v}" for k, v in st.items() if k.startswith(why))
+        print(f"  ticks {st[counters.FEED_TICKS]} · admitted {st[counters.FEED_ADMITTED]}"
+              f" · duplicates {st[counters.FEED_DUPLICATES]} · refused {st[counters.FEED_REFUSED]}"
+              f" · failed {st[counters.FEED_FAILED]} · skipped {st[counters.FEED_SKIPPED]}"
               + (f" ({skipped})" if skipped else ""))

@@ -51,13 +51,13 @@ def _print_stats(report: dict[str, Any]) -> None:
     print("overall:")
     for name, value in report["overall"].items():
         print(f"  {name:<24}{value}")
-    for cid, counters in report["crawls"].items():
+    for cid, figures in report["crawls"].items():
         print(f"crawl {cid}:")
-        for name, value in counters.items():
+        for name, value in figures.items():
             if name not in ("last_errors", "gate"):
                 print(f"  {name:<24}{value}")
-        print(f"  {'gate':<24}{_gate_line(counters['gate'])}")
-        for line in counters["last_errors"]:
+        print(f"  {'gate':<24}{_gate_line(figures['gate'])}")
+        for line in figures["last_errors"]:
             print(f"  error: {line}")
 
 

@@ -23,6 +23,7 @@ from urllib.parse import urljoin, urlsplit
 
 from w3lib.encoding import html_to_unicode
 
+from . import counters
 from .errors import FetchError, InvalidURL
 from .limits import Limits
 from .models import CrawlRequest, PageRecord
@@ -38,6 +39,7 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 #: Headers a redirect to another host (or scheme) must not carry on (as Scrapy's RedirectMiddleware).
 CREDENTIAL_HEADERS = frozenset({"cookie", "authorization"})
 
+#: Counter name (:mod:`crawler_tasks.core.counters`) -> amount.
 Counts = dict[str, int]
 
 
@@ -141,7 +143,7 @@ def reroute(req: CrawlRequest, settings: Settings, reason: str) -> Retry | None:
     retry = plan_retry(req, settings)
     if retry is None:
         return None
-    return Retry(retry, 0.0, reason, {"retries": 1, f"retry/reason_count/{reason}": 1})
+    return Retry(retry, 0.0, reason, {counters.RETRIES: 1, counters.retry_reason(reason): 1})
 
 
 #: Statuses that say the client is blocked.
@@ -182,7 +184,7 @@ def decide(req: CrawlRequest, result: Download | FetchError, settings: Settings,
         return _on_error(req, err, result, settings)
     counts = download_counts(result)
     if result.status == 304 and previous is not None:
-        return HandOn(not_modified(req, result, previous), None, {**counts, "not_modified": 1})
+        return HandOn(not_modified(req, result, previous), None, {**counts, counters.NOT_MODIFIED: 1})
     record = response_record(req, result, keep_body=settings.store_body)
     location = result.headers.get("location")
     if result.status in REDIRECT_STATUSES and location:
@@ -215,11 +217,11 @@ def _on_redirect(req: CrawlRequest, status: int, location: str, record: PageReco
         target = plan_redirect(req, location, status, settings)
     except (FetchError, InvalidURL) as err:
         record.description = f"redirect not followed: {err}"
-        return Fail(record, {**counts, "failures": 1})
+        return Fail(record, {**counts, counters.FAILURES: 1})
     record.redirect_to = target.url
     if not limits.allows(target.url, origin=req.url):
-        return HandOn(record, None, {**counts, "redirect/offsite": 1})
-    return Redirect(record, target, {**counts, "redirects": 1})
+        return HandOn(record, None, {**counts, counters.REDIRECT_OFFSITE: 1})
+    return Redirect(record, target, {**counts, counters.REDIRECTS: 1})
 
 
 def _on_error(req: CrawlRequest, err: FetchError, dl: Download | None,
@@ -227,14 +229,14 @@ def _on_error(req: CrawlRequest, err: FetchError, dl: Download | None,
     counts = download_counts(dl) if dl is not None else {}
     retry = plan_retry(req, settings) if err.retryable else None
     if retry is not None:
-        counts.update({"retries": 1, f"retry/reason_count/{err.reason}": 1})
+        counts.update({counters.RETRIES: 1, counters.retry_reason(err.reason): 1})
         return Retry(retry, retry_delay(req, settings, err.retry_after), err.reason, counts)
     record = (response_record(req, dl, keep_body=settings.store_body) if dl is not None
               else base_record(req))
     record.description = final_description(err, req)
-    counts["failures"] = 1
+    counts[counters.FAILURES] = 1
     if err.retryable:
-        counts[f"retry/max_reached/{err.reason}"] = 1
+        counts[counters.retry_max_reached(err.reason)] = 1
     return Fail(record, counts)
 
 
@@ -355,8 +357,8 @@ def response_record(req: CrawlRequest, dl: Download, *, keep_body: bool = True) 
 
 def download_counts(dl: Download) -> Counts:
     """Counters one response adds."""
-    counts = {"total_num": 1, "total_request_size": dl.request_size,
-              "total_response_size": dl.response_size, f"status/{dl.status}": 1}
+    counts = {counters.TOTAL_NUM: 1, counters.TOTAL_REQUEST_SIZE: dl.request_size,
+              counters.TOTAL_RESPONSE_SIZE: dl.response_size, counters.status(dl.status): 1}
     if dl.truncated:
-        counts["truncated"] = 1
+        counts[counters.TRUNCATED] = 1
     return counts

@@ -37,6 +37,7 @@ from urllib.parse import urljoin, urlsplit
 
 from protego import Protego
 
+from ..core import counters
 from ..core.errors import FetchError, InvalidURL
 from ..core.lru import ByteLRU, text_weight
 from ..core.models import CrawlRequest
@@ -173,11 +174,11 @@ class Robots:
         if known.state == "rules" and known.parser is not None:
             delay = known.parser.crawl_delay(ua)
             if not known.parser.can_fetch(url, ua):
-                return RobotsVerdict(False, reason="disallowed by robots.txt", counter="robots/disallowed")
+                return RobotsVerdict(False, reason="disallowed by robots.txt", counter=counters.ROBOTS_DISALLOWED)
             return RobotsVerdict(True, crawl_delay=float(delay) if delay else None)
         if known.state == "unreachable":
             return RobotsVerdict(False, reason=f"robots.txt unreachable ({known.detail}): treated as "
-                                 "disallowing everything (RFC 9309)", counter="robots/unreachable")
+                                 "disallowing everything (RFC 9309)", counter=counters.ROBOTS_UNREACHABLE)
         return ALLOW
 
     def _local(self, origin: str) -> _Known | None:

@@ -42,7 +42,7 @@ from celery import Task, current_app, shared_task, signals
 from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
 
-from ..core import routing
+from ..core import counters, routing
 from ..core.errors import BadInput, BrokerUnavailable, ClaimMissing, QueueFull, StateUnavailable, StoreUnavailable
 from ..core.models import CrawlRequest
 from ..core.policy import Retry, backoff
@@ -172,7 +172,7 @@ def _worker_lost_too_often(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
     if deliveries <= WORKER_LOST_RETRIES:
         return False
     rt.gate.abandon(req.crawl_id, task.request.id,
-                    f"worker lost {deliveries} times ({req.url})", {"errors": 1, "worker_lost": 1})
+                    f"worker lost {deliveries} times ({req.url})", {counters.ERRORS: 1, counters.WORKER_LOST: 1})
     return True
 
 
@@ -302,7 +302,7 @@ def _refetch(rt: Runtime, req: CrawlRequest, task_id: str) -> None:
     """The body expired before this step read it: fetch the page again, demoted."""
     log.warning("claim check of %s expired; fetching it again", req.url)
     again = req.replace(dont_filter=True, priority=req.priority + rt.settings.retry_priority_adjust)
-    enqueue.complete(rt, req, task_id, [again], {"claim/missing": 1})
+    enqueue.complete(rt, req, task_id, [again], {counters.CLAIM_MISSING: 1})
 
 
 @signals.task_failure.connect
@@ -318,7 +318,7 @@ def _abandon_failed(sender: Task | None = None, task_id: str | None = None,
     name = type(exception).__name__
     try:
         current(sender.app).gate.abandon(req.crawl_id, task_id, f"{name}: {exception} ({req.url})",
-                                         {"errors": 1, f"errors/{name}": 1})
+                                         {counters.ERRORS: 1, counters.error(name): 1})
     except redis.RedisError as exc:
         log.error("could not release failed task %s of crawl %s: %s", task_id, req.crawl_id, exc)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kombu.exceptions import OperationalError
 
-from ..core import routing
+from ..core import counters, routing
 from ..core.errors import BrokerUnavailable, QueueFull
 from ..core.models import CrawlRequest, PageRecord
 from ..state.connection import safe_url
@@ -61,7 +61,7 @@ def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:
                   for r, tid in zip(requests, new_task_ids(len(requests)))]
     try:
         task_ids = rt.gate.admit(crawl_id, candidates, max_pages=rt.limits(crawl_id).max_pages,
-                                 counts={"duplicates": repeats})
+                                 counts={counters.DUPLICATES: repeats})
     except Exception:
         _keep(rt, crawl_id, taken)
         raise
@@ -125,7 +125,7 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
     """
     crawl_id = req.crawl_id
     children, repeats = _unique(children)
-    counts = {**counts, "duplicates": counts.get("duplicates", 0) + repeats}
+    counts = {**counts, counters.DUPLICATES: counts.get(counters.DUPLICATES, 0) + repeats}
     candidates = [Candidate(c.fingerprint, tid, c.dont_filter)
                   for c, tid in zip(children, new_task_ids(len(children)))]
     stage_id = None
@@ -181,7 +181,7 @@ def _publish_children(rt: Runtime, req: CrawlRequest, task_id: str,
         except Exception as exc:
             name = type(exc).__name__
             rt.gate.abandon(req.crawl_id, task_id, f"{name}: {exc} ({req.url})",
-                            {"errors": 1, f"errors/{name}": 1}, [i for _, i in children[i:]])
+                            {counters.ERRORS: 1, counters.error(name): 1}, [i for _, i in children[i:]])
             raise
 
 

@@ -61,6 +61,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import redis
 
+from ..core import counters
 from ..core.errors import BadInput, BrokerUnavailable, FeedSourceUnavailable, QueueFull
 from ..core.models import CrawlRequest
 from . import enqueue
@@ -246,7 +247,7 @@ def _count_invalid(rt: Runtime, fed: Fed) -> None:
     if fed.invalid:
         crawl_id = rt.settings.seed_crawl_id
         rt.crawls.register(crawl_id)  # so `crawler-tasks stats` lists it
-        rt.gate.add_counts(crawl_id, {"seeds/invalid": fed.invalid})
+        rt.gate.add_counts(crawl_id, {counters.SEEDS_INVALID: fed.invalid})
 
 
 def _submit(rt: Runtime, lock: FeedLock, fed: Fed, requests: list[CrawlRequest]) -> bool:
@@ -506,12 +507,13 @@ def record(rt: Runtime, result: Tick) -> Tick:
     key = rt.keys.feed(result.feed)
     fields = {"last_tick": _now(), "last_outcome": result.describe()}
     if result.outcome == "skipped":
-        counts = {"skipped": 1, f"skipped/{result.reason}": 1}
+        counts = {counters.FEED_SKIPPED: 1, counters.feed_skipped(result.reason): 1}
     else:
         fed = result.fed or Fed(result.feed)
-        counts = {"ticks": 1, "failed": int(result.outcome == "failed"), "admitted": fed.admitted,
-                  "duplicates": fed.duplicates, "refused": fed.invalid,
-                  "stopped_early": int(bool(fed.stopped)), "sitemaps/failed": fed.sources_failed}
+        counts = {counters.FEED_TICKS: 1, counters.FEED_FAILED: int(result.outcome == "failed"),
+                  counters.FEED_ADMITTED: fed.admitted, counters.FEED_DUPLICATES: fed.duplicates,
+                  counters.FEED_REFUSED: fed.invalid, counters.FEED_STOPPED_EARLY: int(bool(fed.stopped)),
+                  counters.FEED_SITEMAPS_FAILED: fed.sources_failed}
     with rt.pipeline() as pipe:
         pipe.hset(key, mapping=fields)
         for name, amount in counts.items():
@@ -523,8 +525,9 @@ def record(rt: Runtime, result: Tick) -> Tick:
 def status(rt: Runtime, name: str) -> dict[str, Any]:
     """The feed's status: ``last_tick`` (ISO UTC), ``last_outcome`` and its counters (0 if never)."""
     raw = {k.decode(): v.decode() for k, v in rt.redis.hgetall(rt.keys.feed(name)).items()}
-    out: dict[str, Any] = {"last_tick": None, "last_outcome": None, "ticks": 0, "admitted": 0,
-                           "duplicates": 0, "refused": 0, "skipped": 0, "failed": 0}
+    out: dict[str, Any] = {"last_tick": None, "last_outcome": None, counters.FEED_TICKS: 0,
+                           counters.FEED_ADMITTED: 0, counters.FEED_DUPLICATES: 0, counters.FEED_REFUSED: 0,
+                           counters.FEED_SKIPPED: 0, counters.FEED_FAILED: 0}
     for field_name, value in raw.items():
         out[field_name] = int(value) if value.lstrip("-").isdigit() else value
     return out

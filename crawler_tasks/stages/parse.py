@@ -25,6 +25,7 @@ import lxml.etree
 import lxml.html
 from w3lib.encoding import html_to_unicode
 
+from ..core import counters
 from ..core.budget import LARGE_BODY, ByteBudget
 from ..core.errors import InvalidURL
 from ..core.limits import Limits
@@ -433,10 +434,10 @@ def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord,
     record.encoding = parsed.encoding
     if rt.settings.store_body:
         record.body = parsed.html
-    counts = {"links/over_cap": parsed.links_over_cap, "links/too_long": parsed.links_too_long}
+    counts = {counters.LINKS_OVER_CAP: parsed.links_over_cap, counters.LINKS_TOO_LONG: parsed.links_too_long}
     if req.extract_links:
         children, too_long = follow(req, parsed.links, rt.limits(req.crawl_id), s.max_url_length)
-        counts["links/too_long"] += too_long
+        counts[counters.LINKS_TOO_LONG] += too_long
     else:
         children = []
     return children, {name: n for name, n in counts.items() if n}

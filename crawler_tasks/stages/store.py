@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from ..backends import RecordFailure
+from ..core import counters
 from ..core.errors import BadInput, StoreUnavailable
 from ..core.models import CrawlRequest, PageRecord
 from ..core.policy import backoff, now_iso
@@ -91,11 +92,11 @@ def _flush_crawl_stats(rt: Runtime, crawl_id: str, last: bytes | None) -> int:
     target = rt.store(rt.limits(crawl_id).store)
     if not hasattr(target, "write_stats"):
         return 0
-    counters = rt.stats.read(crawl_id)
-    digest = json.dumps(counters, sort_keys=True).encode()
+    figures = rt.stats.read(crawl_id)
+    digest = json.dumps(figures, sort_keys=True).encode()
     if last == digest:
         return 0
-    target.write_stats(crawl_id, counters)
+    target.write_stats(crawl_id, figures)
     rt.redis.hset(rt.keys.stats_flushed(), crawl_id, digest)
     return 1
 
@@ -133,7 +134,7 @@ def _write_part(rt: Runtime, consumer: str, entries: list[StoreEntry], settled: 
         for e in group:
             reason = refused.get(e.record.fingerprint)
             if reason is None:
-                settled.add(e, Settlement.END, {"stored": 1})
+                settled.add(e, Settlement.END, {counters.STORED: 1})
             else:
                 _refused(e, reason, settled)
 
@@ -145,7 +146,7 @@ def _refused(e: StoreEntry, reason: str, settled: _Settled) -> None:
               "replay-dead --to): %s", masked(e.store), e.record.url, e.record.fingerprint, reason)
     letter = _letter(_letter_data(e, REFUSED, reason))
     settled.add(e, f"store refused: {reason} ({e.record.url})",
-                {"store/refused": 1, "store/dead_letters": 1}, letter=letter)
+                {counters.STORE_REFUSED: 1, counters.STORE_DEAD_LETTERS: 1}, letter=letter)
 
 
 def _decoded_parts(raw: Sequence[bytes], max_bytes: int) -> Iterator[list[StoreEntry]]:
@@ -187,14 +188,14 @@ def _failed(rt: Runtime, uri: str, group: Sequence[StoreEntry], exc: Exception,
     gone = [e for e in group if not (down and e.attempts < s.store_max_retries)]
     for e in again:
         settled.later(backoff(s, e.attempts), e.failed_again())
-        settled.add(e, Settlement.KEEP, {"store/retries": 1})
+        settled.add(e, Settlement.KEEP, {counters.STORE_RETRIES: 1})
     if again:
         log.warning("store %s failed for %s records, retry %s in %.1fs: %s", masked(uri), len(again),
                     again[0].attempts + 1, backoff(s, again[0].attempts), exc)
     name = type(exc).__name__
-    counts = {"store/failed": 1, "store/dead_letters": 1}
+    counts = {counters.STORE_FAILED: 1, counters.STORE_DEAD_LETTERS: 1}
     if not down:
-        counts.update({"errors": 1, f"errors/{name}": 1})
+        counts.update({counters.ERRORS: 1, counters.error(name): 1})
     for e in gone:
         log.error("store of %s failed (%s retries): its record goes to the dead letters "
                   "(crawler-tasks dead-letters, replay-dead): %s", e.record.url, e.attempts, exc)
@@ -389,6 +390,6 @@ def replay_dead(rt: Runtime, crawl_id: str | None = None, *, to: str | None = No
             done.failing.append((record.url, masked(target), refused[0].reason))
             continue
         rt.redis.lrem(rt.keys.dead_letters(), 1, raw)
-        rt.gate.add_counts(record.crawl_id, {"store/replayed": 1, "stored": 1})
+        rt.gate.add_counts(record.crawl_id, {counters.STORE_REPLAYED: 1, counters.STORED: 1})
         done.written += 1
     return done

@@ -33,6 +33,7 @@ from typing import Any
 
 import redis
 
+from ..core import counters
 from .keys import Keys
 from .seen import SeenFilter, SeenInfo, SeenSet
 
@@ -386,7 +387,7 @@ class Gate:
         pipe = self.client.pipeline(transaction=False)
         self.seen.forget(pipe, crawl_id, list(fingerprints))
         pipe.srem(self.keys.outstanding(crawl_id), *task_ids)
-        pipe.hincrby(self.keys.stats(crawl_id), "gate/admitted", -len(task_ids))
+        pipe.hincrby(self.keys.stats(crawl_id), counters.GATE_ADMITTED, -len(task_ids))
         pipe.execute()
         return self.seen.can_forget
 

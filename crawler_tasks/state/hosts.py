@@ -37,7 +37,7 @@ from typing import Any
 
 import redis
 
-from ..core import routing
+from ..core import counters, routing
 from ..core.models import CrawlRequest
 from ..core.politeness import Feedback, Slot
 from ..core.settings import Settings
@@ -415,9 +415,10 @@ class HostLimiter:
     def _state(self, host: str, fields: dict[bytes, bytes], slots: int, waiting: int) -> HostState:
         f = {key.decode(): value.decode() for key, value in fields.items()}
         return HostState(host=host, delay=float(f.get("delay", self.settings.download_delay)),
-                         in_flight=slots, waiting=waiting, requests=int(f.get("requests", 0)),
-                         deferred=int(f.get("deferred", 0)), throttled=int(f.get("throttled", 0)),
-                         blocked=int(f.get("blocked", 0)), proxied=f.get("proxied") == "1",
+                         in_flight=slots, waiting=waiting, requests=int(f.get(counters.HOST_REQUESTS, 0)),
+                         deferred=int(f.get(counters.HOST_DEFERRED, 0)),
+                         throttled=int(f.get(counters.HOST_THROTTLED, 0)),
+                         blocked=int(f.get(counters.HOST_BLOCKED, 0)), proxied=f.get("proxied") == "1",
                          backoff=float(f.get("backoff", 0)), concurrency_cut=int(f.get("cut", 0)))
 
 

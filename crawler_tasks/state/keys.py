@@ -121,7 +121,8 @@ class Keys:
     def host(self, host: str) -> str:
         """HASH of one host's limits: ``next`` (Redis time its next request may start),
         ``delay``, ``backoff``, ``auto`` (AutoThrottle), ``cut`` (concurrency cut after
-        timeouts), counters ``requests``, ``deferred``, ``throttled``."""
+        timeouts), and its counters (:data:`~crawler_tasks.core.counters.HOST`: ``requests``,
+        ``deferred``, ``throttled``, ``blocked``)."""
         return f"{self.hosts_stem()}host:{host}"
 
     def host_slots(self, host: str) -> str:
@@ -175,8 +176,8 @@ class Keys:
         return f"{self.prefix}:crawls"
 
     def feed(self, name: str) -> str:
-        """HASH of one seed feed's status: ``last_tick``, ``last_outcome``, ``ticks``,
-        ``admitted``, ``duplicates``, ``refused``, ``skipped/<why>``, ``failed``."""
+        """HASH of one seed feed's status: ``last_tick``, ``last_outcome`` and its counters
+        (:data:`~crawler_tasks.core.counters.FEED`: ``ticks``, ``admitted``, ``skipped/<why>``...)."""
         return f"{self.prefix}:feed:{name}"
 
     def feed_lock(self, name: str) -> str:

@@ -1,21 +1,8 @@
 """Crawl counters in a Redis hash per crawl; the overall figures are their sum.
 
-Counter names a user reads in ``crawler-tasks stats``:
-
-``total_num`` URLs downloaded (any response) · ``total_request_size`` /
-``total_response_size`` bytes · ``status/<code>`` responses per status ·
-``retries`` · ``redirects`` · ``duplicates`` rejected by the gate ·
-``gate/admitted`` · ``gate/over_budget`` · ``gate/released`` links a failed task
-admitted but never published · ``fetch/direct`` fetches another app sent
-straight to ``crawl.fetch`` (adopted into their crawl) · ``failures`` (failure records) ·
-``stored`` records written · ``store/retries`` record writes retried while a backend was
-down · ``store/failed`` records given up on (kept as dead letters) · ``store/refused``
-records a backend refused for good · ``truncated`` bodies cut at the size limit ·
-``claim/missing`` bodies that expired before parse or store ·
-``redirect/offsite`` redirects to a host the crawl may not visit ·
-``retry/reason_count/<reason>`` retries per reason (``timeout``, ``http_503``...) ·
-``errors`` / ``errors/<Exception>`` tasks ended by an unexpected error ·
-``worker_lost`` tasks given up after their worker died under them too often.
+The names of these counters, and what each counts, are in one registry:
+:mod:`crawler_tasks.core.counters` (those whose ``where`` is ``crawl``); the list in
+docs/stores.md is generated from it.
 
 Counters that end a task move in the same atomic call that ends it in its
 crawl's outstanding set (:mod:`crawler_tasks.state.gate`); a step that does not end it
