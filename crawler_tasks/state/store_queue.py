@@ -25,7 +25,8 @@ take batches with the reliable-queue pattern:
 So an entry leaves Redis only after its batch was written to every backend of
 its store; a worker killed mid-batch leaves its entries to the next tick, and
 the rewrite is idempotent (document id = fingerprint). Every key has the hash
-tag ``{store}``, so each script runs on one slot of a Redis Cluster.
+tag ``{store}``, so each script (``lua/store_*.lua``) runs on one slot of a
+Redis Cluster.
 
 An entry is JSON. The entry of a record with a large body (over
 :data:`~crawler_tasks.core.budget.LARGE_BODY` characters) is written as it goes
@@ -46,7 +47,8 @@ import redis
 
 from ..core.models import PageRecord
 from ..core.store_uris import masked
-from .keys import Keys
+from . import scripts
+from .keys import Keys, template
 
 #: Bytes of entry JSON above which an entry waiting on a retry is kept zlib-compressed.
 COMPRESS_OVER = 4096
@@ -54,82 +56,6 @@ COMPRESS_OVER = 4096
 TICK_MOVES = 1000
 #: Characters of a large body encoded at a time.
 SLICE = 1 << 16
-
-_NOW = "local t = redis.call('TIME'); local now = t[1] + t[2] / 1e6\n"
-
-# KEYS[1] pending · KEYS[2] since · KEYS[3] leases · KEYS[4] taken · KEYS[5] length at the
-# last look · ARGV[1] batch size · ARGV[2] flush seconds · ARGV[3] lease seconds · ARGV[4] '1' = now
-# ARGV[5] consumer · ARGV[6] most bytes taken (0 = no cap; the first entry always goes)
-_TAKE = _NOW + """
-if redis.call('LLEN', KEYS[4]) > 0 then  -- what this worker took before and did not settle
-  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[5])
-  return redis.call('LRANGE', KEYS[4], 0, -1)
-end
-local len = redis.call('LLEN', KEYS[1])
-if len == 0 then return {} end
-local n = tonumber(ARGV[1])
-local since = tonumber(redis.call('GET', KEYS[2]))
-if not since then
-  since = now
-  redis.call('SET', KEYS[2], now)
-end
-local before = tonumber(redis.call('GETSET', KEYS[5], len))
-local idle = before == len  -- nothing arrived since the last look: nobody is adding to it
-if len < n and ARGV[4] ~= '1' and not idle and now - since < tonumber(ARGV[2]) then return {} end
-local items = redis.call('LRANGE', KEYS[1], 0, n - 1)
-local budget, size = tonumber(ARGV[6]), 0
-if budget > 0 then
-  local kept = {}
-  for i = 1, #items do
-    size = size + #items[i]
-    if i > 1 and size > budget then break end
-    kept[i] = items[i]
-  end
-  items = kept
-end
-n = #items
-redis.call('LTRIM', KEYS[1], n, -1)
-for i = 1, n, 1000 do
-  redis.call('RPUSH', KEYS[4], unpack(items, i, math.min(i + 999, n)))
-end
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[5])
-if len <= n then redis.call('DEL', KEYS[2], KEYS[5]) else redis.call('SET', KEYS[5], len - n) end
-return items
-"""
-
-# KEYS[1] pending · KEYS[2] since · KEYS[3] leases · KEYS[4] delayed
-# ARGV[1] stem of the taken lists · ARGV[2] most delayed entries to move
-_TICK = _NOW + """
-local moved = 0
-for _, c in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 20)) do
-  local key = ARGV[1] .. c
-  local items = redis.call('LRANGE', key, 0, -1)
-  for i = #items, 1, -1 do redis.call('LPUSH', KEYS[1], items[i]) end
-  moved = moved + #items
-  redis.call('DEL', key)
-  redis.call('ZREM', KEYS[3], c)
-end
-local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
-for i = 1, #due, 1000 do
-  local part = {unpack(due, i, math.min(i + 999, #due))}
-  redis.call('RPUSH', KEYS[1], unpack(part))
-  redis.call('ZREM', KEYS[4], unpack(part))
-end
-moved = moved + #due
-if moved > 0 then redis.call('SET', KEYS[2], 0) end
-return moved
-"""
-
-# KEYS[1] delayed · ARGV (seconds from now, entry) pairs
-_DELAY = _NOW + """
-for i = 1, #ARGV, 2 do redis.call('ZADD', KEYS[1], now + tonumber(ARGV[i]), ARGV[i + 1]) end
-return #ARGV / 2
-"""
-
-# KEYS[1] leases · ARGV[1] lease seconds · ARGV[2] consumer
-_RENEW = _NOW + """
-return redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[2])
-"""
 
 
 @dataclass(frozen=True)
@@ -217,10 +143,12 @@ class StoreQueue:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.client = client
         self.keys = keys
-        self._take = client.register_script(_TAKE)
-        self._tick = client.register_script(_TICK)
-        self._delay = client.register_script(_DELAY)
-        self._renew = client.register_script(_RENEW)
+        self._take = scripts.register(client, "store_take.lua")
+        self._tick = scripts.register(client, "store_tick.lua")
+        self._delay = scripts.register(client, "store_delay.lua")
+        self._renew = scripts.register(client, "store_renew.lua")
+        #: Where the tick's script finds the taken list of a worker whose lease ran out.
+        self._taken = json.dumps(template(keys.store_taken))
 
     def push(self, entries: Sequence[StoreEntry], pipe: Any = None) -> None:
         """Queue ``entries`` (on ``pipe`` when given, to go out with other commands)."""
@@ -263,7 +191,7 @@ class StoreQueue:
         ``pending``; returns how many entries moved."""
         keys = [self.keys.store_pending(), self.keys.store_since(), self.keys.store_leases(),
                 self.keys.store_delayed()]
-        return int(self._tick(keys=keys, args=[self.keys.store_taken(""), TICK_MOVES]))
+        return int(self._tick(keys=keys, args=[self._taken, TICK_MOVES]))
 
     def depth(self) -> QueueDepth:
         """The queue's sizes, for ``crawler-tasks stats``."""
