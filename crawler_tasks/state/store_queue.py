@@ -28,34 +28,31 @@ the rewrite is idempotent (document id = fingerprint). Every key has the hash
 tag ``{store}``, so each script (``lua/store_*.lua``) runs on one slot of a
 Redis Cluster.
 
-An entry is JSON. The entry of a record with a large body (over
-:data:`~crawler_tasks.core.budget.LARGE_BODY` characters) is written as it goes
-into zlib, the JSON head first and then, after a newline, the body as UTF-8:
-it is never whole in memory as JSON (where a NUL takes 6 bytes), and a
-10 MiB body of zeros waits in Redis in 10 KB.
+An entry is JSON (:mod:`crawler_tasks.core.codec`). The entry of a record with a
+large body (over :data:`~crawler_tasks.core.budget.LARGE_BODY` characters) is
+written as it goes into zlib, the JSON head first and then, after a newline, the
+body as UTF-8 (the codec's form with a text tail): it is never whole in memory
+as JSON (where a NUL takes 6 bytes), and a 10 MiB body of zeros waits in Redis
+in 10 KB.
 """
 
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import redis
 
+from ..core import codec
 from ..core.models import PageRecord
 from ..core.store_uris import masked
 from . import scripts
 from .keys import Keys, template
 
-#: Bytes of entry JSON above which an entry waiting on a retry is kept zlib-compressed.
-COMPRESS_OVER = 4096
 #: Entries a tick moves back from ``delayed`` at most.
 TICK_MOVES = 1000
-#: Characters of a large body encoded at a time.
-SLICE = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -73,32 +70,25 @@ class StoreEntry:
 
     def encode(self, *, compress: bool = False) -> bytes:
         """The entry as stored: JSON; with ``compress``, zlib-compressed above
-        :data:`COMPRESS_OVER` bytes (entries that wait on a retry: a store can stay down
-        a while). The hot path stays uncompressed: an entry waits about a second, and
-        compressing a 20 KB page cost more CPU than the rest of its trip through Redis.
-        A large body is always compressed, and never whole as JSON (module docstring)."""
+        :data:`~crawler_tasks.core.codec.COMPRESS_OVER` bytes (entries that wait on a retry:
+        a store can stay down a while). The hot path stays uncompressed: an entry waits
+        about a second, and compressing a 20 KB page cost more CPU than the rest of its
+        trip through Redis. A large body is always compressed, and never whole as JSON
+        (module docstring)."""
         record = self.record.to_dict()
         if self.record.large:
             tail = "body" if len(record["body"] or "") >= len(record["body_base64"] or "") else "body_base64"
             return self._streamed(record, tail)
-        data = json.dumps(self._head(record), ensure_ascii=False).encode()
-        return zlib.compress(data, 3) if compress and len(data) > COMPRESS_OVER else data
+        return codec.encode(self._head(record), compress=compress)
 
     def _head(self, record: dict[str, Any]) -> dict[str, Any]:
         return {"t": self.token, "c": self.crawl_id, "s": masked(self.store), "a": self.attempts,
                 "r": record}
 
     def _streamed(self, record: dict[str, Any], tail: str) -> bytes:
-        """zlib of the head's JSON, a newline, and ``record[tail]`` as UTF-8, encoded a
-        slice at a time."""
+        """The head, with ``record[tail]`` as the codec's text tail (and its name in ``tail``)."""
         body = record.pop(tail)
-        head = self._head(record) | {"tail": tail}
-        z = zlib.compressobj(1)
-        out = [z.compress(json.dumps(head, ensure_ascii=False).encode() + b"\n")]
-        for i in range(0, len(body), SLICE):
-            out.append(z.compress(body[i:i + SLICE].encode("utf-8", "surrogatepass")))
-        out.append(z.flush())
-        return b"".join(out)
+        return codec.encode_with_tail(self._head(record) | {"tail": tail}, body)
 
     @classmethod
     def decode(cls, raw: bytes) -> StoreEntry:
@@ -107,16 +97,11 @@ class StoreEntry:
     @classmethod
     def decode_sized(cls, raw: bytes) -> tuple[StoreEntry, int]:
         """The entry, and its size in bytes decompressed (what a batch is measured in)."""
-        data = raw if raw[:1] == b"{" else zlib.decompress(raw)
-        cut = data.find(b"\n")  # JSON as written here never holds a raw newline
-        if cut < 0:
-            head: dict[str, Any] = json.loads(data)
-        else:
-            view = memoryview(data)
-            head = json.loads(view[:cut].tobytes())
-            head["r"][head.pop("tail")] = str(view[cut + 1:], "utf-8", "surrogatepass")
+        head, body, size = codec.decode_with_tail(raw)
+        if body is not None:
+            head["r"][head.pop("tail")] = body
         entry = cls(head["t"], head["c"], head["s"], PageRecord.from_dict(head["r"]), head["a"])
-        return entry, len(data)
+        return entry, size
 
     def failed_again(self) -> StoreEntry:
         """This entry after one more failed write."""
