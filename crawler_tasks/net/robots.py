@@ -44,6 +44,7 @@ from ..core.models import CrawlRequest
 from ..core.policy import backoff, host_feedback
 from ..core.politeness import ALLOW, RobotsVerdict, host_key
 from ..core.responses import REDIRECT_STATUSES, Download
+from ..state import scripts
 from .download import download
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ class Robots:
         #: This thread's HTTP session.
         self.session = session
         self._known: ByteLRU[str, _Known] = ByteLRU(LOCAL_BYTES, max_entry=LOCAL_BYTES // 8)
-        self._replace = client.register_script(_REPLACE)
+        self._replace = scripts.register(client, "robots_replace.lua")
 
     def check(self, req: CrawlRequest, task_id: str) -> RobotsVerdict:
         """May ``req`` be fetched now; downloads its origin's robots.txt when nobody has."""
@@ -296,14 +297,6 @@ class Robots:
         atomic on a Redis Cluster with every redis-py, unlike a cluster MULTI)."""
         pairs = [str(v) if not isinstance(v, (bytes, str)) else v for kv in fields.items() for v in kv]
         self._replace(keys=[key], args=[max(1, int(ttl)), *pairs])
-
-
-# KEYS[1] an origin's robots HASH · ARGV[1] TTL (s), then field, value pairs
-_REPLACE = """
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-"""
 
 
 def _stored_rules(fields: dict[str, bytes]) -> str:

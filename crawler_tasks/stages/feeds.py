@@ -64,6 +64,7 @@ import redis
 from ..core import counters
 from ..core.errors import BadInput, BrokerUnavailable, FeedSourceUnavailable, QueueFull
 from ..core.models import CrawlRequest
+from ..state import scripts
 from . import enqueue
 from .seed import build_requests, parse_seed_line, refuse_blocked, submit_requests
 from .sitemaps import Entry, SitemapReader, fetch_sitemap
@@ -170,25 +171,22 @@ class Tick:
 class FeedLock:
     """One tick's hold on a feed: ``SET NX PX`` of a random token; renewed and released only while ours."""
 
-    _RENEW = ("if redis.call('GET', KEYS[1]) == ARGV[1] then "
-              "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0")
-    _RELEASE = ("if redis.call('GET', KEYS[1]) == ARGV[1] then "
-                "return redis.call('DEL', KEYS[1]) end return 0")
-
     def __init__(self, client: redis.Redis, key: str, ttl: float) -> None:
         self.client, self.key = client, key
         self.ttl_ms = max(1, int(ttl * 1000))
         self.token = uuid.uuid4().hex
+        self._renew = scripts.register(client, "feed_lock_renew.lua")
+        self._release = scripts.register(client, "feed_lock_release.lua")
 
     def acquire(self) -> bool:
         return bool(self.client.set(self.key, self.token, nx=True, px=self.ttl_ms))
 
     def renew(self) -> bool:
         """Restart the TTL; False when the lock expired and is no longer ours."""
-        return bool(self.client.eval(self._RENEW, 1, self.key, self.token, self.ttl_ms))
+        return bool(self._renew(keys=[self.key], args=[self.token, self.ttl_ms]))
 
     def release(self) -> None:
-        self.client.eval(self._RELEASE, 1, self.key, self.token)
+        self._release(keys=[self.key], args=[self.token])
 
 
 def lock_ttl(settings: Settings) -> float:
@@ -288,29 +286,6 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 # -- start_urls ---------------------------------------------------------------
 
-# KEYS[1] the start-URL key · KEYS[2] its taking list · ARGV[1] how many
-# Entries a tick took but did not finish (its worker died) come first; else up to ARGV[1]
-# entries move from the key to the taking list in one step, so an entry a producer adds
-# meanwhile is neither lost nor taken twice.
-_TAKE = """
-local left = redis.call('LRANGE', KEYS[2], 0, -1)
-if #left > 0 then return left end
-local n, kind = tonumber(ARGV[1]), redis.call('TYPE', KEYS[1])['ok']
-local items = {}
-if kind == 'list' then
-  items = redis.call('LRANGE', KEYS[1], 0, n - 1)
-  redis.call('LTRIM', KEYS[1], #items, -1)
-elseif kind == 'set' then
-  items = redis.call('SPOP', KEYS[1], n)
-elseif kind == 'zset' then
-  local popped = redis.call('ZPOPMIN', KEYS[1], n)
-  for i = 1, #popped, 2 do items[#items + 1] = popped[i] end
-end
-if #items > 0 then redis.call('RPUSH', KEYS[2], unpack(items)) end
-return items
-"""
-
-
 def taking_key(key: str) -> str:
     """The list holding the start-URL entries a tick took and has not finished: in the same
     Redis Cluster slot as ``key`` (its hash tag, or ``key`` made one)."""
@@ -338,7 +313,7 @@ def feed_start_urls(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
     """
     key, client = rt.settings.start_urls_key, rt.redis
     taking = taking_key(key)
-    items = client.eval(_TAKE, 2, key, taking, batch)
+    items = scripts.register(client, "feed_take.lua")(keys=[key, taking], args=[batch])
     requests, rejected = [], []
     for raw in items:
         text = raw.decode("utf-8", errors="replace").strip()

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING
 import redis
 
 from ..backends import RecordFailure
-from ..core import counters
+from ..core import codec, counters
 from ..core.errors import BadInput, StoreUnavailable
 from ..core.models import CrawlRequest, PageRecord
 from ..core.policy import backoff, now_iso
 from ..core.store_uris import masked
 from ..state.gate import Settlement
-from ..state.store_queue import COMPRESS_OVER, StoreEntry
+from ..state.store_queue import StoreEntry
 from . import enqueue
 
 if TYPE_CHECKING:
@@ -339,14 +339,14 @@ def _letter_data(e: StoreEntry, kind: str, error: str) -> dict:
 
 
 def _letter(data: dict) -> bytes:
-    """A dead letter as kept in Redis: JSON, zlib-compressed above 4 KiB (a page's body
-    makes it tens of KB, and letters pile up while a store stays down)."""
-    raw = json.dumps(data, ensure_ascii=False).encode()
-    return zlib.compress(raw, 3) if len(raw) > COMPRESS_OVER else raw
+    """A dead letter as kept in Redis (:mod:`crawler_tasks.core.codec`): JSON,
+    zlib-compressed above 4 KiB (a page's body makes it tens of KB, and letters pile up
+    while a store stays down)."""
+    return codec.encode(data)
 
 
 def _read_letter(raw: bytes) -> dict:
-    data = json.loads(raw if raw[:1] == b"{" else zlib.decompress(raw))
+    data = codec.decode(raw)
     data.setdefault("kind", FAILED)  # letters of earlier releases: their store failed
     return data
 

@@ -2,25 +2,24 @@
 
 A fetched body is written once (zlib) under ``page:<fetch task id>`` with a TTL;
 parse reads it and adds the parsed record; store reads the record and deletes
-the key. Broker messages stay a few hundred bytes whatever the page size. A
-record over ``COMPRESS_OVER`` bytes of JSON (one with a page's text, or a binary
-body in ``body_base64``) is kept zlib-compressed too; a small one stays plain
-JSON (readable in redis-cli), and both are read back.
+the key. Broker messages stay a few hundred bytes whatever the page size. The
+record is kept by :mod:`crawler_tasks.core.codec`: over
+:data:`~crawler_tasks.core.codec.COMPRESS_OVER` bytes of JSON (one with a page's
+text, or a binary body in ``body_base64``) zlib-compressed too, a small one
+plain JSON (readable in redis-cli), and both are read back.
 """
 
 from __future__ import annotations
 
-import json
 import zlib
 
 import redis
 
+from ..core import codec
 from ..core.budget import LARGE_BODY, Permit
 from ..core.errors import ClaimMissing
 from ..core.models import PageRecord
 from .keys import Keys
-
-COMPRESS_OVER = 4096  # bytes of record JSON above which the claim keeps it compressed
 
 
 class Claims:
@@ -35,8 +34,7 @@ class Claims:
             body: bytes | None = None) -> None:
         """Queue writing ``record`` (and ``body``) under ``claim_id`` on ``pipe``."""
         key = self.keys.page(crawl_id, claim_id)
-        data = json.dumps(record.to_dict()).encode()
-        mapping = {"record": zlib.compress(data, 3) if len(data) > COMPRESS_OVER else data}
+        mapping = {"record": codec.encode(record.to_dict(), ensure_ascii=True)}
         if body is not None:
             mapping["body"] = zlib.compress(body, 3)
         pipe.hset(key, mapping=mapping)
@@ -60,8 +58,7 @@ class Claims:
         values = self.client.hmget(self.keys.page(crawl_id, claim_id), fields)
         if values[0] is None:
             raise ClaimMissing(f"claim {claim_id} expired or was evicted")
-        data = values[0] if values[0][:1] == b"{" else zlib.decompress(values[0])
-        record = PageRecord.from_dict(json.loads(data))
+        record = PageRecord.from_dict(codec.decode(values[0]))
         if not with_body or values[1] is None:
             return record, None
         if permit is not None and record.size > LARGE_BODY:

@@ -15,6 +15,8 @@ A task ends with one Lua call (:meth:`Gate.complete`) that, atomically:
 The seen filter is a strategy (:mod:`crawler_tasks.state.seen`: an exact SET, a
 SET with a recrawl window, or a scalable Bloom filter) whose Lua test and add
 are part of this same script, so each page costs one round trip in every mode.
+The scripts are ``lua/gate_*.lua``, with the filter's ``lua/seen_*.lua`` in
+``gate_complete.lua``.
 
 Counters move only on that first completion, so a redelivered task never
 counts twice. Seeds go through the same script with no finishing task. The
@@ -34,166 +36,15 @@ from typing import Any
 import redis
 
 from ..core import counters
+from . import scripts
 from .keys import Keys
 from .seen import SeenFilter, SeenInfo, SeenSet
 
-# KEYS[1] outstanding SET · KEYS[2] the seen filter's key · KEYS[3] stats HASH ·
-# KEYS[4] replay HASH of the finishing task (any key for seeds: unused)
-# ARGV[1] finishing task id ('' for seeds) · ARGV[2] max pages (0 = none) ·
-# ARGV[3] replay TTL (s) · ARGV[4] the filter's params (JSON) · ARGV[5] n counters,
-# then n (name, amount) pairs, then (fingerprint, task id, kind) triples, fingerprints
-# unique; kind '0' gated, '1' bypass (dont_filter), 's' a pipeline stage (bypass, not
-# counted as admitted). Returns the verdict, then per candidate its task id or a
-# refusal: '-d' duplicate, '-b' over the page budget.
-_HEAD = """
-local me, limit, ttl, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[5])
-local P = cjson.decode(ARGV[4])
-local first = 6 + 2 * n
-local CHUNK = 1000
-local function each_chunk(list, fn)
-  for i = 1, #list, CHUNK do fn(unpack(list, i, math.min(i + CHUNK - 1, #list))) end
-end
-"""
-_BODY = """
-local fps, tids, bypass, stage = {}, {}, {}, {}
-for i = first, #ARGV, 3 do
-  local n = #fps + 1
-  fps[n], tids[n], bypass[n], stage[n] = ARGV[i], ARGV[i + 1], ARGV[i + 2] ~= '0', ARGV[i + 2] == 's'
-end
-if me ~= '' then
-  if redis.call('SISMEMBER', KEYS[1], me) == 0 then return {'stale'} end
-  if redis.call('HEXISTS', KEYS[4], '~') == 1 then
-    local out = {'replay'}
-    each_chunk(fps, function(...)
-      for _, tid in ipairs(redis.call('HMGET', KEYS[4], ...)) do out[#out + 1] = tid or '-d' end
-    end)
-    return out
-  end
-end
-local filtered = {}
-for i = 1, #fps do if not bypass[i] then filtered[#filtered + 1] = fps[i] end end
-local member = seen_test(filtered)
-local limited, room = limit > 0, 0
-if limited then
-  room = math.max(0, limit - tonumber(redis.call('HGET', KEYS[3], 'gate/admitted') or '0'))
-end
-local out, new_fps, new_tids, pairs_ = {'ok'}, {}, {}, {}
-local admitted, duplicates, over, j = 0, 0, 0, 0
-for i = 1, #fps do
-  local ok, refusal = bypass[i], '-d'
-  if not ok then
-    j = j + 1
-    if member[j] then
-      duplicates = duplicates + 1
-    elseif limited and room == 0 then
-      over = over + 1
-      refusal = '-b'
-    else
-      ok = true
-      new_fps[#new_fps + 1] = fps[i]
-      room = room - 1
-    end
-  end
-  if ok then
-    if not stage[i] then admitted = admitted + 1 end
-    new_tids[#new_tids + 1] = tids[i]
-    if me ~= '' then
-      pairs_[#pairs_ + 1] = fps[i]
-      pairs_[#pairs_ + 1] = tids[i]
-    end
-    out[#out + 1] = tids[i]
-  else
-    out[#out + 1] = refusal
-  end
-end
-seen_add(new_fps)
-each_chunk(new_tids, function(...) redis.call('SADD', KEYS[1], ...) end)
-if me ~= '' then
-  pairs_[#pairs_ + 1] = '~'
-  pairs_[#pairs_ + 1] = '1'
-  each_chunk(pairs_, function(...) redis.call('HSET', KEYS[4], ...) end)
-  redis.call('EXPIRE', KEYS[4], ttl)
-end
-for i = 6, first - 1, 2 do
-  if ARGV[i] == 'duplicates' then
-    duplicates = duplicates + tonumber(ARGV[i + 1])
-  else
-    redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1])
-  end
-end
-if admitted > 0 then redis.call('HINCRBY', KEYS[3], 'gate/admitted', admitted) end
-if duplicates > 0 then redis.call('HINCRBY', KEYS[3], 'duplicates', duplicates) end
-if over > 0 then redis.call('HINCRBY', KEYS[3], 'gate/over_budget', over) end
-return out
-"""
-
 
 def complete_script(seen: SeenFilter) -> str:
-    """The gate's one script with ``seen``'s membership test and add in it."""
-    return _HEAD + seen.LUA + _BODY
-
-
-# KEYS[1] outstanding SET · KEYS[2] stats HASH · KEYS[3] replay HASH · KEYS[4] errors LIST
-# ARGV[1] task id · ARGV[2] error line · ARGV[3] n counters, then (name, amount) pairs,
-# then the ids of children admitted but never published (they leave the set too)
-_ABANDON = """
-if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-local last = 3 + 2 * tonumber(ARGV[3])
-for i = 4, last, 2 do redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) end
-local released = 0
-for i = last + 1, #ARGV do released = released + redis.call('SREM', KEYS[1], ARGV[i]) end
-if released > 0 then redis.call('HINCRBY', KEYS[2], 'gate/released', released) end
-redis.call('DEL', KEYS[3])
-redis.call('LPUSH', KEYS[4], ARGV[2])
-redis.call('LTRIM', KEYS[4], 0, 99)
-return 1
-"""
-
-# KEYS[1] outstanding SET · KEYS[2] replay HASH of the task · KEYS[3] stats HASH
-# ARGV[1] task id · ARGV[2] token · ARGV[3] TTL (s) · then (name, amount) pairs
-_COUNT_ONCE = """
-if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
-if redis.call('HSETNX', KEYS[2], ARGV[2], '1') == 0 then return 0 end
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-for i = 4, #ARGV, 2 do redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1]) end
-return 1
-"""
-
-# KEYS[1] outstanding SET · KEYS[2] stats HASH · KEYS[3] errors LIST
-# ARGV: per token ``token, how, n`` then n (name, amount) pairs; ``how`` is ``end`` (the
-# token leaves, counted), ``keep`` (counted while it stays outstanding) or an error
-# line (it leaves, counted, and the line goes on the errors list)
-_SETTLE = """
-local out, i = {}, 1
-while i <= #ARGV do
-  local token, how, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  local live
-  if how == 'keep' then live = redis.call('SISMEMBER', KEYS[1], token)
-  else live = redis.call('SREM', KEYS[1], token) end
-  if live == 1 then
-    for j = i + 3, i + 1 + 2 * n, 2 do redis.call('HINCRBY', KEYS[2], ARGV[j], ARGV[j + 1]) end
-    if how ~= 'end' and how ~= 'keep' then
-      redis.call('LPUSH', KEYS[3], how)
-      redis.call('LTRIM', KEYS[3], 0, 99)
-    end
-  end
-  out[#out + 1] = live
-  i = i + 3 + 2 * n
-end
-return out
-"""
-
-
-# KEYS[1] outstanding SET · KEYS[2] the task's adoption mark · KEYS[3] stats HASH
-# ARGV[1] task id · ARGV[2] TTL (s) of the mark
-# Returns 1 (tracked already), 2 (adopted now) or 0 (adopted before and done: a late duplicate).
-_ADOPT = """
-if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 1 end
-if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 0 end
-redis.call('SADD', KEYS[1], ARGV[1])
-redis.call('HINCRBY', KEYS[3], 'fetch/direct', 1)
-return 2
-"""
+    """The gate's one script (``lua/gate_complete.lua``) with ``seen``'s membership test
+    and add in it."""
+    return scripts.source("gate_complete.lua", seen=seen.LUA_FILE)
 
 
 class Adoption(Enum):
@@ -281,10 +132,10 @@ class Gate:
         self.seen = seen or SeenSet(keys)
         self._params = json.dumps(self.seen.params())
         self._complete = client.register_script(complete_script(self.seen))
-        self._abandon = client.register_script(_ABANDON)
-        self._count_once = client.register_script(_COUNT_ONCE)
-        self._settle = client.register_script(_SETTLE)
-        self._adopt = client.register_script(_ADOPT)
+        self._abandon = scripts.register(client, "gate_abandon.lua")
+        self._count_once = scripts.register(client, "gate_count_once.lua")
+        self._settle = scripts.register(client, "gate_settle.lua")
+        self._adopt = scripts.register(client, "gate_adopt.lua")
 
     def complete(self, crawl_id: str, candidates: Sequence[Candidate], *,
                  task_id: str | None = None, counts: Mapping[str, int] | None = None,

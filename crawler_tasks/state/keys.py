@@ -3,9 +3,34 @@
 Per-crawl keys carry the crawl id as a Redis Cluster hash tag
 (``crawler:{news}:seen``), so every key one gate call touches lives in the same
 slot and the call stays a single atomic script on a Redis Cluster too.
+
+A few scripts must name keys of values only they know (the hosts the mover
+visits, a Bloom gate's generation): they get the key's :func:`template` from
+here and fill it in with ``key_of`` (``lua/keys.lua``), so the names are still
+the ones these functions give.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+
+
+def template(key: Callable[..., str], arity: int = 1) -> list[str]:
+    """The text around the ``arity`` variable parts of the key ``key`` names: a script
+    that gets it builds ``key(v1, v2…)`` as ``t[0] .. v1 .. t[1] .. v2 .. t[2]…``
+    (``key_of`` in ``lua/keys.lua``). ValueError when ``key`` does not put each value
+    into the name once, as it is, in order."""
+    marks = [f"\x00Value{i}\x00" for i in range(arity)]  # mixed case: lower() or upper() shows
+    rest = key(*marks)
+    pieces = []
+    for mark in marks:
+        head, found, rest = rest.partition(mark)
+        if not found or any(m in head for m in marks):
+            raise ValueError(f"{key.__qualname__} does not take its values as they are, in order")
+        pieces.append(head)
+    if any(m in rest for m in marks):
+        raise ValueError(f"{key.__qualname__} puts a value in its name twice")
+    return [*pieces, rest]
 
 
 class Keys:
@@ -31,8 +56,21 @@ class Keys:
 
     def bloom(self, crawl_id: str) -> str:
         """Stem of a crawl's Bloom gate: a HASH of its geometry at the stem (per generation
-        ``<stem>:<gen>`` with a recrawl window) and bit strings at ``<stem>:<slice>:<segment>``."""
+        with a recrawl window: :meth:`bloom_generation`) and bit strings
+        (:meth:`bloom_segment`)."""
         return self._crawl(crawl_id, "bloom")
+
+    @staticmethod
+    def bloom_generation(stem: str, generation: int) -> str:
+        """A Bloom gate's filter of one generation (``⌊now / CRAWLER_RECRAWL_AFTER⌋``) under its
+        :meth:`bloom` ``stem``: the same HASH of geometry, the stem of its own bit strings."""
+        return f"{stem}:{generation}"
+
+    @staticmethod
+    def bloom_segment(stem: str, slice_: int, segment: int) -> str:
+        """STRING of bits, one segment of one slice of the Bloom filter at ``stem`` (the
+        :meth:`bloom` stem, or a :meth:`bloom_generation`)."""
+        return f"{stem}:{slice_}:{segment}"
 
     def unpublished(self, crawl_id: str) -> str:
         """LIST of seed requests (JSON) a Bloom gate admitted but the broker did not take."""
@@ -115,7 +153,7 @@ class Keys:
     # Politeness keys share the hash tag {hosts} (see :mod:`crawler_tasks.state.hosts`).
 
     def hosts_stem(self) -> str:
-        """Stem of every per-host key (the mover's script builds host keys from it)."""
+        """Stem of every per-host key."""
         return f"{self.prefix}:{{hosts}}:"
 
     def host(self, host: str) -> str:

@@ -1,7 +1,8 @@
 """What the gate remembers: the "seen" filter of each crawl, chosen by ``CRAWLER_DEDUP``.
 
-Each filter is a strategy: a Lua fragment the gate's one script embeds (two
-functions, ``seen_test(fps)`` → a list of booleans and ``seen_add(fps)``), the
+Each filter is a strategy: a Lua fragment the gate's one script includes
+(``lua/seen_*.lua``: two functions, ``seen_test(fps)`` → a list of booleans and
+``seen_add(fps)``), the
 key it lives under, and the read-only figures ``crawler-tasks stats`` shows.
 The gate's script (:mod:`crawler_tasks.state.gate`) stays the same for all of them:
 replay, stale deliveries, the page budget and the outstanding set do not
@@ -51,7 +52,7 @@ from typing import Any
 import redis
 
 from ..core.settings import Settings
-from .keys import Keys
+from .keys import Keys, template
 
 #: Bytes per Redis string of a Bloom slice (128 MiB; Redis' limit is 512 MB).
 SEGMENT_BYTES = 2**27
@@ -77,8 +78,9 @@ class SeenFilter:
     """One way of keeping a crawl's seen fingerprints (a strategy of the gate's script)."""
 
     mode = ""
-    #: Lua defining ``seen_test(fps)`` and ``seen_add(fps)`` over ``KEYS[2]`` and params ``P``.
-    LUA = ""
+    #: The ``lua/`` fragment defining ``seen_test(fps)`` and ``seen_add(fps)`` over ``KEYS[2]``
+    #: and params ``P``, which the gate's script includes.
+    LUA_FILE = ""
     #: True when :meth:`forget` can undo an admission.
     can_forget = True
 
@@ -105,18 +107,7 @@ class SeenSet(SeenFilter):
     """Exact: a Redis SET of fingerprints; a URL is admitted once, ever."""
 
     mode = "set"
-    LUA = """
-local function seen_test(fps)
-  local r = {}
-  each_chunk(fps, function(...)
-    for _, m in ipairs(redis.call('SMISMEMBER', KEYS[2], ...)) do r[#r + 1] = m == 1 end
-  end)
-  return r
-end
-local function seen_add(fps)
-  each_chunk(fps, function(...) redis.call('SADD', KEYS[2], ...) end)
-end
-"""
+    LUA_FILE = "seen_set.lua"
 
     def key(self, crawl_id: str) -> str:
         return self.keys.seen(crawl_id)
@@ -139,26 +130,7 @@ class SeenRecent(SeenFilter):
     """
 
     mode = "set"
-    LUA = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) + tonumber(clock[2]) / 1e6
-local horizon = now - P.window
-local function seen_test(fps)
-  local r = {}
-  each_chunk(fps, function(...)
-    for _, s in ipairs(redis.call('ZMSCORE', KEYS[2], ...)) do
-      r[#r + 1] = (s and tonumber(s) > horizon) or false
-    end
-  end)
-  return r
-end
-local function seen_add(fps)
-  local args = {}
-  for _, fp in ipairs(fps) do args[#args + 1] = now; args[#args + 1] = fp end
-  each_chunk(args, function(...) redis.call('ZADD', KEYS[2], ...) end)
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', horizon)
-end
-"""
+    LUA_FILE = "seen_recent.lua"
 
     def __init__(self, keys: Keys, window: float) -> None:
         super().__init__(keys)
@@ -180,152 +152,6 @@ end
                         recrawl_after=self.window)
 
 
-# A generation's filter is a HASH at its stem (geometry = "capacity/error rate" it was
-# made for, slices, n<i> = URLs in slice i)
-# and strings at '<stem>:<slice>:<segment>' of 64-byte blocks. Each URL owns one block
-# of each slice and sets k bits in it: a test is one GETRANGE, an add one SETRANGE.
-_BLOOM_LUA = """
-local BLOCK = 64
-local SEG = P.segment
-local clock, gen = nil, nil
-local stems = {KEYS[2]}
-if P.window > 0 then
-  clock = redis.call('TIME')
-  gen = math.floor((tonumber(clock[1]) + tonumber(clock[2]) / 1e6) / P.window)
-  stems = {KEYS[2] .. ':' .. gen, KEYS[2] .. ':' .. (gen - 1)}
-end
-local bor, sbyte, schar, floor, call, sha1 = bit.bor, string.byte, string.char, math.floor, redis.call, redis.sha1hex
-local HEX = setmetatable({}, {__index = function() return 0 end})
-for i = 0, 9 do HEX[48 + i] = i end
-for i = 0, 5 do HEX[97 + i] = 10 + i; HEX[65 + i] = 10 + i end
-local MASK = {1, 2, 4, 8, 16, 32, 64, 128}
--- Where fp lies in a slice of `blocks` blocks: its block (the first 40 bits of the SHA1
--- fingerprint modulo the slice's size), and its k bits in that block (bit_of(j): byte
--- 1..64 and mask), each from its own next 12 bits (SHA1s of the digits extend them while
--- k needs more). Slices share the digits: their error rates add up whether or not
--- their false positives coincide, so the bound needs no independence between them.
-local d = {}
-local placed = {}  -- (slice * 2 + si) -> fp -> {block index, digits} of this call
-local function place(fp, blocks, k, slice, si)
-  local by = placed[slice * 2 + si]
-  if not by then by = {}; placed[slice * 2 + si] = by end
-  local hit = by[fp]
-  if hit then d = hit[2]; return hit[1] end
-  local digits = fp
-  if #fp ~= 40 then digits = sha1(fp) end
-  while #digits < 10 + 3 * k do digits = digits .. sha1(digits) end
-  d = {sbyte(digits, 1, 10 + 3 * k)}
-  local x = 0
-  for i = 1, 10 do x = x * 16 + HEX[d[i]] end
-  x = x % blocks
-  by[fp] = {x, d}
-  return x
-end
--- Byte number and mask of bit j of the fingerprint last placed.
-local function bit_of(j)
-  local i = 8 + 3 * j
-  local v = (HEX[d[i]] * 256 + HEX[d[i + 1]] * 16 + HEX[d[i + 2]]) % 512
-  local low = v % 8
-  return (v - low) / 8 + 1, MASK[low + 1]
-end
-local function load(stem)
-  local v = call('HMGET', stem, 'geometry', 'slices')
-  if not v[1] then return nil end
-  if v[1] ~= P.id then
-    error('bloom gate ' .. stem .. ' was made for capacity/error rate ' .. v[1] .. ', not ' .. P.id ..
-      ': give every node the same CRAWLER_BLOOM_CAPACITY and CRAWLER_BLOOM_ERROR_RATE')
-  end
-  local meta = {slices = tonumber(v[2]), n = {}}
-  local fields = {}
-  for i = 0, meta.slices - 1 do fields[#fields + 1] = 'n' .. i end
-  local counts = call('HMGET', stem, unpack(fields))
-  for i = 0, meta.slices - 1 do meta.n[i] = tonumber(counts[i + 1] or '0') end
-  return meta
-end
--- Names of the strings of filter `si` (1 = this generation, 2 = the last), made once per call.
-local names = {}
-local function segment(si, slice, seg)
-  local id = (seg * 16 + slice) * 2 + si
-  local key = names[id]
-  if not key then key = stems[si] .. ':' .. slice .. ':' .. seg; names[id] = key end
-  return key
-end
--- Blocks read or written in this call.
-local blocks = {}
-local function read(si, slice, fp)
-  local g = P.geo[slice + 1]
-  local index = place(fp, g[1], g[2], slice, si)
-  local seg = floor(index * BLOCK / SEG)
-  local key, off, id = segment(si, slice, seg), index * BLOCK - seg * SEG, (index * 16 + slice) * 2 + si
-  local block = blocks[id]
-  if not block then
-    block = call('GETRANGE', key, off, off + BLOCK - 1)
-    blocks[id] = block
-  end
-  return block, g[2], key, off, id
-end
-local function has(si, slice, fp)
-  local block, k = read(si, slice, fp)
-  if #block == 0 then return false end
-  for j = 1, k do
-    local at, mask = bit_of(j)
-    if (sbyte(block, at) or 0) % (mask * 2) < mask then return false end
-  end
-  return true
-end
-local function put(si, slice, fp)
-  local block, k, key, off, id = read(si, slice, fp)
-  local t = {sbyte(block, 1, BLOCK)}
-  for i = #t + 1, BLOCK do t[i] = 0 end
-  for j = 1, k do
-    local at, mask = bit_of(j)
-    t[at] = bor(t[at], mask)
-  end
-  block = schar(unpack(t))
-  blocks[id] = block
-  call('SETRANGE', key, off, block)
-  return key
-end
-local function seen_test(fps)
-  local r = {}
-  for i = 1, #fps do r[i] = false end
-  for si, stem in ipairs(stems) do
-    local meta = load(stem)
-    if meta then
-      for slice = meta.slices - 1, 0, -1 do
-        for i = 1, #fps do
-          if not r[i] and has(si, slice, fps[i]) then r[i] = true end
-        end
-      end
-    end
-  end
-  return r
-end
-local function seen_add(fps)
-  if #fps == 0 then return end
-  local stem = stems[1]
-  local meta = load(stem) or {slices = 1, n = {[0] = 0}}
-  local slice = meta.slices - 1
-  local touched = {}
-  for i = 1, #fps do
-    if meta.n[slice] >= P.geo[slice + 1][3] then
-      slice = slice + 1
-      meta.n[slice] = 0
-    end
-    touched[put(1, slice, fps[i])] = true
-    meta.n[slice] = meta.n[slice] + 1
-  end
-  local fields = {'geometry', P.id, 'slices', slice + 1}
-  for i = 0, slice do fields[#fields + 1] = 'n' .. i; fields[#fields + 1] = meta.n[i] end
-  call('HSET', stem, unpack(fields))
-  if gen then
-    local expiry = math.ceil((gen + 2) * P.window) + 1
-    call('EXPIREAT', stem, expiry)
-    for key in pairs(touched) do call('EXPIREAT', key, expiry) end
-  end
-end
-"""
-
 #: 512-bit blocks: the bits of one URL in a slice lie in one 64-byte block.
 BLOCK_BITS = 512
 #: Slices whose geometry is worked out up front: the filter holds 1,023 × its capacity.
@@ -336,7 +162,7 @@ class Bloom(SeenFilter):
     """A scalable, blocked Bloom filter on plain Redis strings (no RedisBloom module needed)."""
 
     mode = "bloom"
-    LUA = _BLOOM_LUA
+    LUA_FILE = "seen_bloom.lua"
     can_forget = False
 
     def __init__(self, keys: Keys, capacity: int, error_rate: float, window: float = 0.0,
@@ -352,7 +178,10 @@ class Bloom(SeenFilter):
     def params(self) -> dict[str, Any]:
         return {"id": f"{self.capacity}/{self.error_rate!r}", "window": self.window,
                 "segment": self.segment_bytes,
-                "geo": [[g.blocks, g.hashes, g.capacity] for g in self.geometry]}
+                "geo": [[g.blocks, g.hashes, g.capacity] for g in self.geometry],
+                # the script names generations and segments as these key functions do
+                "templates": {"generation": template(self.keys.bloom_generation, 2),
+                              "segment": template(self.keys.bloom_segment, 3)}}
 
     def forget(self, pipe: redis.client.Pipeline, crawl_id: str, fingerprints: list[str]) -> None:
         """A Bloom filter cannot forget: the caller keeps the requests to publish later."""
@@ -363,7 +192,7 @@ class Bloom(SeenFilter):
         if not self.window:
             return [stem]
         gen = int((time.time() if now is None else now) // self.window)
-        return [f"{stem}:{gen}", f"{stem}:{gen - 1}"]
+        return [self.keys.bloom_generation(stem, gen), self.keys.bloom_generation(stem, gen - 1)]
 
     def info(self, client: redis.Redis, crawl_id: str) -> SeenInfo:
         items = size = slices = 0
@@ -376,7 +205,8 @@ class Bloom(SeenFilter):
             for i in range(n):
                 items += int(meta.get(f"n{i}".encode(), 0))
                 segments = -(-self.geometry[i].blocks * 64 // self.segment_bytes)
-                size += sum(int(client.strlen(f"{stem}:{i}:{seg}")) for seg in range(segments))
+                size += sum(int(client.strlen(self.keys.bloom_segment(stem, i, seg)))
+                            for seg in range(segments))
         return SeenInfo(self.mode, items, size, self.capacity, self.error_rate, slices, self.window)
 
 

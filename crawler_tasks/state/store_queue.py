@@ -25,111 +25,34 @@ take batches with the reliable-queue pattern:
 So an entry leaves Redis only after its batch was written to every backend of
 its store; a worker killed mid-batch leaves its entries to the next tick, and
 the rewrite is idempotent (document id = fingerprint). Every key has the hash
-tag ``{store}``, so each script runs on one slot of a Redis Cluster.
+tag ``{store}``, so each script (``lua/store_*.lua``) runs on one slot of a
+Redis Cluster.
 
-An entry is JSON. The entry of a record with a large body (over
-:data:`~crawler_tasks.core.budget.LARGE_BODY` characters) is written as it goes
-into zlib, the JSON head first and then, after a newline, the body as UTF-8:
-it is never whole in memory as JSON (where a NUL takes 6 bytes), and a
-10 MiB body of zeros waits in Redis in 10 KB.
+An entry is JSON (:mod:`crawler_tasks.core.codec`). The entry of a record with a
+large body (over :data:`~crawler_tasks.core.budget.LARGE_BODY` characters) is
+written as it goes into zlib, the JSON head first and then, after a newline, the
+body as UTF-8 (the codec's form with a text tail): it is never whole in memory
+as JSON (where a NUL takes 6 bytes), and a 10 MiB body of zeros waits in Redis
+in 10 KB.
 """
 
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import redis
 
+from ..core import codec
 from ..core.models import PageRecord
 from ..core.store_uris import masked
-from .keys import Keys
+from . import scripts
+from .keys import Keys, template
 
-#: Bytes of entry JSON above which an entry waiting on a retry is kept zlib-compressed.
-COMPRESS_OVER = 4096
 #: Entries a tick moves back from ``delayed`` at most.
 TICK_MOVES = 1000
-#: Characters of a large body encoded at a time.
-SLICE = 1 << 16
-
-_NOW = "local t = redis.call('TIME'); local now = t[1] + t[2] / 1e6\n"
-
-# KEYS[1] pending · KEYS[2] since · KEYS[3] leases · KEYS[4] taken · KEYS[5] length at the
-# last look · ARGV[1] batch size · ARGV[2] flush seconds · ARGV[3] lease seconds · ARGV[4] '1' = now
-# ARGV[5] consumer · ARGV[6] most bytes taken (0 = no cap; the first entry always goes)
-_TAKE = _NOW + """
-if redis.call('LLEN', KEYS[4]) > 0 then  -- what this worker took before and did not settle
-  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[5])
-  return redis.call('LRANGE', KEYS[4], 0, -1)
-end
-local len = redis.call('LLEN', KEYS[1])
-if len == 0 then return {} end
-local n = tonumber(ARGV[1])
-local since = tonumber(redis.call('GET', KEYS[2]))
-if not since then
-  since = now
-  redis.call('SET', KEYS[2], now)
-end
-local before = tonumber(redis.call('GETSET', KEYS[5], len))
-local idle = before == len  -- nothing arrived since the last look: nobody is adding to it
-if len < n and ARGV[4] ~= '1' and not idle and now - since < tonumber(ARGV[2]) then return {} end
-local items = redis.call('LRANGE', KEYS[1], 0, n - 1)
-local budget, size = tonumber(ARGV[6]), 0
-if budget > 0 then
-  local kept = {}
-  for i = 1, #items do
-    size = size + #items[i]
-    if i > 1 and size > budget then break end
-    kept[i] = items[i]
-  end
-  items = kept
-end
-n = #items
-redis.call('LTRIM', KEYS[1], n, -1)
-for i = 1, n, 1000 do
-  redis.call('RPUSH', KEYS[4], unpack(items, i, math.min(i + 999, n)))
-end
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[5])
-if len <= n then redis.call('DEL', KEYS[2], KEYS[5]) else redis.call('SET', KEYS[5], len - n) end
-return items
-"""
-
-# KEYS[1] pending · KEYS[2] since · KEYS[3] leases · KEYS[4] delayed
-# ARGV[1] stem of the taken lists · ARGV[2] most delayed entries to move
-_TICK = _NOW + """
-local moved = 0
-for _, c in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 20)) do
-  local key = ARGV[1] .. c
-  local items = redis.call('LRANGE', key, 0, -1)
-  for i = #items, 1, -1 do redis.call('LPUSH', KEYS[1], items[i]) end
-  moved = moved + #items
-  redis.call('DEL', key)
-  redis.call('ZREM', KEYS[3], c)
-end
-local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
-for i = 1, #due, 1000 do
-  local part = {unpack(due, i, math.min(i + 999, #due))}
-  redis.call('RPUSH', KEYS[1], unpack(part))
-  redis.call('ZREM', KEYS[4], unpack(part))
-end
-moved = moved + #due
-if moved > 0 then redis.call('SET', KEYS[2], 0) end
-return moved
-"""
-
-# KEYS[1] delayed · ARGV (seconds from now, entry) pairs
-_DELAY = _NOW + """
-for i = 1, #ARGV, 2 do redis.call('ZADD', KEYS[1], now + tonumber(ARGV[i]), ARGV[i + 1]) end
-return #ARGV / 2
-"""
-
-# KEYS[1] leases · ARGV[1] lease seconds · ARGV[2] consumer
-_RENEW = _NOW + """
-return redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[2])
-"""
 
 
 @dataclass(frozen=True)
@@ -147,32 +70,25 @@ class StoreEntry:
 
     def encode(self, *, compress: bool = False) -> bytes:
         """The entry as stored: JSON; with ``compress``, zlib-compressed above
-        :data:`COMPRESS_OVER` bytes (entries that wait on a retry: a store can stay down
-        a while). The hot path stays uncompressed: an entry waits about a second, and
-        compressing a 20 KB page cost more CPU than the rest of its trip through Redis.
-        A large body is always compressed, and never whole as JSON (module docstring)."""
+        :data:`~crawler_tasks.core.codec.COMPRESS_OVER` bytes (entries that wait on a retry:
+        a store can stay down a while). The hot path stays uncompressed: an entry waits
+        about a second, and compressing a 20 KB page cost more CPU than the rest of its
+        trip through Redis. A large body is always compressed, and never whole as JSON
+        (module docstring)."""
         record = self.record.to_dict()
         if self.record.large:
             tail = "body" if len(record["body"] or "") >= len(record["body_base64"] or "") else "body_base64"
             return self._streamed(record, tail)
-        data = json.dumps(self._head(record), ensure_ascii=False).encode()
-        return zlib.compress(data, 3) if compress and len(data) > COMPRESS_OVER else data
+        return codec.encode(self._head(record), compress=compress)
 
     def _head(self, record: dict[str, Any]) -> dict[str, Any]:
         return {"t": self.token, "c": self.crawl_id, "s": masked(self.store), "a": self.attempts,
                 "r": record}
 
     def _streamed(self, record: dict[str, Any], tail: str) -> bytes:
-        """zlib of the head's JSON, a newline, and ``record[tail]`` as UTF-8, encoded a
-        slice at a time."""
+        """The head, with ``record[tail]`` as the codec's text tail (and its name in ``tail``)."""
         body = record.pop(tail)
-        head = self._head(record) | {"tail": tail}
-        z = zlib.compressobj(1)
-        out = [z.compress(json.dumps(head, ensure_ascii=False).encode() + b"\n")]
-        for i in range(0, len(body), SLICE):
-            out.append(z.compress(body[i:i + SLICE].encode("utf-8", "surrogatepass")))
-        out.append(z.flush())
-        return b"".join(out)
+        return codec.encode_with_tail(self._head(record) | {"tail": tail}, body)
 
     @classmethod
     def decode(cls, raw: bytes) -> StoreEntry:
@@ -181,16 +97,11 @@ class StoreEntry:
     @classmethod
     def decode_sized(cls, raw: bytes) -> tuple[StoreEntry, int]:
         """The entry, and its size in bytes decompressed (what a batch is measured in)."""
-        data = raw if raw[:1] == b"{" else zlib.decompress(raw)
-        cut = data.find(b"\n")  # JSON as written here never holds a raw newline
-        if cut < 0:
-            head: dict[str, Any] = json.loads(data)
-        else:
-            view = memoryview(data)
-            head = json.loads(view[:cut].tobytes())
-            head["r"][head.pop("tail")] = str(view[cut + 1:], "utf-8", "surrogatepass")
+        head, body, size = codec.decode_with_tail(raw)
+        if body is not None:
+            head["r"][head.pop("tail")] = body
         entry = cls(head["t"], head["c"], head["s"], PageRecord.from_dict(head["r"]), head["a"])
-        return entry, len(data)
+        return entry, size
 
     def failed_again(self) -> StoreEntry:
         """This entry after one more failed write."""
@@ -217,10 +128,12 @@ class StoreQueue:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.client = client
         self.keys = keys
-        self._take = client.register_script(_TAKE)
-        self._tick = client.register_script(_TICK)
-        self._delay = client.register_script(_DELAY)
-        self._renew = client.register_script(_RENEW)
+        self._take = scripts.register(client, "store_take.lua")
+        self._tick = scripts.register(client, "store_tick.lua")
+        self._delay = scripts.register(client, "store_delay.lua")
+        self._renew = scripts.register(client, "store_renew.lua")
+        #: Where the tick's script finds the taken list of a worker whose lease ran out.
+        self._taken = json.dumps(template(keys.store_taken))
 
     def push(self, entries: Sequence[StoreEntry], pipe: Any = None) -> None:
         """Queue ``entries`` (on ``pipe`` when given, to go out with other commands)."""
@@ -263,7 +176,7 @@ class StoreQueue:
         ``pending``; returns how many entries moved."""
         keys = [self.keys.store_pending(), self.keys.store_since(), self.keys.store_leases(),
                 self.keys.store_delayed()]
-        return int(self._tick(keys=keys, args=[self.keys.store_taken(""), TICK_MOVES]))
+        return int(self._tick(keys=keys, args=[self._taken, TICK_MOVES]))
 
     def depth(self) -> QueueDepth:
         """The queue's sizes, for ``crawler-tasks stats``."""

@@ -15,7 +15,7 @@ from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages import enqueue
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-from crawler_tasks.stages.store import Flusher, dead_letters, flush_stats
+from crawler_tasks.stages.store import Flusher, dead_letters, flush_stats, replay_dead
 from crawler_tasks.state.gate import Candidate
 
 from ..cli.test_cli import cli
@@ -23,6 +23,7 @@ from ..conftest import REDIS, flush, token
 from ..es_server import ESServer
 from ..hbase_server import HBaseServer
 from ..state.test_store_queue import finish_pages, queue_rt
+from ..stored_bytes import AT, LARGE, LETTER_PLAIN, LETTER_ZLIB, SMALL, STORE
 
 
 def test_dead_backend_means_retried_store_tasks_not_dropped_pages(rt, worker, site, tmp_path):
@@ -104,6 +105,21 @@ def test_a_record_a_backend_refuses_is_kept_as_a_dead_letter_with_the_reason_and
         assert record.url == url and "<title>Page" in record.body
         assert cli("dead-letters", "--json", "--crawl-id", crawl_id).stdout == ""
         assert rt.stats.read(crawl_id)["store/replayed"] == 1
+
+
+def test_dead_letters_earlier_code_kept_read_back(tmp_path):
+    rt = queue_rt(str(tmp_path / "pages.db"))
+    try:
+        rt.redis.lpush(rt.keys.dead_letters(), LETTER_PLAIN, LETTER_ZLIB)  # newest first
+        assert dead_letters(rt) == [
+            {"record": LARGE.to_dict(), "store": STORE, "kind": "refused", "error": "mapping", "at": AT},
+            {"record": SMALL.to_dict(), "store": STORE, "kind": "failed", "error": "down", "at": AT}]
+        done = replay_dead(rt, to=str(tmp_path / "elsewhere.db"))
+        assert done.written == 2 and dead_letters(rt) == []
+        assert sorted(r.url for r in open_store(str(tmp_path / "elsewhere.db")).records()) == [
+            SMALL.url, LARGE.url]
+    finally:
+        rt.close()
 
 
 def test_replay_goes_on_past_letters_whose_store_cannot_be_opened_and_sends_them_elsewhere(tmp_path):

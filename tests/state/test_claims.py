@@ -13,6 +13,7 @@ from crawler_tasks.core.models import CrawlRequest, PageRecord
 from crawler_tasks.stages import enqueue
 
 from ..conftest import token
+from ..stored_bytes import CLAIM_PLAIN, CLAIM_ZLIB, LARGE, SMALL
 
 
 def test_claim_round_trip_compresses_the_body(rt):
@@ -26,6 +27,19 @@ def test_claim_round_trip_compresses_the_body(rt):
     assert rt.claims.load("c", claim_id, with_body=True) == (record, body)
     assert 0 < rt.redis.ttl(rt.keys.page("c", claim_id)) <= rt.settings.claim_ttl
     rt.claims.delete("c", claim_id)
+
+
+def test_claims_earlier_code_wrote_read_back(rt):
+    """A record kept as plain JSON and one kept compressed, as earlier releases wrote them."""
+    for record, raw in ((SMALL, CLAIM_PLAIN), (LARGE, CLAIM_ZLIB)):
+        claim_id = f"c{token()}"
+        rt.redis.hset(rt.keys.page("c1", claim_id), mapping={"record": raw})
+        assert rt.claims.load("c1", claim_id, with_body=True) == (record, None)
+        rt.claims.delete("c1", claim_id)
+    claim_id = f"c{token()}"
+    rt.claims.write("c1", claim_id, SMALL)
+    assert rt.redis.hget(rt.keys.page("c1", claim_id), "record") == CLAIM_PLAIN
+    rt.claims.delete("c1", claim_id)
 
 
 def test_a_large_claimed_body_is_decompressed_only_once_it_has_a_large_body_slot(rt):

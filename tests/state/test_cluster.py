@@ -166,3 +166,36 @@ def test_purge_removes_each_crawl_s_keys_from_the_cluster_and_nothing_else(clust
         assert rt.crawls.all_ids() == sorted(crawls[2:])
     finally:
         rt.close()
+
+
+def test_keys_the_scripts_name_themselves_stay_in_their_slot_on_a_redis_cluster(cluster_url, tmp_path,
+                                                                               monkeypatch):
+    """A Bloom gate's generations and strings, and the host keys of the mover, are named in Lua
+    (from Python's templates): a name out of the slot of the script's KEYS would fail here."""
+    from crawler_tasks.core.models import CrawlRequest
+    from crawler_tasks.state import hosts
+    from crawler_tasks.state.gate import Candidate
+
+    monkeypatch.setattr(hosts, "MOVE_LEASE_S", 0.2)
+    settings = Settings.from_env(broker_url=f"{REDIS}/{CLUSTER_BROKER_DB}", redis_url=cluster_url,
+                                 key_prefix=f"cs{token()}", store=str(tmp_path / "pages.db"),
+                                 dedup="bloom", bloom_capacity=1000, recrawl_after=1000,
+                                 download_delay=0, host_concurrency=1)
+    rt = Runtime(settings, create_app(settings))
+    try:
+        fps = [f"{i:040x}" for i in range(20)]
+        assert all(rt.gate.admit("g", [Candidate(fp, f"t{i}") for i, fp in enumerate(fps)]))
+        assert not any(rt.gate.admit("g", [Candidate(fp, f"u{i}") for i, fp in enumerate(fps)]))
+        stem = rt.keys.bloom("g")
+        assert rt.redis.exists(rt.gate.seen.stems("g")[0])
+        assert len(list(rt.redis.scan_iter(match=f"{stem}:*"))) >= 2  # a generation, its bits
+
+        host = "example.test:80"
+        rt.hosts.park(host, "t-a", CrawlRequest("http://example.test/a"), 0)
+        assert [m.task_id for m in rt.hosts.take_due()[0]] == ["t-a"]
+        time.sleep(0.3)  # the mover died: the fetch goes back to its host's waiting room
+        rt.redis.delete(rt.keys.host_slots(host))
+        assert [m.task_id for m in rt.hosts.take_due()[0]] == ["t-a"]
+        assert rt.redis.zscore(rt.keys.host_slots(host), "t-a")
+    finally:
+        rt.close()

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from elasticsearch import Elasticsearch
 
+from crawler_tasks.core.codec import COMPRESS_OVER
 from crawler_tasks.core.models import PageRecord
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
@@ -21,11 +22,12 @@ from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests
 from crawler_tasks.stages.store import Flusher, dead_letters, write_batch
 from crawler_tasks.state.gate import Candidate
-from crawler_tasks.state.store_queue import COMPRESS_OVER, StoreEntry
+from crawler_tasks.state.store_queue import StoreEntry
 
 from ..conftest import REDIS, TEST_DB, token
 from ..es_server import ESServer
 from ..hbase_server import HBaseServer
+from ..stored_bytes import ENTRY_PLAIN, ENTRY_TAIL, ENTRY_ZLIB, LARGE, SMALL, STORE
 
 
 def queue_rt(store: str, **overrides) -> Runtime:
@@ -162,6 +164,14 @@ def test_entries_waiting_on_a_retry_are_compressed_and_read_back():
     assert len(big.encode(compress=True)) < COMPRESS_OVER
     assert StoreEntry.decode(big.encode(compress=True)) == big == StoreEntry.decode(big.encode())
     assert StoreEntry.decode(small.encode()) == small
+
+
+def test_entries_earlier_code_queued_read_back():
+    """Plain, compressed while waiting on a retry, and with a large body's text tail."""
+    assert StoreEntry.decode(ENTRY_PLAIN) == StoreEntry("t1.write", "c1", STORE, SMALL, 2)
+    assert StoreEntry.decode(ENTRY_ZLIB) == StoreEntry("t2.write", "c1", STORE, LARGE, 1)
+    assert StoreEntry.decode(ENTRY_TAIL) == StoreEntry("t1.write", "c1", STORE, SMALL, 2)
+    assert StoreEntry("t1.write", "c1", STORE, SMALL, 2).encode() == ENTRY_PLAIN
 
 
 def test_an_entry_with_a_large_body_waits_compressed_and_reads_back_exactly():

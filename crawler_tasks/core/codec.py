@@ -1,0 +1,72 @@
+"""How JSON objects are kept as bytes in Redis: claim checks, store entries, dead letters.
+
+Two forms, told apart by their first byte (an object's JSON starts with ``{``, a
+zlib stream with ``x``), so a reader needs no flag and entries written by
+earlier releases read back as they are:
+
+* **an object**: its JSON as UTF-8, kept as it is up to :data:`COMPRESS_OVER`
+  bytes (readable in redis-cli) and zlib-compressed above (level 3) when the
+  writer asks for compression (:func:`encode`, :func:`decode`);
+* **an object with a text tail**, for a value too large to be whole in memory
+  as JSON (a large page body, where a NUL takes 6 bytes): zlib (level 1) of the
+  head's JSON, a newline, and the text as UTF-8, compressed :data:`SLICE`
+  characters at a time (:func:`encode_with_tail`). JSON as written here never
+  holds a raw newline, so the first one ends the head; :func:`decode_with_tail`
+  reads both forms.
+
+Lone surrogates in a tail pass through (``surrogatepass``) and come back as they went.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+#: Bytes of JSON above which an object is kept zlib-compressed (when its writer compresses).
+COMPRESS_OVER = 4096
+#: zlib level of a compressed object: most of the gain for little CPU.
+LEVEL = 3
+#: zlib level of an object with a text tail (megabytes: speed first).
+TAIL_LEVEL = 1
+#: Characters of a tail encoded at a time.
+SLICE = 1 << 16
+
+
+def encode(value: dict[str, Any], *, compress: bool = True, ensure_ascii: bool = False) -> bytes:
+    """``value`` as kept: its JSON, zlib-compressed above :data:`COMPRESS_OVER` bytes when
+    ``compress``. ``ensure_ascii`` escapes every non-ASCII character (as ``json.dumps``)."""
+    data = json.dumps(value, ensure_ascii=ensure_ascii).encode()
+    return zlib.compress(data, LEVEL) if compress and len(data) > COMPRESS_OVER else data
+
+
+def unpack(raw: bytes) -> bytes:
+    """The uncompressed bytes of either form (JSON, or a head, a newline and its tail)."""
+    return raw if raw[:1] == b"{" else zlib.decompress(raw)
+
+
+def decode(raw: bytes) -> Any:
+    """The object :func:`encode` kept as ``raw``."""
+    return json.loads(unpack(raw))
+
+
+def encode_with_tail(head: dict[str, Any], tail: str) -> bytes:
+    """``head`` and the text ``tail`` in one zlib stream, encoded a slice at a time (the
+    tail is never whole as JSON, nor whole as UTF-8 beside its compressed form)."""
+    z = zlib.compressobj(TAIL_LEVEL)
+    out = [z.compress(json.dumps(head, ensure_ascii=False).encode() + b"\n")]
+    for i in range(0, len(tail), SLICE):
+        out.append(z.compress(tail[i:i + SLICE].encode("utf-8", "surrogatepass")))
+    out.append(z.flush())
+    return b"".join(out)
+
+
+def decode_with_tail(raw: bytes) -> tuple[Any, str | None, int]:
+    """The head (or the whole object), the tail (None for an object kept without one), and
+    the size in bytes uncompressed, of either form."""
+    data = unpack(raw)
+    cut = data.find(b"\n")
+    if cut < 0:
+        return json.loads(data), None, len(data)
+    view = memoryview(data)
+    return json.loads(view[:cut].tobytes()), str(view[cut + 1:], "utf-8", "surrogatepass"), len(data)

@@ -1,0 +1,57 @@
+-- acquire: may a fetch of one host start now? If so it takes a slot (a lease) of the host.
+-- KEYS[1] the host's HASH of limits (Keys.host)
+-- KEYS[2] the host's slots ZSET, task id -> lease expiry (Keys.host_slots)
+-- KEYS[3] the host's waiting room ZSET (Keys.host_wait)
+-- KEYS[4] the recent hosts ZSET (Keys.hosts_recent)
+-- KEYS[5] the benched proxies ZSET (Keys.proxies_benched)
+-- ARGV[1] task id
+-- ARGV[2] delay floor (s): the setting or the host's Crawl-delay, the larger
+-- ARGV[3] concurrency per host (0 = no cap)
+-- ARGV[4] '1' when AutoThrottle is on
+-- ARGV[5] slot lease (s)
+-- ARGV[6] host name (host:port)
+-- ARGV[7] TTL of the host's state (s)
+-- ARGV[8] proxies configured (0 = none)
+-- ARGV[9] AutoThrottle start delay (s)
+-- ARGV[10] recent hosts kept
+-- Returns {1, delay, proxy index (-1 direct)} when the fetch may go (a slot taken), or
+-- {0, Redis time (as text) until which it must wait}.
+-- include: now.lua
+-- include: limits.lua
+-- include: recent.lua
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local nxt, delay, conc = limits(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
+                               tonumber(ARGV[9]))
+local held = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not held then
+  if redis.call('EXISTS', KEYS[3]) == 1 then return {0, tostring(math.max(now, nxt))} end
+  if conc > 0 and redis.call('ZCARD', KEYS[2]) >= conc then return {0, tostring(now)} end
+end
+if now < nxt then
+  if held then redis.call('ZREM', KEYS[2], ARGV[1]) end
+  return {0, tostring(nxt)}
+end
+local proxy, n = -1, tonumber(ARGV[8])
+if n > 0 and redis.call('HGET', KEYS[1], 'proxied') == '1' then
+  -- the next proxy in turn for this host, skipping benched ones
+  local seq, soonest = redis.call('HINCRBY', KEYS[1], 'pseq', 1), nil
+  for k = 0, n - 1 do
+    local i = (seq + k) % n
+    local benched = tonumber(redis.call('ZSCORE', KEYS[5], i))
+    if not benched or benched <= now then proxy = i; break end
+    if not soonest or benched < soonest then soonest = benched end
+  end
+  if proxy < 0 then
+    if held then redis.call('ZREM', KEYS[2], ARGV[1]) end
+    return {0, tostring(soonest)}
+  end
+end
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
+redis.call('HSET', KEYS[1], 'next', tostring(now + delay), 'delay', tostring(delay))
+if redis.call('HINCRBY', KEYS[1], 'requests', 1) % 32 == 1 then
+  -- now and then, not on every request: keep the state alive and the host in the recent list
+  redis.call('EXPIRE', KEYS[1], ARGV[7])
+  redis.call('EXPIRE', KEYS[2], ARGV[7])
+  note_recent(KEYS[4], now, ARGV[6], tonumber(ARGV[10]))
+end
+return {1, tostring(delay), proxy}

@@ -1,0 +1,28 @@
+-- park: a fetch that may not go yet waits in its host's waiting room, in its band, and the
+-- host is scheduled for the mover (a redelivered park adds the same entry once).
+-- KEYS[1] the host's HASH of limits (Keys.host)
+-- KEYS[2] the host's waiting room ZSET (Keys.host_wait)
+-- KEYS[3] the due hosts ZSET, host -> when the mover looks at it (Keys.hosts_due)
+-- KEYS[4] the recent hosts ZSET (Keys.hosts_recent)
+-- KEYS[5] the host's slots ZSET (Keys.host_slots)
+-- KEYS[6] the arrivals counter (Keys.hosts_arrivals)
+-- ARGV[1] the waiting-room entry: task id, a tab, the request's JSON (hosts.member)
+-- ARGV[2] its band's rank (0 = the highest band)
+-- ARGV[3] earliest Redis time it may go
+-- ARGV[4] host name (host:port)
+-- ARGV[5] TTL of the host's state (s)
+-- ARGV[6] task id
+-- ARGV[7] recent hosts kept
+-- Returns 1.
+-- include: now.lua
+-- include: recent.lua
+redis.call('ZREM', KEYS[5], ARGV[6])  -- a waiting fetch holds no slot, reserved or not
+local score = tonumber(ARGV[2]) * 1e13 + redis.call('INCR', KEYS[6]) % 1e13
+redis.call('ZADD', KEYS[2], 'NX', score, ARGV[1])
+local at = math.max(tonumber(ARGV[3]), tonumber(redis.call('HGET', KEYS[1], 'next') or '0'))
+local cur = tonumber(redis.call('ZSCORE', KEYS[3], ARGV[4]))
+if not cur or at < cur then redis.call('ZADD', KEYS[3], at, ARGV[4]) end
+redis.call('HINCRBY', KEYS[1], 'deferred', 1)
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+note_recent(KEYS[4], now, ARGV[4], tonumber(ARGV[7]))
+return 1

@@ -1,0 +1,86 @@
+-- release: a download of one host ended; its slot is freed and the host's limits follow
+-- what the answer said (429/503 and Retry-After back off, successes relax, timeouts cut the
+-- concurrency, AutoThrottle follows the latency, blocking signs turn proxies on).
+-- KEYS[1] the host's HASH of limits (Keys.host)
+-- KEYS[2] the host's slots ZSET (Keys.host_slots)
+-- KEYS[3] the host's waiting room ZSET (Keys.host_wait)
+-- KEYS[4] the due hosts ZSET (Keys.hosts_due)
+-- KEYS[5] the benched proxies ZSET (Keys.proxies_benched)
+-- ARGV[1] task id
+-- ARGV[2] kind of answer: ok, throttled, timeout, blocked, proxy or error (core.politeness)
+-- ARGV[3] HTTP status (0 without an answer)
+-- ARGV[4] Retry-After (s, -1 none)
+-- ARGV[5] latency (s, -1 none)
+-- ARGV[6] delay floor (s)
+-- ARGV[7] back-off cap (s)
+-- ARGV[8] '1' when AutoThrottle is on
+-- ARGV[9] AutoThrottle target concurrency
+-- ARGV[10] AutoThrottle max delay (s)
+-- ARGV[11] AutoThrottle start delay (s)
+-- ARGV[12] host name (host:port)
+-- ARGV[13] blocking signs before the host goes through proxies
+-- ARGV[14] proxies configured (0 = none)
+-- ARGV[15] proxy used (its index, -1 direct)
+-- ARGV[16] seconds a failed proxy is left out
+-- Returns 1 when the host goes through proxies, else 0.
+-- include: now.lua
+redis.call('ZREM', KEYS[2], ARGV[1])
+local kind, floor = ARGV[2], tonumber(ARGV[6])
+local h = redis.call('HMGET', KEYS[1], 'next', 'backoff', 'strikes', 'cut', 'good', 'auto', 'ban', 'proxied')
+local nxt, b = tonumber(h[1]) or 0, tonumber(h[2]) or 0
+local strikes, cut, good = tonumber(h[3]) or 0, tonumber(h[4]) or 0, tonumber(h[5]) or 0
+if kind == 'throttled' then
+  b = math.min(math.max(b * 2, floor * 2, 1), tonumber(ARGV[7]))
+  local ra = tonumber(ARGV[4])
+  local pause = b
+  if ra >= 0 then pause = math.min(ra, tonumber(ARGV[7])) end
+  if now + pause > nxt then nxt = now + pause end
+  redis.call('HSET', KEYS[1], 'backoff', tostring(b), 'next', tostring(nxt))
+  redis.call('HINCRBY', KEYS[1], 'throttled', 1)
+elseif kind == 'timeout' then
+  strikes = strikes + 1
+  if strikes >= 3 then cut = cut + 1; strikes = 0 end
+  redis.call('HSET', KEYS[1], 'strikes', strikes, 'cut', cut, 'good', 0)
+elseif kind == 'ok' then
+  if b > 0 then
+    b = b / 2
+    if b <= floor or b < 0.05 then redis.call('HDEL', KEYS[1], 'backoff')
+    else redis.call('HSET', KEYS[1], 'backoff', tostring(b)) end
+  end
+  if cut > 0 then
+    good = good + 1
+    if good >= 10 then cut = cut - 1; good = 0 end
+    redis.call('HSET', KEYS[1], 'strikes', 0, 'cut', cut, 'good', good)
+  elseif strikes > 0 then
+    redis.call('HSET', KEYS[1], 'strikes', 0)
+  end
+end
+local latency = tonumber(ARGV[5])
+if ARGV[8] == '1' and latency >= 0 and kind ~= 'timeout' then
+  -- Scrapy's AutoThrottle: move half-way towards latency / target concurrency.
+  local cur = tonumber(h[6]) or math.max(floor, tonumber(ARGV[11]))
+  local target = latency / tonumber(ARGV[9])
+  local new = math.max(target, (cur + target) / 2)
+  new = math.min(math.max(floor, new), tonumber(ARGV[10]))
+  if ARGV[3] == '200' or new > cur then redis.call('HSET', KEYS[1], 'auto', tostring(new)) end
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('ZADD', KEYS[4], math.max(now, nxt), ARGV[12])
+end
+local ban, proxied = tonumber(h[7]) or 0, h[8] == '1'
+if kind == 'blocked' or kind == 'throttled' then
+  ban = ban + 1
+  redis.call('HSET', KEYS[1], 'ban', ban)
+  if kind == 'blocked' then redis.call('HINCRBY', KEYS[1], 'blocked', 1) end
+  if tonumber(ARGV[14]) > 0 and ban >= tonumber(ARGV[13]) then
+    redis.call('HSET', KEYS[1], 'proxied', 1)
+    proxied = true
+  end
+elseif kind == 'ok' and tonumber(ARGV[3]) < 400 and ban > 0 then
+  redis.call('HSET', KEYS[1], 'ban', 0)
+end
+if kind == 'proxy' and tonumber(ARGV[15]) >= 0 then
+  redis.call('ZADD', KEYS[5], now + tonumber(ARGV[16]), ARGV[15])
+end
+if proxied and tonumber(ARGV[14]) > 0 then return 1 end
+return 0

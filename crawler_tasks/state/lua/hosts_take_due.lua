@@ -1,0 +1,71 @@
+-- take_due (the mover): the waiting fetches of hosts that may go now, each with a slot
+-- reserved for it; they stay in `moving` until the mover says they were published, and
+-- entries whose move lease ran out go back to their host's waiting room first. The
+-- per-host keys of the hosts it visits are named here, from their templates (keys.lua):
+-- all of them carry the hash tag {hosts}, the slot of KEYS.
+-- KEYS[1] the due hosts ZSET, host -> when to look at it (Keys.hosts_due)
+-- KEYS[2] the moving ZSET, host TAB score TAB entry -> lease expiry (Keys.hosts_moving)
+-- ARGV[1] JSON {"host": ..., "slots": ..., "wait": ...}: the templates of Keys.host,
+--         Keys.host_slots and Keys.host_wait (keys.template)
+-- ARGV[2] hosts looked at per call, at most
+-- ARGV[3] delay floor (s)
+-- ARGV[4] concurrency per host (0 = no cap)
+-- ARGV[5] '1' when AutoThrottle is on
+-- ARGV[6] seconds a slot stays reserved for a moved fetch
+-- ARGV[7] move lease (s)
+-- ARGV[8] fetches released at once to a host with no delay and no cap
+-- ARGV[9] AutoThrottle start delay (s)
+-- Returns {seconds until the next host is due (-1: none waits), then per fetch taken its
+-- moving entry: host TAB score TAB task id TAB request JSON}.
+-- include: now.lua
+-- include: limits.lua
+-- include: keys.lua
+local K = cjson.decode(ARGV[1])
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 100)) do
+  local a = string.find(m, '\t', 1, true)
+  local b = string.find(m, '\t', a + 1, true)
+  local host = string.sub(m, 1, a - 1)
+  redis.call('ZADD', key_of(K.wait, host), 'NX', string.sub(m, a + 1, b - 1), string.sub(m, b + 1))
+  redis.call('ZADD', KEYS[1], now, host)
+  redis.call('ZREM', KEYS[2], m)
+end
+local out = {}
+for _, host in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))) do
+  local hk, sk, wk = key_of(K.host, host), key_of(K.slots, host), key_of(K.wait, host)
+  redis.call('ZREMRANGEBYSCORE', sk, '-inf', now)
+  local nxt, delay, conc = limits(hk, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
+                                 tonumber(ARGV[9]))
+  local known = tonumber(redis.call('HGET', hk, 'delay'))
+  if known and known > delay then delay = known end
+  if redis.call('EXISTS', wk) == 0 then
+    redis.call('ZREM', KEYS[1], host)
+  elseif now < nxt then
+    redis.call('ZADD', KEYS[1], nxt, host)
+  else
+    local free = tonumber(ARGV[8])
+    if conc > 0 then free = conc - redis.call('ZCARD', sk) end
+    if free <= 0 then
+      local first = redis.call('ZRANGE', sk, 0, 0, 'WITHSCORES')
+      redis.call('ZADD', KEYS[1], tonumber(first[2]), host)
+    else
+      if delay > 0 then free = 1 end
+      local popped = redis.call('ZPOPMIN', wk, free)
+      for i = 1, #popped, 2 do
+        local member = popped[i]
+        local tid = string.sub(member, 1, string.find(member, '\t', 1, true) - 1)
+        redis.call('ZADD', sk, now + tonumber(ARGV[6]), tid)
+        local m = host .. '\t' .. popped[i + 1] .. '\t' .. member
+        redis.call('ZADD', KEYS[2], now + tonumber(ARGV[7]), m)
+        out[#out + 1] = m
+      end
+      if redis.call('EXISTS', wk) == 0 then redis.call('ZREM', KEYS[1], host)
+      elseif delay > 0 then redis.call('ZADD', KEYS[1], now + delay, host)
+      else redis.call('ZADD', KEYS[1], now, host) end
+    end
+  end
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local wait = -1
+if first[2] then wait = math.max(0, tonumber(first[2]) - now) end
+table.insert(out, 1, tostring(wait))
+return out

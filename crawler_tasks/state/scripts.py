@@ -1,0 +1,81 @@
+"""The Lua scripts this package runs on Redis, read from the ``.lua`` files in ``lua/``.
+
+Each script is a file shipped with the package; its header comment lists its
+``KEYS`` and ``ARGV`` (each with its meaning) and what it returns. A fragment
+several scripts share (``now.lua``: Redis' clock; ``recent.lua``, ``limits.lua``
+of the host limiter; ``keys.lua``: key names from :func:`~.keys.template`) is
+written once and pulled in by a line of its own::
+
+    -- include: now.lua
+
+An include may name a slot, ``-- include: {seen}``, that the caller fills in
+(the gate's script takes the seen filter's fragment there). What Redis gets is
+the file with its includes resolved and its comment lines left out (a header
+costs nothing on the wire, which matters for a script sent with ``EVAL`` in a
+pipeline). A file is read once per process; :func:`register` wraps the text in
+redis-py's :class:`~redis.commands.core.Script`, which runs it by ``EVALSHA``
+and loads it on the first ``NOSCRIPT``, as before.
+
+Scripts must not use Lua long strings or block comments (``[[ ]]``,
+``--[[ ]]``): lines are read one by one.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib import resources
+from typing import Any
+
+_INCLUDE = re.compile(r"^--\s*include:\s*(\S+)\s*$")
+_COMMENT = re.compile(r"^\s*--")
+
+
+@functools.cache
+def _read(name: str) -> str:
+    return resources.files(__package__).joinpath("lua").joinpath(name).read_text(encoding="utf-8")
+
+
+def names() -> list[str]:
+    """Every ``.lua`` file shipped (scripts and fragments)."""
+    folder = resources.files(__package__).joinpath("lua")
+    return sorted(f.name for f in folder.iterdir() if f.name.endswith(".lua"))
+
+
+@functools.cache
+def source(name: str, **slots: str) -> str:
+    """The text Redis runs for script ``name``: includes resolved (``{slot}`` names filled
+    from ``slots``), comment lines and blank lines left out."""
+    return "".join(_resolve(name, slots, ()))
+
+
+def _resolve(name: str, slots: dict[str, str], within: tuple[str, ...]) -> list[str]:
+    if name in within:
+        raise ValueError(f"{name} includes itself: {' -> '.join((*within, name))}")
+    out: list[str] = []
+    for line in _read(name).splitlines(keepends=True):
+        include = _INCLUDE.match(line.strip())
+        if include:
+            target = include.group(1)
+            if target.startswith("{") and target.endswith("}"):
+                target = slots[target[1:-1]]
+            out += _resolve(target, slots, (*within, name))
+        elif line.strip() and not _COMMENT.match(line):
+            out.append(line if line.endswith("\n") else line + "\n")
+    return out
+
+
+def header(name: str) -> str:
+    """The comment lines a file starts with (what it takes and returns)."""
+    lines = []
+    for line in _read(name).splitlines():
+        if not _COMMENT.match(line):
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def register(client: Any, name: str, **slots: str) -> Any:
+    """Script ``name`` registered on ``client`` (a Redis or RedisCluster client, or a
+    pipeline's): call it with ``keys=`` and ``args=``; its text is ``.script``."""
+    return client.register_script(source(name, **slots))

@@ -1,0 +1,94 @@
+"""The one codec of what waits in Redis: plain JSON up to 4 KiB, zlib above, sniffed by the
+first byte; a JSON head with a text tail for large bodies; and the bytes earlier code wrote."""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import pytest
+
+from crawler_tasks.core import codec
+
+from ..stored_bytes import (
+    AT,
+    CLAIM_PLAIN,
+    CLAIM_ZLIB,
+    ENTRY_PLAIN,
+    ENTRY_TAIL,
+    ENTRY_ZLIB,
+    LARGE,
+    LETTER_PLAIN,
+    LETTER_ZLIB,
+    SMALL,
+    STORE,
+)
+
+
+def entry(token: str, record: dict, attempts: int) -> dict:
+    return {"t": token, "c": "c1", "s": STORE, "a": attempts, "r": record}
+
+
+def letter(record: dict, kind: str, error: str) -> dict:
+    return {"record": record, "store": STORE, "kind": kind, "error": error, "at": AT}
+
+
+@pytest.mark.parametrize(("raw", "value"), [
+    (CLAIM_PLAIN, SMALL.to_dict()),
+    (CLAIM_ZLIB, LARGE.to_dict()),
+    (ENTRY_PLAIN, entry("t1.write", SMALL.to_dict(), 2)),
+    (ENTRY_ZLIB, entry("t2.write", LARGE.to_dict(), 1)),
+    (LETTER_PLAIN, letter(SMALL.to_dict(), "failed", "down")),
+    (LETTER_ZLIB, letter(LARGE.to_dict(), "refused", "mapping")),
+], ids=["claim", "claim-zlib", "entry", "entry-zlib", "letter", "letter-zlib"])
+def test_what_earlier_code_kept_in_redis_still_decodes(raw, value):
+    assert codec.decode(raw) == value
+    assert codec.decode_with_tail(raw) == (value, None, len(codec.unpack(raw)))
+
+
+def test_an_entry_with_a_text_tail_written_by_earlier_code_still_decodes():
+    record = SMALL.to_dict()
+    body = record.pop("body")
+    head, tail, size = codec.decode_with_tail(ENTRY_TAIL)
+    assert head == entry("t1.write", record, 2) | {"tail": "body"} and tail == body == "h\u00e9llo"
+    assert size == len(zlib.decompress(ENTRY_TAIL))
+
+
+def test_it_writes_what_earlier_code_wrote():
+    assert codec.encode(SMALL.to_dict(), ensure_ascii=True) == CLAIM_PLAIN
+    assert codec.encode(entry("t1.write", SMALL.to_dict(), 2)) == ENTRY_PLAIN
+    assert codec.encode(letter(SMALL.to_dict(), "failed", "down")) == LETTER_PLAIN
+    assert zlib.decompress(codec.encode(letter(LARGE.to_dict(), "refused", "mapping"))) == \
+        zlib.decompress(LETTER_ZLIB)
+    record = SMALL.to_dict()
+    body = record.pop("body")
+    assert zlib.decompress(codec.encode_with_tail(entry("t1.write", record, 2) | {"tail": "body"}, body)) \
+        == zlib.decompress(ENTRY_TAIL)
+
+
+def test_json_up_to_the_threshold_stays_plain_and_above_it_is_compressed_when_asked():
+    def value(size: int) -> dict:
+        return {"k": "x" * (size - len('{"k": ""}'))}
+
+    at, over = value(codec.COMPRESS_OVER), value(codec.COMPRESS_OVER + 1)
+    assert codec.encode(at) == json.dumps(at).encode()
+    assert codec.encode(over)[:1] == b"x" and len(codec.encode(over)) < 100
+    assert codec.encode(over, compress=False) == json.dumps(over).encode()
+    for v in (at, over):
+        assert codec.decode(codec.encode(v)) == v
+
+
+def test_ensure_ascii_escapes_what_a_plain_write_keeps_as_utf8():
+    value = {"t": "caf\u00e9 \u2603"}
+    assert codec.encode(value) == '{"t": "caf\u00e9 \u2603"}'.encode()
+    assert codec.encode(value, ensure_ascii=True) == b'{"t": "caf\\u00e9 \\u2603"}'
+    assert codec.decode(codec.encode(value)) == codec.decode(codec.encode(value, ensure_ascii=True))
+
+
+def test_a_tail_round_trips_slice_by_slice_with_newlines_and_lone_surrogates():
+    tail = ("line\n\u00e9\ud800" * (codec.SLICE // 3)) + "end"
+    head = {"t": "x", "note": "a\nb"}  # a newline inside the head's JSON is escaped
+    raw = codec.encode_with_tail(head, tail)
+    assert raw[:1] != b"{"
+    assert codec.decode_with_tail(raw)[:2] == (head, tail)
+    assert codec.decode_with_tail(raw)[2] == len(zlib.decompress(raw))
