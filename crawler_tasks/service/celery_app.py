@@ -23,7 +23,7 @@ from ..core import routing
 from ..core.errors import SettingsError, UnknownStore
 from ..core.settings import Settings
 from ..state.connection import broker_params
-from . import tasks  # noqa: F401  (registers the shared crawl tasks)
+from . import tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's flusher and mover)
 from .beat import beat_schedule
 
 

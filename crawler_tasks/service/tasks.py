@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import redis
-from celery import Task, current_app, shared_task, signals
+from celery import Task, shared_task, signals
 from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
 
@@ -47,7 +47,7 @@ from ..core.errors import BadInput, BrokerUnavailable, ClaimMissing, QueueFull, 
 from ..core.models import CrawlRequest
 from ..core.policy import Retry, backoff
 from ..core.urls import host_of
-from ..stages import enqueue, feeds, fetch, mover, parse, seed, store
+from ..stages import enqueue, feeds, fetch, parse, seed, store
 from ..stages.runtime import Runtime, current
 from ..state.gate import Adoption
 
@@ -321,39 +321,3 @@ def _abandon_failed(sender: Task | None = None, task_id: str | None = None,
                                          {counters.ERRORS: 1, counters.error(name): 1})
     except redis.RedisError as exc:
         log.error("could not release failed task %s of crawl %s: %s", task_id, req.crawl_id, exc)
-
-
-#: Whether this worker's pool forks children (prefork): the flusher then runs in each child.
-_forking_pool = False
-
-
-@signals.worker_init.connect
-def _note_pool(sender: Any = None, **_: Any) -> None:
-    global _forking_pool
-    pool = getattr(sender, "pool_cls", None)
-    _forking_pool = "prefork" in str(getattr(pool, "__module__", pool))
-
-
-@signals.worker_process_init.connect
-def _start_child_threads(**_: Any) -> None:
-    _start_threads()
-
-
-@signals.worker_ready.connect
-def _start_worker_threads(**_: Any) -> None:
-    if not _forking_pool:
-        _start_threads()
-
-
-def _start_threads() -> None:
-    """The store flusher and the host mover of this worker process."""
-    rt = current(current_app._get_current_object())  # the worker's own app
-    store.start_flusher(rt)
-    mover.start_mover(rt)
-
-
-@signals.worker_process_shutdown.connect
-@signals.worker_shutdown.connect
-def _stop_threads(**_: Any) -> None:
-    mover.stop_mover()
-    store.stop_flusher()

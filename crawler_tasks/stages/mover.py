@@ -12,7 +12,6 @@ due at once.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from typing import TYPE_CHECKING
 
@@ -75,21 +74,3 @@ class Mover:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
-
-
-_movers: dict[int, Mover] = {}
-
-
-def start_mover(rt: Runtime) -> Mover:
-    """Start this process's mover (once per process)."""
-    mover = _movers.get(os.getpid())
-    if mover is None:
-        mover = _movers[os.getpid()] = Mover(rt).start()
-    return mover
-
-
-def stop_mover() -> None:
-    """Stop this process's mover; what it took and did not publish goes back after its lease."""
-    mover = _movers.pop(os.getpid(), None)
-    if mover is not None:
-        mover.stop()

@@ -311,24 +311,6 @@ class Flusher:
                 return
 
 
-_flushers: dict[int, Flusher] = {}
-
-
-def start_flusher(rt: Runtime) -> Flusher:
-    """Start this process's store flusher (once per process)."""
-    flusher = _flushers.get(os.getpid())
-    if flusher is None:
-        flusher = _flushers[os.getpid()] = Flusher(rt).start()
-    return flusher
-
-
-def stop_flusher() -> None:
-    """Stop this process's store flusher, writing what waits (warm shutdown)."""
-    flusher = _flushers.pop(os.getpid(), None)
-    if flusher is not None:
-        flusher.stop()
-
-
 #: Why a dead letter was kept: its store refused the record for good, or could not take it.
 REFUSED, FAILED = "refused", "failed"
 
