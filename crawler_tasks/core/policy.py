@@ -24,7 +24,7 @@ from urllib.parse import urljoin, urlsplit
 from w3lib.encoding import html_to_unicode
 
 from . import counters
-from .errors import FetchError, InvalidURL
+from .errors import FetchError, InvalidURL, TooManyRedirects
 from .limits import Limits
 from .models import CrawlRequest, PageRecord
 from .politeness import Feedback, RobotsVerdict, Slot
@@ -274,13 +274,12 @@ def plan_redirect(req: CrawlRequest, location: str, status: int,
 
     A 303 turns GET-with-body methods into GET but keeps HEAD; a hop to another
     host or scheme drops ``Cookie`` and ``Authorization``. Raises
-    :class:`FetchError` past ``CRAWLER_REDIRECT_MAX_TIMES`` hops and
+    :class:`TooManyRedirects` past ``CRAWLER_REDIRECT_MAX_TIMES`` hops and
     :class:`InvalidURL` for a target that cannot be fetched or is longer than
     ``CRAWLER_MAX_URL_LENGTH``.
     """
     if req.redirects >= settings.redirect_max_times:
-        raise FetchError(f"redirect hops exceeded ({settings.redirect_max_times})",
-                         retryable=False, reason="redirect_max")
+        raise TooManyRedirects(f"redirect hops exceeded ({settings.redirect_max_times})")
     url = urljoin(req.url, location)
     method = "GET" if status == 303 and req.method != "HEAD" else req.method
     headers = req.headers if same_origin(req.url, url) else {

@@ -12,7 +12,7 @@ import email.utils
 import time
 from dataclasses import dataclass
 
-from .errors import FetchError
+from .errors import BadStatus
 
 RETRY_STATUSES = frozenset({408, 429})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -79,11 +79,10 @@ class Download:
         return self.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
-def status_error(dl: Download) -> FetchError | None:
-    """A retryable :class:`FetchError` for 408, 429 and 5xx responses, else None."""
+def status_error(dl: Download) -> BadStatus | None:
+    """The :class:`BadStatus` (retryable) of a 408, 429 or 5xx response, else None."""
     if dl.status in RETRY_STATUSES or dl.status >= 500:
-        return FetchError(f"HTTP {dl.status}", retryable=True, status=dl.status,
-                          retry_after=retry_after_seconds(dl.headers.get("retry-after")))
+        return BadStatus(dl.status, retry_after_seconds(dl.headers.get("retry-after")))
     return None
 
 

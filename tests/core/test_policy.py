@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from crawler_tasks.core.errors import FetchError
+from crawler_tasks.core.errors import (
+    ConnectionRefused,
+    ConnectionReset,
+    FetchTimeout,
+    ProxyFailure,
+    RequestFailed,
+    TLSFailure,
+    TooManyRedirects,
+)
 from crawler_tasks.core.limits import Limits
 from crawler_tasks.core.models import CrawlRequest, PageRecord
 from crawler_tasks.core.policy import (
@@ -87,7 +95,7 @@ def test_exhausted_retries_fail_with_the_attempt_count():
 
 
 def test_connection_error_without_response_fails_with_no_status():
-    err = FetchError("timeout after 1.0s", retryable=True, reason="timeout")
+    err = FetchTimeout("timeout after 1.0s")
     assert isinstance(decide(req(), err, SETTINGS, LIMITS), Retry)
     out = decide(req(retries=2), err, SETTINGS, LIMITS)
     assert isinstance(out, Fail)
@@ -95,7 +103,7 @@ def test_connection_error_without_response_fails_with_no_status():
 
 
 def test_permanent_error_is_not_retried():
-    out = decide(req(), FetchError("request failed: bad", retryable=False), SETTINGS, LIMITS)
+    out = decide(req(), RequestFailed("request failed: bad"), SETTINGS, LIMITS)
     assert isinstance(out, Fail) and out.record.description == "request failed: bad"
 
 
@@ -125,6 +133,9 @@ def test_redirect_target_is_promoted_and_resolved():
 def test_redirect_hop_limit_fails_the_request():
     out = decide(req(redirects=3), response(302, {"location": "/q"}), SETTINGS, LIMITS)
     assert isinstance(out, Fail) and "redirect hops exceeded (3)" in out.record.description
+    with pytest.raises(TooManyRedirects) as info:
+        plan_redirect(req(redirects=3), "/q", 302, SETTINGS)
+    assert info.value.reason == "redirect_max" and not info.value.retryable
 
 
 def test_a_redirect_to_a_url_over_the_length_cap_fails_the_request_and_says_why():
@@ -219,11 +230,11 @@ def _download(status: int, body: bytes = b"<html></html>", **headers: str) -> Do
     (_download(503), "throttled"),
     (_download(403), "blocked"),
     (_download(200, b"<h1>Access denied: you look like a robot</h1>"), "blocked"),
-    (FetchError("connection reset", retryable=True, reason="connection_reset"), "blocked"),
-    (FetchError("timeout after 1s", retryable=True, reason="timeout"), "timeout"),
-    (FetchError("connection refused", retryable=True, reason="connection_refused"), "timeout"),
-    (FetchError("proxy failed", retryable=True, reason="proxy"), "proxy"),
-    (FetchError("TLS error", retryable=False, reason="tls"), "error"),
+    (ConnectionReset("connection reset"), "blocked"),
+    (FetchTimeout("timeout after 1s"), "timeout"),
+    (ConnectionRefused("connection refused"), "timeout"),
+    (ProxyFailure("proxy failed"), "proxy"),
+    (TLSFailure("TLS error"), "error"),
 ])
 def test_what_a_download_tells_the_host_limiter(result, kind):
     from crawler_tasks.core.policy import host_feedback
