@@ -6,6 +6,7 @@ The limiter that keeps them for the cluster is :mod:`crawler_tasks.state.hosts`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from urllib.parse import urlsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -32,21 +33,42 @@ class Slot:
     proxy: int | None = None
 
 
+class FeedbackKind(StrEnum):
+    """What a download told about its host (the same strings go to the limiter's Lua)."""
+
+    OK = "ok"  # a response (whatever its status, unless another kind says more)
+    THROTTLED = "throttled"  # 429 or 503: slow down
+    BLOCKED = "blocked"  # 403, a ban page, a connection reset
+    TIMEOUT = "timeout"  # timed out, refused or failed to connect: the host struggles
+    PROXY = "proxy"  # the proxy the request went through failed
+    ERROR = "error"  # anything else: nothing learnt about the host
+
+
+#: Answers that are blocking signs: ``CRAWLER_BAN_THRESHOLD`` in a row switch the host to
+#: the proxies (when there are some).
+BLOCKING_SIGNS = frozenset({FeedbackKind.THROTTLED, FeedbackKind.BLOCKED})
+
+
 @dataclass(frozen=True)
 class Feedback:
     """What a download told about its host, for :meth:`crawler_tasks.state.hosts.HostLimiter.release`.
 
-    ``kind``: ``ok`` (a response), ``throttled`` (429 or 503), ``blocked``
-    (403, a ban page, a connection reset), ``timeout`` (timed out or the
-    connection failed), ``proxy`` (the proxy ``proxy`` failed), ``error``
-    (anything else). Throttled and blocked answers are blocking signs.
+    ``kind`` (:class:`FeedbackKind`; its string value is accepted too): ``ok``
+    (a response), ``throttled`` (429 or 503), ``blocked`` (403, a ban page, a
+    connection reset), ``timeout`` (timed out or the connection failed),
+    ``proxy`` (the proxy ``proxy`` failed), ``error`` (anything else).
+    Throttled and blocked answers are blocking signs. ``latency`` is -1 when
+    unknown, ``status`` 0 when no response came.
     """
 
-    kind: str = "ok"
+    kind: FeedbackKind = FeedbackKind.OK
     status: int = 0
     retry_after: float | None = None
     latency: float = -1.0
     proxy: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", FeedbackKind(self.kind))
 
 
 @dataclass(frozen=True)

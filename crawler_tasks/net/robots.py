@@ -38,10 +38,11 @@ from urllib.parse import urljoin, urlsplit
 from protego import Protego
 
 from ..core import counters
+from ..core.classify import host_feedback
 from ..core.errors import AddressRefused, FetchError, InvalidURL, TooManyRedirects
 from ..core.lru import ByteLRU, text_weight
 from ..core.models import CrawlRequest
-from ..core.policy import backoff, host_feedback
+from ..core.policy import backoff
 from ..core.politeness import ALLOW, RobotsVerdict, host_key
 from ..core.responses import REDIRECT_STATUSES, Download
 from ..state import scripts

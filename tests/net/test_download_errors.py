@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from crawler_tasks.core.classify import classify
 from crawler_tasks.core.errors import (
     BadResponse,
     ConnectionFailed,
@@ -24,7 +25,6 @@ from crawler_tasks.core.errors import (
     ResponseIncomplete,
 )
 from crawler_tasks.core.models import CrawlRequest
-from crawler_tasks.core.policy import host_feedback
 from crawler_tasks.net.download import download, make_session
 
 from ..conftest import LOCAL
@@ -115,14 +115,14 @@ def test_a_misbehaving_server_fails_the_download_with_its_kind(server, path, kin
     err = failure(server.url + path)
     assert type(err) is kind and err.reason == reason, err
     assert description is None or err.description == description
-    assert host_feedback(err).kind == feedback
+    assert classify(err).feedback == feedback
 
 
 def test_a_refused_connection_is_its_own_kind():
     err = failure(f"http://127.0.0.1:{closed_port()}/")
     assert type(err) is ConnectionRefused and (err.reason, err.description) == ("connection_refused",
                                                                                "connection refused")
-    assert err.retryable and host_feedback(err).kind == "timeout"
+    assert err.retryable and classify(err).feedback == "timeout"
 
 
 @pytest.mark.parametrize("code", [socket.EAI_NONAME, socket.EAI_AGAIN, socket.EAI_FAIL])
@@ -139,10 +139,10 @@ def test_a_name_that_does_not_resolve_is_a_dns_failure_whatever_the_resolver_sai
     proxied = failure("http://nowhere.example.test/", proxy=server.url)  # judged before the proxy
     for err in (direct, proxied):
         assert type(err) is DNSFailure and (err.reason, err.description) == ("dns", "DNS lookup failed")
-        assert err.retryable and host_feedback(err).kind == "error"
+        assert err.retryable and classify(err).feedback == "error"
 
 
 def test_a_proxy_that_refuses_is_the_proxys_failure(server):
     err = failure(server.url + "/reset", proxy=f"http://127.0.0.1:{closed_port()}")
     assert type(err) is ProxyFailure and (err.reason, err.description) == ("proxy", "proxy failed")
-    assert host_feedback(err).kind == "proxy"
+    assert classify(err).feedback == "proxy"
