@@ -19,6 +19,20 @@
     ├── CrawlStalled              nothing moved for CRAWLER_STALL_TIMEOUT while work was outstanding
     ├── CrawlStateLost            the state Redis came back without a running crawl's state
     ├── FetchError                a download failed; ``retryable`` says if trying again may help
+    │   ├── FetchTimeout          no whole response within the download timeout
+    │   ├── ConnectionFailed      no connection, for no better-known cause
+    │   │   ├── DNSFailure        the host name did not resolve
+    │   │   ├── ConnectionRefused the host refused the connection
+    │   │   └── ConnectionReset   the host reset the connection (a blocking sign)
+    │   ├── ProxyFailure          the proxy failed (refused, reset, 407 to CONNECT)
+    │   ├── TLSFailure            the TLS handshake failed (an untrusted certificate...)
+    │   ├── AddressRefused        the private-network guard refused the host's address
+    │   ├── BadResponse           malformed or over-long status line or headers
+    │   ├── HeadersCut            the connection closed inside the response headers
+    │   ├── ResponseIncomplete    the body ended before the length the response declared
+    │   ├── TooManyRedirects      more redirect hops than allowed
+    │   ├── BadStatus             a response whose status counts as a failed attempt (408, 429, 5xx)
+    │   └── RequestFailed         requests refused the request (a bad proxy URL...)
     ├── StoreUnavailable          a backend could not take a write: safe to retry
     └── ClaimMissing              a page's claim check expired before parse/store read it
 """
@@ -98,23 +112,124 @@ class CrawlStateLost(CrawlerError):
 
 
 class FetchError(CrawlerError):
-    """A download failed.
+    """A download failed; each kind of failure is a subclass.
 
     ``description`` is the human-readable reason stored in the failure record;
-    ``reason`` a short stable name for counters (``timeout``, ``dns``,
-    ``http_503``...); ``retryable`` is True for connection errors, timeouts,
-    408, 429 and 5xx; ``retry_after`` is the server's ``Retry-After`` in
-    seconds, when it sent one.
+    ``reason`` a short stable name for counters (``retry/reason_count/<reason>``:
+    ``timeout``, ``dns``, ``http_503``...); ``retryable`` says whether sending
+    the same request again is safe and may help (the class says it, as httpx's
+    ``ConnectTimeout`` does); ``status`` and ``retry_after`` (the server's
+    ``Retry-After`` in seconds) are set on a :class:`BadStatus`. What a failure
+    tells the host limiter is :mod:`crawler_tasks.core.classify`'s to say.
+    A plain ``FetchError`` (``error``, not retried) is a failure of no known kind.
     """
 
-    def __init__(self, description: str, *, retryable: bool, reason: str = "error",
-                 status: int | None = None, retry_after: float | None = None) -> None:
+    reason: str = "error"
+    retryable: bool = False
+    status: int | None = None
+    retry_after: float | None = None
+
+    def __init__(self, description: str) -> None:
         super().__init__(description)
         self.description = description
-        self.reason = f"http_{status}" if status is not None else reason
-        self.retryable = retryable
+
+
+class FetchTimeout(FetchError):
+    """No whole response came within the download timeout (connect, headers and body)."""
+
+    reason = "timeout"
+    retryable = True
+
+
+class ConnectionFailed(FetchError):
+    """No connection to the host (or it broke), for no better-known cause."""
+
+    reason = "connection"
+    retryable = True
+
+
+class DNSFailure(ConnectionFailed):
+    """The host name did not resolve (``socket.gaierror``): nothing was sent."""
+
+    reason = "dns"
+
+
+class ConnectionRefused(ConnectionFailed):
+    """The host refused the connection: nothing was sent."""
+
+    reason = "connection_refused"
+
+
+class ConnectionReset(ConnectionFailed):
+    """The host reset the connection: a sign of a blocking host."""
+
+    reason = "connection_reset"
+
+
+class ProxyFailure(FetchError):
+    """The proxy the request went through failed; another proxy may do."""
+
+    reason = "proxy"
+    retryable = True
+
+
+class TLSFailure(FetchError):
+    """The TLS handshake failed (an untrusted certificate, a name mismatch...): the same
+    handshake fails again."""
+
+    reason = "tls"
+
+
+class AddressRefused(FetchError):
+    """The private-network guard refused every address of the host: nothing was sent, and
+    asking again cannot help."""
+
+    reason = "blocked_address"
+
+
+class BadResponse(FetchError):
+    """A malformed response: a bad status line, too many or over-long header lines."""
+
+    reason = "bad_response"
+
+
+class HeadersCut(FetchError):
+    """The connection closed inside the response headers."""
+
+    reason = "headers_cut"
+    retryable = True
+
+
+class ResponseIncomplete(FetchError):
+    """The body ended before the length the response declared."""
+
+    reason = "incomplete"
+    retryable = True
+
+
+class TooManyRedirects(FetchError):
+    """More redirect hops than allowed (``CRAWLER_REDIRECT_MAX_TIMES``, robots.txt's five)."""
+
+    reason = "redirect_max"
+
+
+class BadStatus(FetchError):
+    """A response whose status counts as a failed attempt: 408, 429 or 5xx, retried
+    (after ``retry_after`` when the server said). ``reason`` is ``http_<status>``."""
+
+    retryable = True
+
+    def __init__(self, status: int, retry_after: float | None = None) -> None:
+        super().__init__(f"HTTP {status}")
+        self.reason = f"http_{status}"
         self.status = status
         self.retry_after = retry_after
+
+
+class RequestFailed(FetchError):
+    """requests refused or failed the request for a reason of no other kind."""
+
+    reason = "request"
 
 
 class StoreUnavailable(CrawlerError):

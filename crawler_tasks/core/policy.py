@@ -8,8 +8,10 @@ backoff or the server's ``Retry-After``; a 3xx is stored and its target becomes
 a new request ``CRAWLER_REDIRECT_PRIORITY_ADJUST`` higher, through the gate.
 Per-request overrides follow Scrapy: keyword > request ``meta`` > setting.
 Before the download, :func:`before_fetch` turns the robots.txt verdict and the
-host limiter's answer into a ``Skip`` or a ``Defer``; after it,
-:func:`host_feedback` says what the answer tells the limiter about the host.
+host limiter's answer into a ``Skip`` or a ``Defer``; after it, with proxies
+configured, :func:`reroute_reason` says whether the request goes again at once
+through a proxy. What a result means (retried? what it tells the host limiter?)
+is read in one place, :mod:`.classify`.
 """
 
 from __future__ import annotations
@@ -18,22 +20,20 @@ import base64
 import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from enum import StrEnum
 from urllib.parse import urljoin, urlsplit
 
 from w3lib.encoding import html_to_unicode
 
 from . import counters
-from .errors import FetchError, InvalidURL
+from .classify import classify
+from .errors import FetchError, InvalidURL, TooManyRedirects
 from .limits import Limits
 from .models import CrawlRequest, PageRecord
-from .politeness import Feedback, RobotsVerdict, Slot
-from .responses import REDIRECT_STATUSES, Download, retry_after_seconds, status_error
+from .politeness import BLOCKING_SIGNS, Feedback, FeedbackKind, RobotsVerdict, Slot
+from .responses import REDIRECT_STATUSES, Download
 from .settings import Settings
 from .urls import check_length
-
-if TYPE_CHECKING:
-    from .proxies import Proxies
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 #: Headers a redirect to another host (or scheme) must not carry on (as Scrapy's RedirectMiddleware).
@@ -113,45 +113,40 @@ def before_fetch(req: CrawlRequest, robots: RobotsVerdict, slot: Slot | None) ->
     return None
 
 
-def host_feedback(result: Download | FetchError | None, proxies: Proxies | None = None,
-                  proxy: int | None = None) -> Feedback:
-    """What a download (through ``proxy``, None = direct) tells the host limiter: throttled
-    (429, 503), blocked (403, a ban page, a reset), timed out or unreachable (counts towards
-    a concurrency cut), a failed proxy, a response, or another error."""
-    if isinstance(result, Download):
-        if result.status in THROTTLE_STATUSES:
-            return Feedback("throttled", result.status,
-                            retry_after_seconds(result.headers.get("retry-after")), result.elapsed, proxy)
-        if proxy is not None and result.status == 407:
-            return Feedback("proxy", result.status, proxy=proxy)
-        if result.status in BLOCK_STATUSES or (proxies is not None and proxies.is_ban_page(result.body)):
-            return Feedback("blocked", result.status, None, result.elapsed, proxy)
-        return Feedback("ok", result.status, None, result.elapsed, proxy)
-    if isinstance(result, FetchError):
-        if result.reason == "proxy":
-            return Feedback("proxy", proxy=proxy)
-        if result.reason == "connection_reset":
-            return Feedback("blocked", proxy=proxy)
-        if result.reason in SLOW_HOST_REASONS:
-            return Feedback("timeout", proxy=proxy)
-    return Feedback("error", proxy=proxy)
+class Reroute(StrEnum):
+    """Why a request goes again at once, through a proxy (its retry's reason and counter)."""
+
+    BLOCKED = "blocked"  # its host blocked the direct request
+    PROXY_FAILED = "proxy_failed"  # the proxy it went through failed (benched; the next is tried)
 
 
-def reroute(req: CrawlRequest, settings: Settings, reason: str) -> Retry | None:
+def tell_at_once(feedback: Feedback, proxies: int) -> bool:
+    """Whether the host limiter must hear ``feedback`` at once, before the outcome is
+    decided, rather than in the page's last round trip: with ``proxies`` configured a
+    blocking sign may switch the host to them, which then holds for its next requests
+    without waiting for this page to be parsed and stored (and is logged)."""
+    return proxies > 0 and feedback.kind in BLOCKING_SIGNS
+
+
+def reroute_reason(feedback: Feedback, *, direct: bool, proxies: int) -> Reroute | None:
+    """Why the request that got ``feedback`` goes again at once (None: it does not): its
+    proxy failed, or, with ``proxies`` configured, its host blocked it while it went
+    ``direct`` (the retry takes a proxy once the host has shown ``CRAWLER_BAN_THRESHOLD``
+    blocking signs in a row)."""
+    if feedback.kind is FeedbackKind.PROXY:
+        return Reroute.PROXY_FAILED
+    if direct and proxies > 0 and feedback.kind is FeedbackKind.BLOCKED:
+        return Reroute.BLOCKED
+    return None
+
+
+def reroute(req: CrawlRequest, settings: Settings, reason: Reroute) -> Retry | None:
     """Send ``req`` again at once (a retry, demoted) because its host was found blocking
     or its proxy failed: the next attempt takes a proxy. None once its retries are used up."""
     retry = plan_retry(req, settings)
     if retry is None:
         return None
     return Retry(retry, 0.0, reason, {counters.RETRIES: 1, counters.retry_reason(reason): 1})
-
-
-#: Statuses that say the client is blocked.
-BLOCK_STATUSES = frozenset({403})
-#: Statuses that tell a client to slow down.
-THROTTLE_STATUSES = frozenset({429, 503})
-#: Download failures that count as a host struggling (its concurrency is cut after three).
-SLOW_HOST_REASONS = frozenset({"timeout", "connection_refused", "connection"})
 
 
 def conditional(req: CrawlRequest, previous: PageRecord | None) -> CrawlRequest:
@@ -179,9 +174,9 @@ def decide(req: CrawlRequest, result: Download | FetchError, settings: Settings,
     """
     if isinstance(result, FetchError):
         return _on_error(req, result, None, settings)
-    err = status_error(result)
-    if err is not None:
-        return _on_error(req, err, result, settings)
+    failure = classify(result).failure  # a 408, 429 or 5xx
+    if failure is not None:
+        return _on_error(req, failure, result, settings)
     counts = download_counts(result)
     if result.status == 304 and previous is not None:
         return HandOn(not_modified(req, result, previous), None, {**counts, counters.NOT_MODIFIED: 1})
@@ -274,13 +269,12 @@ def plan_redirect(req: CrawlRequest, location: str, status: int,
 
     A 303 turns GET-with-body methods into GET but keeps HEAD; a hop to another
     host or scheme drops ``Cookie`` and ``Authorization``. Raises
-    :class:`FetchError` past ``CRAWLER_REDIRECT_MAX_TIMES`` hops and
+    :class:`TooManyRedirects` past ``CRAWLER_REDIRECT_MAX_TIMES`` hops and
     :class:`InvalidURL` for a target that cannot be fetched or is longer than
     ``CRAWLER_MAX_URL_LENGTH``.
     """
     if req.redirects >= settings.redirect_max_times:
-        raise FetchError(f"redirect hops exceeded ({settings.redirect_max_times})",
-                         retryable=False, reason="redirect_max")
+        raise TooManyRedirects(f"redirect hops exceeded ({settings.redirect_max_times})")
     url = urljoin(req.url, location)
     method = "GET" if status == 303 and req.method != "HEAD" else req.method
     headers = req.headers if same_origin(req.url, url) else {

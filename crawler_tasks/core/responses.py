@@ -1,8 +1,9 @@
-"""A response as the crawler keeps it, and the rules read from its status and headers.
+"""A response as the crawler keeps it, and what its headers say.
 
 :class:`Download` is what a fetch hands to the decisions (:mod:`.policy`): the body
 capped at ``CRAWLER_DOWNLOAD_MAXSIZE``, decoded, with what an archive needs of the
-exchange (:class:`RawExchange`). No I/O here: the download itself is in
+exchange (:class:`RawExchange`). What its status means (retried? what it tells the
+host limiter?) is :mod:`.classify`'s to say. No I/O here: the download itself is in
 :mod:`crawler_tasks.net.download`.
 """
 
@@ -12,9 +13,6 @@ import email.utils
 import time
 from dataclasses import dataclass
 
-from .errors import FetchError
-
-RETRY_STATUSES = frozenset({408, 429})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 #: Request headers for the proxy alone, left out of the exchange a record keeps.
 HOP_SECRETS = frozenset({"proxy-authorization"})
@@ -77,14 +75,6 @@ class Download:
     @property
     def content_type(self) -> str:
         return self.headers.get("content-type", "").split(";")[0].strip().lower()
-
-
-def status_error(dl: Download) -> FetchError | None:
-    """A retryable :class:`FetchError` for 408, 429 and 5xx responses, else None."""
-    if dl.status in RETRY_STATUSES or dl.status >= 500:
-        return FetchError(f"HTTP {dl.status}", retryable=True, status=dl.status,
-                          retry_after=retry_after_seconds(dl.headers.get("retry-after")))
-    return None
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:

@@ -5,20 +5,43 @@ headers as sent, the status line and headers as received (case, order and
 repeats), and byte counts from the wire (see :class:`RawExchange`). The body is
 kept decoded (``Content-Encoding`` undone, chunking removed): the encoded bytes
 are not kept, so an archive holds the decoded payload (see ``backends/warc.py``).
+
+A download that gives no whole response raises the
+:class:`~crawler_tasks.core.errors.FetchError` subclass of its kind, told by the
+types of what requests, urllib3, the socket and ssl modules and the transport
+raised (never by the text of a message).
 """
 
 from __future__ import annotations
 
 import http.client
 import io
+import socket
+import ssl
 import time
 import urllib.request
+from collections.abc import Iterator
 
 import requests
+from urllib3.exceptions import NameResolutionError
 
 from ..core.addresses import AddressPolicy
 from ..core.budget import LARGE_BODY, Permit
-from ..core.errors import FetchError
+from ..core.errors import (
+    AddressRefused,
+    BadResponse,
+    ConnectionFailed,
+    ConnectionRefused,
+    ConnectionReset,
+    DNSFailure,
+    FetchError,
+    FetchTimeout,
+    HeadersCut,
+    ProxyFailure,
+    RequestFailed,
+    ResponseIncomplete,
+    TLSFailure,
+)
 from ..core.models import CrawlRequest
 from ..core.responses import Download, RawExchange
 from . import transport
@@ -121,35 +144,41 @@ def _short(resp: requests.Response, body: bytes) -> bool:
     return not length.isdigit() or "content-encoding" in resp.headers or len(body) < int(length)
 
 
-def _timeout(timeout: float) -> FetchError:
-    return FetchError(f"timeout after {timeout}s", retryable=True, reason="timeout")
+def _timeout(timeout: float) -> FetchTimeout:
+    return FetchTimeout(f"timeout after {timeout}s")
 
 
 def _request_error(exc: requests.exceptions.RequestException, timeout: float, *,
                    expired: bool) -> FetchError:
-    """The :class:`FetchError` for what requests raised, named by its root cause."""
+    """The :class:`FetchError` for what requests raised, named by the type of its root cause."""
     cause = _root_cause(exc)
     if expired or isinstance(exc, requests.exceptions.Timeout) or isinstance(cause, TimeoutError):
         return _timeout(timeout)
     if isinstance(cause, transport.BlockedAddress):  # before the proxy: not the proxy's fault
-        return FetchError(f"refused: {cause}", retryable=False, reason="blocked_address")
+        return AddressRefused(f"refused: {cause}")
     if isinstance(exc, requests.exceptions.ProxyError):  # never the proxy URL: it may hold a password
-        return FetchError("proxy failed", retryable=True, reason="proxy")
+        return ProxyFailure("proxy failed")
     if isinstance(exc, requests.exceptions.SSLError):
-        return FetchError(f"TLS error: {_ssl_reason(exc)}", retryable=False, reason="tls")
+        return TLSFailure(f"TLS error: {_ssl_reason(exc)}")
     if isinstance(cause, transport.HeadersCutOff):
-        return FetchError("response cut off inside its headers", retryable=True, reason="headers_cut")
+        return HeadersCut("response cut off inside its headers")
     if isinstance(cause, http.client.IncompleteRead):  # urllib3's too: ``partial`` an int there
         got = cause.partial if isinstance(cause.partial, int) else len(cause.partial or b"")
-        return FetchError(f"response ended early: {got} bytes read, {cause.expected} more expected",
-                          retryable=True, reason="incomplete")
-    if isinstance(cause, (http.client.LineTooLong, http.client.HTTPException)) and \
-            not isinstance(cause, http.client.RemoteDisconnected):
-        return FetchError(f"malformed response: {cause}", retryable=False, reason="bad_response")
+        return ResponseIncomplete(f"response ended early: {got} bytes read, {cause.expected} more expected")
+    if isinstance(cause, http.client.HTTPException) and not isinstance(cause, http.client.RemoteDisconnected):
+        return BadResponse(f"malformed response: {cause}")  # LineTooLong, too many headers, bad status line
     if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError,
                         requests.exceptions.ContentDecodingError)):
         return _connection_error(exc)
-    return FetchError(f"request failed: {str(exc)[:200]}", retryable=False, reason="request")
+    return RequestFailed(f"request failed: {str(exc)[:200]}")
+
+
+def _links(exc: BaseException) -> Iterator[BaseException]:
+    """The exceptions one wraps: in its args, its ``reason`` (urllib3), cause and context."""
+    yield from (a for a in getattr(exc, "args", ()) if isinstance(a, BaseException))
+    for inner in (getattr(exc, "reason", None), exc.__cause__, exc.__context__):
+        if isinstance(inner, BaseException):
+            yield inner
 
 
 def _root_cause(exc: BaseException) -> BaseException:
@@ -165,22 +194,41 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every exception it wraps, however deep (each once)."""
+    found: dict[int, BaseException] = {}
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) not in found:
+            found[id(e)] = e
+            todo.extend(_links(e))
+    return list(found.values())
+
+
+def _wraps(exc: BaseException, kinds: type[BaseException] | tuple[type[BaseException], ...],
+           *, but: tuple[type[BaseException], ...] = ()) -> bool:
+    """Whether ``exc`` is, or wraps, one of ``kinds`` (and none of ``but``)."""
+    return any(isinstance(e, kinds) and not isinstance(e, but) for e in _chain(exc))
+
+
 def _ssl_reason(exc: BaseException) -> str:
-    text = str(_root_cause(exc))
-    return "certificate verify failed" if "CERTIFICATE_VERIFY_FAILED" in text else text[:200]
+    if _wraps(exc, ssl.SSLCertVerificationError):  # OpenSSL's CERTIFICATE_VERIFY_FAILED
+        return "certificate verify failed"
+    return str(_root_cause(exc))[:200]
 
 
-def _connection_error(exc: Exception) -> FetchError:
-    """A retryable :class:`FetchError` naming what went wrong with the connection."""
-    text = str(exc)
-    if "refused" in text.lower():
-        return FetchError("connection refused", retryable=True, reason="connection_refused")
-    if any(s in text for s in ("Name or service not known", "nodename nor servname",
-                               "Temporary failure in name resolution", "No address associated")):
-        return FetchError("DNS lookup failed", retryable=True, reason="dns")
-    if "reset" in text.lower():
-        return FetchError("connection reset", retryable=True, reason="connection_reset")
-    return FetchError(f"connection error: {text[:200]}", retryable=True, reason="connection")
+def _connection_error(exc: Exception) -> ConnectionFailed:
+    """The :class:`ConnectionFailed` of the kind the socket error that ``exc`` wraps says."""
+    if _wraps(exc, ConnectionRefusedError):
+        return ConnectionRefused("connection refused")
+    if _wraps(exc, (socket.gaierror, NameResolutionError)):
+        return DNSFailure("DNS lookup failed")
+    # http.client's RemoteDisconnected (closed with no response) is a ConnectionResetError
+    # that no reset sent: not a blocking sign.
+    if _wraps(exc, ConnectionResetError, but=(http.client.RemoteDisconnected,)):
+        return ConnectionReset("connection reset")
+    return ConnectionFailed(f"connection error: {str(exc)[:200]}")
 
 
 def _request_size(prepared: requests.PreparedRequest) -> int:

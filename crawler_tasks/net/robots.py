@@ -38,10 +38,11 @@ from urllib.parse import urljoin, urlsplit
 from protego import Protego
 
 from ..core import counters
-from ..core.errors import FetchError, InvalidURL
+from ..core.classify import host_feedback
+from ..core.errors import AddressRefused, FetchError, InvalidURL, TooManyRedirects
 from ..core.lru import ByteLRU, text_weight
 from ..core.models import CrawlRequest
-from ..core.policy import backoff, host_feedback
+from ..core.policy import backoff
 from ..core.politeness import ALLOW, RobotsVerdict, host_key
 from ..core.responses import REDIRECT_STATUSES, Download
 from ..state import scripts
@@ -249,12 +250,12 @@ class Robots:
                 probe = CrawlRequest(url=url, crawl_id=req.crawl_id)
                 dl = download(self.session(), probe, timeout=s.download_timeout, maxsize=MAX_BYTES)
             except (FetchError, InvalidURL) as exc:
-                return exc if isinstance(exc, FetchError) else FetchError(str(exc), retryable=False)
+                return exc if isinstance(exc, FetchError) else FetchError(str(exc))
             location = dl.headers.get("location")
             if dl.status not in REDIRECT_STATUSES or not location:
                 return dl
             url = urljoin(url, location)
-        return FetchError(f"more than {MAX_HOPS} redirects", retryable=False, reason="redirect_max")
+        return TooManyRedirects(f"more than {MAX_HOPS} redirects")
 
     def _record(self, origin: str, result: Download | FetchError | None, attempts: int,
                 now: float) -> _Known | RobotsVerdict:
@@ -268,7 +269,7 @@ class Robots:
             ttl = s.robotstxt_ttl
         elif isinstance(result, Download) and 300 <= result.status < 500 and result.status != 429:
             fields, ttl = {"state": "allow", "status": result.status}, s.robotstxt_ttl
-        elif isinstance(result, FetchError) and result.reason == "blocked_address":
+        elif isinstance(result, AddressRefused):
             # The guard refuses the host: asking again cannot help, and its pages are refused too.
             fields = {"state": "unreachable", "detail": result.description}
             ttl = s.retry_backoff_max

@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..core import routing
+from ..core.classify import host_feedback
 from ..core.errors import FetchError
 from ..core.models import CrawlRequest, PageRecord
 from ..core.policy import (
@@ -23,13 +24,15 @@ from ..core.policy import (
     HandOn,
     Outcome,
     Redirect,
+    Reroute,
     Retry,
     Skip,
     before_fetch,
     conditional,
     decide,
-    host_feedback,
     reroute,
+    reroute_reason,
+    tell_at_once,
 )
 from ..core.politeness import ALLOW, Feedback, host_key
 from ..core.responses import Download
@@ -70,10 +73,12 @@ def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
                               permit=permit)
         except FetchError as err:
             result = err
-        release.feedback = host_feedback(result, rt.proxies, slot.proxy)
+        feedback = release.feedback = host_feedback(result, rt.proxies, slot.proxy)
         # What may switch the host to the proxies is told at once; the rest rides along.
-        proxied = bool(rt.proxies) and release.feedback.kind in ("blocked", "throttled") and release.now()
-        outcome = _rerouted(rt, req, release.feedback, direct=slot.proxy is None, proxied=proxied)
+        proxied = False
+        if tell_at_once(feedback, len(rt.proxies)):
+            proxied = release.now()
+        outcome = _rerouted(rt, req, feedback, direct=slot.proxy is None, proxied=proxied)
         if outcome is None:
             outcome = decide(req, result, s, rt.limits(req.crawl_id), previous=before)
         return apply(rt, req, task_id, _via(outcome, rt.proxies.shown(slot.proxy)), release=release)
@@ -108,18 +113,18 @@ class SlotRelease:
 
 def _rerouted(rt: Runtime, req: CrawlRequest, feedback: Feedback, *, direct: bool,
               proxied: bool) -> Retry | None:
-    """With proxies configured: a retry when a direct request was blocked (it takes a proxy
-    once its host has shown ``CRAWLER_BAN_THRESHOLD`` signs in a row; ``proxied`` says the
-    host does now) or when the proxy it went through failed (benched, the next one is tried)."""
-    if feedback.kind == "proxy":
+    """The retry :func:`~crawler_tasks.core.policy.reroute_reason` calls for, logged: a
+    direct request blocked (``proxied``: its host goes through the proxies now) or a failed
+    proxy (benched, the next one is tried)."""
+    reason = reroute_reason(feedback, direct=direct, proxies=len(rt.proxies))
+    if reason is None:
+        return None
+    if reason is Reroute.PROXY_FAILED:
         log.warning("proxy %s failed for %s: benched for %gs", rt.proxies.shown(feedback.proxy),
                     req.url, rt.settings.proxy_bench_s)
-        return reroute(req, rt.settings, "proxy_failed")
-    if direct and len(rt.proxies) and feedback.kind == "blocked":
-        if proxied:
-            log.info("%s is blocking direct requests: %s goes through a proxy", host_key(req.url), req.url)
-        return reroute(req, rt.settings, "blocked")
-    return None
+    elif proxied:
+        log.info("%s is blocking direct requests: %s goes through a proxy", host_key(req.url), req.url)
+    return reroute(req, rt.settings, reason)
 
 
 def _via(outcome: Outcome, proxy: str | None) -> Outcome:

@@ -13,7 +13,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler_tasks.backends import open_store
 from crawler_tasks.backends.warc import WARCStore, WriteOnlyStore
-from crawler_tasks.core.errors import FetchError, UnknownStore
+from crawler_tasks.core.errors import TLSFailure, UnknownStore
 from crawler_tasks.core.limits import Limits
 from crawler_tasks.core.models import CrawlRequest, PageRecord
 from crawler_tasks.core.policy import HandOn, decide
@@ -149,7 +149,7 @@ def test_a_truncated_body_is_marked(raw_site, tmp_path):
 
 def test_records_without_a_response_write_nothing(tmp_path):
     req = CrawlRequest(url="http://127.0.0.1:9/")
-    outcome = decide(req, FetchError("connection refused", retryable=False), SETTINGS, LIMITS)
+    outcome = decide(req, TLSFailure("TLS error: certificate verify failed"), SETTINGS, LIMITS)
     store = WARCStore(str(tmp_path))
     assert store.upsert([outcome.record]) == []
     store.close()

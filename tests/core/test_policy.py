@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawler_tasks.core.errors import FetchError
+from crawler_tasks.core.errors import FetchTimeout, RequestFailed, TooManyRedirects
 from crawler_tasks.core.limits import Limits
 from crawler_tasks.core.models import CrawlRequest, PageRecord
 from crawler_tasks.core.policy import (
@@ -87,7 +87,7 @@ def test_exhausted_retries_fail_with_the_attempt_count():
 
 
 def test_connection_error_without_response_fails_with_no_status():
-    err = FetchError("timeout after 1.0s", retryable=True, reason="timeout")
+    err = FetchTimeout("timeout after 1.0s")
     assert isinstance(decide(req(), err, SETTINGS, LIMITS), Retry)
     out = decide(req(retries=2), err, SETTINGS, LIMITS)
     assert isinstance(out, Fail)
@@ -95,7 +95,7 @@ def test_connection_error_without_response_fails_with_no_status():
 
 
 def test_permanent_error_is_not_retried():
-    out = decide(req(), FetchError("request failed: bad", retryable=False), SETTINGS, LIMITS)
+    out = decide(req(), RequestFailed("request failed: bad"), SETTINGS, LIMITS)
     assert isinstance(out, Fail) and out.record.description == "request failed: bad"
 
 
@@ -125,6 +125,9 @@ def test_redirect_target_is_promoted_and_resolved():
 def test_redirect_hop_limit_fails_the_request():
     out = decide(req(redirects=3), response(302, {"location": "/q"}), SETTINGS, LIMITS)
     assert isinstance(out, Fail) and "redirect hops exceeded (3)" in out.record.description
+    with pytest.raises(TooManyRedirects) as info:
+        plan_redirect(req(redirects=3), "/q", 302, SETTINGS)
+    assert info.value.reason == "redirect_max" and not info.value.retryable
 
 
 def test_a_redirect_to_a_url_over_the_length_cap_fails_the_request_and_says_why():
@@ -207,35 +210,6 @@ def test_a_304_nobody_asked_for_is_stored_as_it_came():
     assert "not_modified" not in outcome.counts
 
 
-def _download(status: int, body: bytes = b"<html></html>", **headers: str) -> Download:
-    return Download(url="http://a.test/", status=status, headers=headers, body=body, truncated=False,
-                    request_size=10, response_size=10, elapsed=0.2)
-
-
-@pytest.mark.parametrize("result,kind", [
-    (_download(200), "ok"),
-    (_download(404), "ok"),
-    (_download(429, **{"retry-after": "2"}), "throttled"),
-    (_download(503), "throttled"),
-    (_download(403), "blocked"),
-    (_download(200, b"<h1>Access denied: you look like a robot</h1>"), "blocked"),
-    (FetchError("connection reset", retryable=True, reason="connection_reset"), "blocked"),
-    (FetchError("timeout after 1s", retryable=True, reason="timeout"), "timeout"),
-    (FetchError("connection refused", retryable=True, reason="connection_refused"), "timeout"),
-    (FetchError("proxy failed", retryable=True, reason="proxy"), "proxy"),
-    (FetchError("TLS error", retryable=False, reason="tls"), "error"),
-])
-def test_what_a_download_tells_the_host_limiter(result, kind):
-    from crawler_tasks.core.policy import host_feedback
-    from crawler_tasks.core.proxies import Proxies
-
-    proxies = Proxies(Settings(ban_pattern="(?i)looks? like a robot"))
-    feedback = host_feedback(result, proxies)
-    assert feedback.kind == kind
-    if kind == "throttled" and result.status == 429:
-        assert feedback.retry_after == 2.0
-
-
 def test_a_disallowed_url_is_skipped_with_a_record_and_a_busy_host_defers():
     from crawler_tasks.core.policy import Defer, Skip, before_fetch
     from crawler_tasks.core.politeness import ALLOW, RobotsVerdict, Slot
@@ -248,3 +222,47 @@ def test_a_disallowed_url_is_skipped_with_a_record_and_a_busy_host_defers():
     assert before_fetch(req, RobotsVerdict(wait_until=12.5), None) == Defer(req, 12.5)
     assert before_fetch(req, ALLOW, Slot(False, 99.0)) == Defer(req, 99.0)
     assert before_fetch(req, ALLOW, Slot(True)) is None
+
+
+# Reroute: a blocked direct request, or a failed proxy, goes again at once through a proxy
+
+
+@pytest.mark.parametrize("kind,direct,proxies,reason", [
+    ("blocked", True, 2, "blocked"),
+    ("blocked", False, 2, None),  # already through a proxy: decided as any answer
+    ("blocked", True, 0, None),  # no proxy to go through
+    ("throttled", True, 2, None),  # a throttled request waits its back-off, as without proxies
+    ("proxy", False, 2, "proxy_failed"),
+    ("proxy", True, 0, "proxy_failed"),
+    ("ok", True, 2, None),
+    ("timeout", True, 2, None),
+    ("error", True, 2, None),
+])
+def test_which_answers_reroute_a_request(kind, direct, proxies, reason):
+    from crawler_tasks.core.policy import Reroute, reroute_reason
+    from crawler_tasks.core.politeness import Feedback
+
+    got = reroute_reason(Feedback(kind, proxy=None if direct else 0), direct=direct, proxies=proxies)
+    assert got == reason and (got is None or isinstance(got, Reroute))
+
+
+@pytest.mark.parametrize("kind,proxies,at_once", [
+    ("blocked", 1, True), ("throttled", 1, True), ("ok", 1, False), ("proxy", 1, False),
+    ("timeout", 1, False), ("blocked", 0, False), ("throttled", 0, False),
+])
+def test_blocking_signs_reach_the_limiter_before_the_decision_when_proxies_are_configured(kind, proxies,
+                                                                                       at_once):
+    from crawler_tasks.core.policy import tell_at_once
+    from crawler_tasks.core.politeness import Feedback
+
+    assert tell_at_once(Feedback(kind), proxies) is at_once
+
+
+def test_a_reroute_is_an_immediate_demoted_retry_counted_under_its_reason():
+    from crawler_tasks.core.policy import Reroute, reroute
+
+    out = reroute(req(priority=1), SETTINGS, Reroute.BLOCKED)
+    assert isinstance(out, Retry) and out.countdown == 0.0 and out.reason == "blocked"
+    assert out.request.retries == 1 and out.request.priority == 0
+    assert out.counts == {"retries": 1, "retry/reason_count/blocked": 1}
+    assert reroute(req(retries=2), SETTINGS, Reroute.PROXY_FAILED) is None
