@@ -83,6 +83,14 @@ def canonicalize_url(url: str) -> str:
     """
     try:
         canonical = _w3lib_canonicalize(url, keep_fragments=False)
+        # w3lib's result is not always its own canonical form: "%%30%61" decodes to the
+        # escape "%0a", which a second pass upper-cases. Identity needs a fixed point; only
+        # percent-escapes move, so a URL without one is done after one pass.
+        for _ in range(3 if "%" in canonical else 0):
+            again = _w3lib_canonicalize(canonical, keep_fragments=False)
+            if again == canonical:
+                break
+            canonical = again
         parts = urlsplit(canonical)
         port = parts.port
     except ValueError as exc:  # UnicodeError included

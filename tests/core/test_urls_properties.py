@@ -166,6 +166,7 @@ def test_non_string_input_raises_invalid_url(value):
 @example("http://[::1]:80/")
 @example("https://[2001:db8::1]:443/a?b=1")
 @example("http://u:p@[::1]:80/")
+@example("http://0/%%30%61")  # bug: w3lib gave '%0a', then '%0A' on a second pass
 def test_validation_and_canonical_form_are_idempotent(url):
     assert validate_url(url) == url
     canonical = canonicalize_url(url)
