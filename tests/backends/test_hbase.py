@@ -24,16 +24,10 @@ from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
 from crawler_tasks.backends import RecordFailure
-from crawler_tasks.backends import hbase as hbase_backend
-from crawler_tasks.backends.hbase import (
-    CELL_BYTES,
-    FRAMED_CELL_BYTES,
-    HBaseStore,
-    describe_error,
-    parse_uri,
-    row_key,
-    site_prefix,
-)
+from crawler_tasks.backends.hbase import HBaseStore, describe_error, parse_uri, row_key, site_prefix
+from crawler_tasks.backends.hbase import store as hbase_store
+from crawler_tasks.backends.hbase.cells import CELL_BYTES, FRAMED_CELL_BYTES
+from crawler_tasks.backends.hbase.keys import KEY_URL_BYTES
 from crawler_tasks.core.errors import StoreUnavailable, UnknownStore
 from crawler_tasks.core.models import PageRecord
 
@@ -154,7 +148,7 @@ def test_row_keys_put_the_site_first() -> None:
     assert row_key("http://127.0.0.1:5000/a", "f") == b"127.0.0.1:http:5000/a f"
     assert row_key("http://[::1]:8080/a", "f") == b"[::1]:http:8080/a f"
     long = row_key("http://example.com/" + "a" * 5000, "f" * 40)
-    assert len(long) == hbase_backend.KEY_URL_BYTES + 41 and long.endswith(b" " + b"f" * 40)
+    assert len(long) == KEY_URL_BYTES + 41 and long.endswith(b" " + b"f" * 40)
     assert site_prefix("WWW.Example.com") == b"com.example.www:"
     assert site_prefix("example.com", subdomains=True) == b"com.example."
     assert site_prefix("::1") == b"[::1]:"
@@ -207,8 +201,8 @@ def test_a_batch_with_one_fingerprint_twice_keeps_the_last(store: HBaseStore) ->
 
 def test_scans_by_site_return_that_sites_rows_in_key_order(hbase: HBaseServer, store: HBaseStore,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hbase_backend, "SCAN_PAGE", 7)  # several scan pages
-    monkeypatch.setattr(hbase_backend, "GET_ROWS", 3)
+    monkeypatch.setattr(hbase_store, "SCAN_PAGE", 7)  # several scan pages
+    monkeypatch.setattr(hbase_store, "GET_ROWS", 3)
     urls = [f"https://www.example.com/{p}" for p in ("b", "a/2", "a", "a/10", "z?x=1", "z")]
     urls += ["http://www.example.com/", "https://www.example.com:8443/", "https://example.com/",
              "https://shop.www.example.com/", "https://www.example.org/", "https://www.example.community/"]
