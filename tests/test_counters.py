@@ -108,7 +108,7 @@ SHAPED = re.compile(rf"^(?:{'|'.join(map(re.escape, GROUPS))})/")
 
 #: Literals that read like counters in a counter's position but are something else, and what.
 ELSEWHERE = {
-    ("backends/elasticsearch.py", "truncated"): "the record field, in the pages index's mapping",
+    ("backends/elasticsearch/documents.py", "truncated"): "the record field, in the pages index's mapping",
     ("cli/stats.py", "requests"): "a HostState field of `stats --json`'s busiest hosts",
     ("cli/stats.py", "throttled"): "a HostState field of `stats --json`'s busiest hosts",
 }

@@ -19,13 +19,8 @@ import elasticsearch
 import pytest
 
 from crawler_tasks.backends import RecordFailure
-from crawler_tasks.backends.elasticsearch import (
-    PAGES_MAPPING,
-    STATS_MAPPING,
-    ElasticsearchStore,
-    item_failure,
-    parse_uri,
-)
+from crawler_tasks.backends.elasticsearch import PAGES_MAPPING, STATS_MAPPING, ElasticsearchStore, parse_uri
+from crawler_tasks.backends.elasticsearch.bulk import item_failure
 from crawler_tasks.core.errors import BadInput, StoreUnavailable, UnknownStore
 from crawler_tasks.core.models import PageRecord
 from crawler_tasks.core.settings import Settings
