@@ -1,0 +1,83 @@
+"""The parse stage: a page's HTML parsed into its record, and the links it may follow.
+
+A page up to :data:`~crawler_tasks.core.budget.LARGE_BODY` bytes is parsed into a
+tree (:mod:`~crawler_tasks.stages.parse.tree`); a larger one is read as a
+stream of parser events (:mod:`~crawler_tasks.stages.parse.stream`), never a
+tree: a tree costs up to 30 times its body. Both give the same title, text and
+links. The trees parsed at once in a worker process are bounded by
+:data:`TREE_BYTES` of bodies.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...core import counters
+from ...core.budget import LARGE_BODY, ByteBudget
+from ...core.models import CrawlRequest, PageRecord
+from .. import enqueue
+from .base import Parsed
+from .links import follow
+from .stream import parse_stream
+from .tree import parse_tree
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+
+#: Bytes of bodies parsed into trees at once per worker process: a tree costs up to
+#: 30 times its body, so 32 threads each parsing a 1 MiB page would need about 1 GB.
+TREE_BYTES = 4 * LARGE_BODY
+_trees = ByteBudget(TREE_BYTES)
+
+
+def parse_html(body: bytes, *, url: str, content_type: str | None, text_maxsize: int,
+               robots_header: str = "", max_links: int = 0, max_url_length: int = 0) -> Parsed:
+    """Title, bounded visible text and absolute outlinks of an HTML page.
+
+    Links resolve against ``<base href>`` and ``url``; fragments are dropped;
+    non-http(s) links and ``rel=nofollow`` links are skipped; a robots
+    ``nofollow`` (meta or ``X-Robots-Tag``) yields no links at all. At most
+    ``max_links`` distinct links are kept (0 = all); ``links_over_cap`` counts
+    the candidates past the cap. Links over ``max_url_length`` bytes (0 = no
+    cap) are not kept either; ``links_too_long`` counts them.
+    """
+    args = (body, url, content_type, text_maxsize, robots_header, max_links, max_url_length)
+    if len(body) > LARGE_BODY:
+        return parse_stream(*args)
+    with _trees.hold(len(body)):
+        return parse_tree(*args)
+
+
+def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord,
+               body: bytes) -> tuple[list[CrawlRequest], dict[str, int]]:
+    """Fill ``record`` from its HTML ``body``; return the requests for the links to follow
+    and the parse's counters (``links/over_cap``: links past ``CRAWLER_MAX_LINKS_PER_PAGE``;
+    ``links/too_long``: links longer than ``CRAWLER_MAX_URL_LENGTH``)."""
+    s = rt.settings
+    parsed = parse_html(body, url=record.url, content_type=record.headers.get("content-type"),
+                        text_maxsize=s.text_maxsize,
+                        robots_header=record.headers.get("x-robots-tag", ""),
+                        max_links=s.max_links_per_page, max_url_length=s.max_url_length)
+    record.title = parsed.title
+    record.text = parsed.text
+    record.links = parsed.links
+    record.encoding = parsed.encoding
+    if rt.settings.store_body:
+        record.body = parsed.html
+    counts = {counters.LINKS_OVER_CAP: parsed.links_over_cap, counters.LINKS_TOO_LONG: parsed.links_too_long}
+    if req.extract_links:
+        children, too_long = follow(req, parsed.links, rt.limits(req.crawl_id), s.max_url_length)
+        counts[counters.LINKS_TOO_LONG] += too_long
+    else:
+        children = []
+    return children, {name: n for name, n in counts.items() if n}
+
+
+def parse_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
+    """The split pipeline's parse step: parse the page ``claim_id``, enqueue links, queue
+    the record for the store, drop the claim."""
+    with rt.large_bodies.permit() as permit:  # a large body's slot, until its record is queued
+        record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True, permit=permit)
+        children, counts = parse_page(rt, req, record, body or b"")
+        enqueue.complete(rt, req, task_id, children, counts, record=record)
+    rt.claims.delete(req.crawl_id, claim_id)  # done now, or long ago (a late duplicate)

@@ -1,0 +1,69 @@
+"""The tree parser, for pages up to ``LARGE_BODY`` bytes: lxml builds the tree, in C, the fast way.
+
+A tree costs up to 30 times its body (which is why large pages are streamed
+instead, and why the trees parsed at once are budgeted) and stops at 255 levels
+of nesting.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urljoin
+
+import lxml.etree
+import lxml.html
+
+from .base import INVISIBLE, XML_DECL, Parsed, clean_title, decode_html, robots_nofollow
+from .links import Links
+
+
+def parse_tree(body: bytes, url: str, content_type: str | None, text_maxsize: int,
+               robots_header: str, max_links: int, max_url_length: int) -> Parsed:
+    encoding, html = decode_html(body, content_type)
+    root = _document(html)
+    if root is None:
+        return Parsed(title=None, text="", encoding=encoding, html=html)
+    nofollow = "nofollow" in robots_header.lower() or _meta_nofollow(root)
+    title = _title(root)
+    links = Links(url, 0) if nofollow else _links(root, url, max_links, max_url_length)
+    text = _visible_text(root, text_maxsize)
+    return Parsed(title=title, text=text, links=links.links, links_over_cap=links.over,
+                  links_too_long=links.too_long, nofollow=nofollow, encoding=encoding, html=html)
+
+
+def _document(text: str) -> lxml.html.HtmlElement | None:
+    text = XML_DECL.sub("", text)
+    try:
+        return lxml.html.document_fromstring(text)
+    except (lxml.etree.ParserError, ValueError):
+        return None
+
+
+def _title(root: lxml.html.HtmlElement) -> str | None:
+    found = root.find(".//title")
+    if found is None or found.text_content() is None:
+        return None
+    return clean_title(found.text_content())
+
+
+def _meta_nofollow(root: lxml.html.HtmlElement) -> bool:
+    return any(robots_nofollow(meta.get("name"), meta.get("content")) for meta in root.iter("meta"))
+
+
+def _visible_text(root: lxml.html.HtmlElement, limit: int) -> str:
+    """Text a reader sees; mutates ``root`` (drops scripts, styles, comments, in C)."""
+    lxml.etree.strip_elements(root, lxml.etree.Comment, *INVISIBLE, with_tail=False)
+    body = root.find("body")
+    node = body if body is not None else root
+    return " ".join(" ".join(node.itertext()).split())[:limit]
+
+
+def _links(root: lxml.html.HtmlElement, url: str, cap: int = 0, max_length: int = 0) -> Links:
+    """The page's links (see :class:`Links`), found in its tree."""
+    base = url
+    base_el = root.find(".//base[@href]")
+    if base_el is not None:
+        base = urljoin(url, base_el.get("href").strip())
+    links = Links(base, cap, max_length)
+    for el in root.iter("a", "area"):
+        links.add(el.get("href"), el.get("rel"))
+    return links
