@@ -65,7 +65,7 @@ SCROLL = "2m"  # how long a scroll stays open between pages
 
 
 class ElasticsearchStore:
-    """Page records in an Elasticsearch index, one document per fingerprint (see the module doc)."""
+    """Page records in an Elasticsearch index, one document per fingerprint (see the package doc)."""
 
     def __init__(self, target: Target, *, request_timeout: float = REQUEST_TIMEOUT,
                  transport_retries: int = TRANSPORT_RETRIES, item_retries: int = ITEM_RETRIES,

@@ -1,8 +1,8 @@
 """The HBase store: page records written in batches to one table, read back by crawl, site or fingerprint.
 
-The row keys are :mod:`~crawler_tasks.backends.hbase.keys`', the cells
-:mod:`~crawler_tasks.backends.hbase.cells`', the connections and the table
-:mod:`~crawler_tasks.backends.hbase.gateway`'s; this module puts them together.
+Row keys come from :mod:`~crawler_tasks.backends.hbase.keys`, cells from
+:mod:`~crawler_tasks.backends.hbase.cells`, connections and the table from
+:mod:`~crawler_tasks.backends.hbase.gateway`; this module puts them together.
 
 **Writes.** An upsert encodes its records (one refused before anything is sent
 comes back as a :class:`RecordFailure`) and sends their pieces in as few
