@@ -1,7 +1,7 @@
 """Proxies for blocked hosts (``CRAWLER_PROXIES``): which one a request uses, and how it is shown.
 
 Requests go direct. The host limiter (:mod:`crawler_tasks.state.hosts`) counts a
-host's blocking signs (403, 429, a connection reset, a body matching
+host's blocking signs (403, 429, 503, a connection reset, a body matching
 ``CRAWLER_BAN_PATTERN``) and, after ``CRAWLER_BAN_THRESHOLD`` in a row, marks
 the host proxied: from then on each of its requests takes the next proxy of
 the list in turn (rotation per host), skipping proxies benched for
