@@ -27,6 +27,7 @@ from ..net.robots import Robots
 from ..state.claims import Claims
 from ..state.connection import redis_from_url
 from ..state.crawls import Crawls
+from ..state.dead_letters import DeadLetters
 from ..state.feeds import FeedState
 from ..state.gate import Gate
 from ..state.hosts import HostLimiter
@@ -53,6 +54,7 @@ class Runtime:
         self.claims = Claims(self.redis, self.keys, ttl=settings.claim_ttl)
         self.stats = Stats(self.redis, self.keys)
         self.store_queue = StoreQueue(self.redis, self.keys)
+        self.dead_letters = DeadLetters(self.redis, self.keys)
         self.feeds = FeedState(self.redis, self.keys, start_urls_key=settings.start_urls_key,
                                lastmod_max=settings.sitemap_lastmod_max)
         self.hosts = HostLimiter(self.redis, self.keys, settings)
