@@ -7,7 +7,6 @@ then lets the task leave its crawl's outstanding set.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -86,8 +85,7 @@ def _take_unpublished(rt: Runtime, crawl_id: str) -> list[CrawlRequest]:
     """Seeds a Bloom gate admitted earlier but the broker did not take (removed as taken)."""
     if rt.gate.seen.can_forget:
         return []
-    raw = rt.redis.lpop(rt.keys.unpublished(crawl_id), UNPUBLISHED_BATCH) or []
-    return [CrawlRequest.from_dict(json.loads(item)) for item in raw]
+    return rt.unpublished.take(crawl_id, UNPUBLISHED_BATCH)
 
 
 def _unpublished(rt: Runtime, crawl_id: str, rest: Sequence[tuple[CrawlRequest, Candidate, str]],
@@ -104,9 +102,7 @@ def _unpublished(rt: Runtime, crawl_id: str, rest: Sequence[tuple[CrawlRequest, 
 
 def _keep(rt: Runtime, crawl_id: str, requests: Sequence[CrawlRequest]) -> None:
     """Put ``requests`` (back) on the crawl's unpublished list, to bypass the gate when taken."""
-    if requests:
-        rt.redis.rpush(rt.keys.unpublished(crawl_id),
-                       *[json.dumps(r.replace(dont_filter=True).to_dict()) for r in requests])
+    rt.unpublished.keep(crawl_id, [r.replace(dont_filter=True) for r in requests])
 
 
 def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[CrawlRequest],
@@ -144,27 +140,25 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
     if stage_id is not None:
         publish_stage(rt, stage, claim_id or task_id, req)
     if token is None:
-        if last is None or rt.cluster:
+        if last is None or rt.round_trip.cluster:
             rt.gate.finish(crawl_id, task_id)
             return True
-        with rt.redis.pipeline(transaction=False) as pipe:
+        with rt.round_trip() as pipe:
             rt.gate.finish(crawl_id, task_id, pipe)
             last(pipe)
-            pipe.execute()
         return True
     entry = StoreEntry(token, crawl_id, rt.limits(crawl_id).store, record)
-    if rt.cluster:  # the queue and the crawl live in different slots: push, then finish
+    if rt.round_trip.cluster:  # the queue and the crawl live in different slots: push, then finish
         rt.store_queue.push([entry])
         rt.gate.finish(crawl_id, task_id)
         return True
     # One round trip, all or nothing: a push Redis refuses (out of memory) must not
     # let the task leave the crawl, or its record's token would wait forever.
-    with rt.redis.pipeline(transaction=True) as pipe:
+    with rt.round_trip(atomic=True) as pipe:
         rt.store_queue.push([entry], pipe)
         rt.gate.finish(crawl_id, task_id, pipe)
         if last is not None:
             last(pipe)
-        pipe.execute()
     return True
 
 
