@@ -22,6 +22,7 @@ from ..state.queues import waiting_fetches
 from ..state.store_queue import StoreEntry
 
 if TYPE_CHECKING:
+    from ..core.limits import Limits
     from .runtime import Runtime
 
 
@@ -108,7 +109,7 @@ def _keep(rt: Runtime, crawl_id: str, requests: Sequence[CrawlRequest]) -> None:
 def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[CrawlRequest],
              counts: Mapping[str, int], *, stage: str | None = None,
              claim_id: str | None = None, record: PageRecord | None = None,
-             last: Callable[[Any], None] | None = None) -> bool:
+             last: Callable[[Any], None] | None = None, limits: Limits | None = None) -> bool:
     """End task ``task_id``: gate ``children``, count ``counts`` once, publish, leave the crawl.
 
     ``stage`` (``crawl.parse``) is the split pipeline's next step for the page
@@ -117,9 +118,12 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
     batch writes it. ``last`` adds more commands (the host slot's release) to the
     final round trip; it is not called on a Redis Cluster or for a late duplicate.
     Returns False when the task had already been accounted for (a late duplicate
-    delivery): nothing is published then.
+    delivery): nothing is published then. ``limits``: the crawl's, when the caller
+    resolved them (looked up here otherwise).
     """
     crawl_id = req.crawl_id
+    if limits is None:
+        limits = rt.limits(crawl_id)
     children, repeats = _unique(children)
     counts = {**counts, counters.DUPLICATES: counts.get(counters.DUPLICATES, 0) + repeats}
     candidates = [Candidate(c.fingerprint, tid, c.dont_filter)
@@ -133,7 +137,7 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
         token = store_token(task_id)
         candidates.append(Candidate(f"stage:{token}", token, dont_filter=True, stage=True))
     done = rt.gate.complete(crawl_id, candidates, task_id=task_id, counts=counts,
-                            max_pages=rt.limits(crawl_id).max_pages)
+                            max_pages=limits.max_pages)
     if done.verdict is Verdict.STALE:
         return False
     _publish_children(rt, req, task_id, [(c, i) for c, i in zip(children, done.task_ids) if i])
@@ -147,7 +151,7 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
             rt.gate.finish(crawl_id, task_id, pipe)
             last(pipe)
         return True
-    entry = StoreEntry(token, crawl_id, rt.limits(crawl_id).store, record)
+    entry = StoreEntry(token, crawl_id, limits.store, record)
     if rt.round_trip.cluster:  # the queue and the crawl live in different slots: push, then finish
         rt.store_queue.push([entry])
         rt.gate.finish(crawl_id, task_id)
