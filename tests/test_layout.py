@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,17 @@ def test_the_package_listing_reads_as_the_flow():
     packages = sorted(p.name for p in (ROOT / "crawler_tasks").iterdir()
                       if p.is_dir() and (p / "__init__.py").exists())
     assert packages == ["backends", "cli", "core", "net", "service", "stages", "state"]
+
+
+#: What a stage would write to reach into Redis itself rather than through a state component.
+RAW_REDIS = re.compile(r"rt\.redis|rt\.keys|rt\.pipeline|\.redis\.")
+
+
+def test_the_stages_reach_redis_only_through_the_state_components():
+    """Every Redis command of a stage goes through a component of crawler_tasks.state
+    (built once in the runtime, which is the one module of the stages holding the client)."""
+    stages = ROOT / "crawler_tasks" / "stages"
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for path in sorted(stages.rglob("*.py")) if path.name != "runtime.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if RAW_REDIS.search(line)]
+    assert found == []

@@ -7,7 +7,6 @@ then lets the task leave its crawl's outstanding set.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from ..state.queues import waiting_fetches
 from ..state.store_queue import StoreEntry
 
 if TYPE_CHECKING:
+    from ..core.limits import Limits
     from .runtime import Runtime
 
 
@@ -86,8 +86,7 @@ def _take_unpublished(rt: Runtime, crawl_id: str) -> list[CrawlRequest]:
     """Seeds a Bloom gate admitted earlier but the broker did not take (removed as taken)."""
     if rt.gate.seen.can_forget:
         return []
-    raw = rt.redis.lpop(rt.keys.unpublished(crawl_id), UNPUBLISHED_BATCH) or []
-    return [CrawlRequest.from_dict(json.loads(item)) for item in raw]
+    return rt.unpublished.take(crawl_id, UNPUBLISHED_BATCH)
 
 
 def _unpublished(rt: Runtime, crawl_id: str, rest: Sequence[tuple[CrawlRequest, Candidate, str]],
@@ -104,15 +103,13 @@ def _unpublished(rt: Runtime, crawl_id: str, rest: Sequence[tuple[CrawlRequest, 
 
 def _keep(rt: Runtime, crawl_id: str, requests: Sequence[CrawlRequest]) -> None:
     """Put ``requests`` (back) on the crawl's unpublished list, to bypass the gate when taken."""
-    if requests:
-        rt.redis.rpush(rt.keys.unpublished(crawl_id),
-                       *[json.dumps(r.replace(dont_filter=True).to_dict()) for r in requests])
+    rt.unpublished.keep(crawl_id, [r.replace(dont_filter=True) for r in requests])
 
 
 def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[CrawlRequest],
              counts: Mapping[str, int], *, stage: str | None = None,
              claim_id: str | None = None, record: PageRecord | None = None,
-             last: Callable[[Any], None] | None = None) -> bool:
+             last: Callable[[Any], None] | None = None, limits: Limits | None = None) -> bool:
     """End task ``task_id``: gate ``children``, count ``counts`` once, publish, leave the crawl.
 
     ``stage`` (``crawl.parse``) is the split pipeline's next step for the page
@@ -121,9 +118,12 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
     batch writes it. ``last`` adds more commands (the host slot's release) to the
     final round trip; it is not called on a Redis Cluster or for a late duplicate.
     Returns False when the task had already been accounted for (a late duplicate
-    delivery): nothing is published then.
+    delivery): nothing is published then. ``limits``: the crawl's, when the caller
+    resolved them (looked up here otherwise).
     """
     crawl_id = req.crawl_id
+    if limits is None:
+        limits = rt.limits(crawl_id)
     children, repeats = _unique(children)
     counts = {**counts, counters.DUPLICATES: counts.get(counters.DUPLICATES, 0) + repeats}
     candidates = [Candidate(c.fingerprint, tid, c.dont_filter)
@@ -137,34 +137,32 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
         token = store_token(task_id)
         candidates.append(Candidate(f"stage:{token}", token, dont_filter=True, stage=True))
     done = rt.gate.complete(crawl_id, candidates, task_id=task_id, counts=counts,
-                            max_pages=rt.limits(crawl_id).max_pages)
+                            max_pages=limits.max_pages)
     if done.verdict is Verdict.STALE:
         return False
     _publish_children(rt, req, task_id, [(c, i) for c, i in zip(children, done.task_ids) if i])
     if stage_id is not None:
         publish_stage(rt, stage, claim_id or task_id, req)
     if token is None:
-        if last is None or rt.cluster:
+        if last is None or rt.round_trip.cluster:
             rt.gate.finish(crawl_id, task_id)
             return True
-        with rt.redis.pipeline(transaction=False) as pipe:
+        with rt.round_trip() as pipe:
             rt.gate.finish(crawl_id, task_id, pipe)
             last(pipe)
-            pipe.execute()
         return True
-    entry = StoreEntry(token, crawl_id, rt.limits(crawl_id).store, record)
-    if rt.cluster:  # the queue and the crawl live in different slots: push, then finish
+    entry = StoreEntry(token, crawl_id, limits.store, record)
+    if rt.round_trip.cluster:  # the queue and the crawl live in different slots: push, then finish
         rt.store_queue.push([entry])
         rt.gate.finish(crawl_id, task_id)
         return True
     # One round trip, all or nothing: a push Redis refuses (out of memory) must not
     # let the task leave the crawl, or its record's token would wait forever.
-    with rt.redis.pipeline(transaction=True) as pipe:
+    with rt.round_trip(atomic=True) as pipe:
         rt.store_queue.push([entry], pipe)
         rt.gate.finish(crawl_id, task_id, pipe)
         if last is not None:
             last(pipe)
-        pipe.execute()
     return True
 
 

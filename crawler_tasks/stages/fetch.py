@@ -40,6 +40,7 @@ from ..net.download import download
 from . import enqueue, parse, store
 
 if TYPE_CHECKING:
+    from ..core.limits import Limits
     from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -79,9 +80,12 @@ def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
         if tell_at_once(feedback, len(rt.proxies)):
             proxied = release.now()
         outcome = _rerouted(rt, req, feedback, direct=slot.proxy is None, proxied=proxied)
-        if outcome is None:
-            outcome = decide(req, result, s, rt.limits(req.crawl_id), previous=before)
-        return apply(rt, req, task_id, _via(outcome, rt.proxies.shown(slot.proxy)), release=release)
+        limits = None
+        if outcome is None:  # the crawl's limits, resolved once for the rest of the page
+            limits = rt.limits(req.crawl_id)
+            outcome = decide(req, result, s, limits, previous=before)
+        return apply(rt, req, task_id, _via(outcome, rt.proxies.shown(slot.proxy)), release=release,
+                     limits=limits)
     finally:
         release.now()  # when the outcome did not take it into its last round trip
         permit.release()
@@ -136,11 +140,12 @@ def _via(outcome: Outcome, proxy: str | None) -> Outcome:
 
 
 def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome, *,
-          release: SlotRelease | None = None) -> Retry | None:
+          release: SlotRelease | None = None, limits: Limits | None = None) -> Retry | None:
     """Carry out ``outcome`` of task ``task_id``; a Retry goes back to the task layer.
 
     ``release`` (the download's host slot) joins the page's last round trip when the
-    outcome ends the task here.
+    outcome ends the task here. ``limits``: the crawl's, when the caller resolved them
+    (looked up here otherwise).
     """
     if isinstance(outcome, Retry):
         log.info("retry %s of %s: %s", outcome.request.retries, req.url, outcome.reason)
@@ -152,28 +157,33 @@ def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome, *,
         rt.hosts.park(host_key(req.url), task_id, outcome.request, outcome.until)
         return None
     if isinstance(outcome, HandOn):
-        hand_on(rt, req, task_id, outcome.record, outcome.body, outcome.counts, release=release)
+        hand_on(rt, req, task_id, outcome.record, outcome.body, outcome.counts, release=release,
+                limits=limits)
     elif isinstance(outcome, Redirect):
-        hand_on(rt, req, task_id, outcome.record, None, outcome.counts, [outcome.target], release=release)
+        hand_on(rt, req, task_id, outcome.record, None, outcome.counts, [outcome.target], release=release,
+                limits=limits)
     elif isinstance(outcome, (Fail, Skip)):
         log.warning("failed %s: %s", req.url, outcome.record.description)
-        hand_on(rt, req, task_id, outcome.record, None, outcome.counts, release=release)
+        hand_on(rt, req, task_id, outcome.record, None, outcome.counts, release=release, limits=limits)
     return None
 
 
 def hand_on(rt: Runtime, req: CrawlRequest, task_id: str, record: PageRecord,
             body: bytes | None, counts: Counts, redirects: list[CrawlRequest] | None = None, *,
-            release: SlotRelease | None = None) -> None:
+            release: SlotRelease | None = None, limits: Limits | None = None) -> None:
     """Parse (when ``body`` is HTML) and queue the page's record for the store, here or
     through the split pipeline's parse step."""
+    if limits is None:
+        limits = rt.limits(req.crawl_id)
     last = release.queue if release is not None else None
     children = list(redirects or [])
     if body is not None and rt.settings.pipeline == "split":
         rt.claims.write(req.crawl_id, task_id, record, body)
-        enqueue.complete(rt, req, task_id, children, counts, stage=routing.PARSE_TASK, last=last)
+        enqueue.complete(rt, req, task_id, children, counts, stage=routing.PARSE_TASK, last=last,
+                         limits=limits)
         return
     if body is not None:
-        links, parse_counts = parse.parse_page(rt, req, record, body)
+        links, parse_counts = parse.parse_page(rt, req, record, body, limits)
         children += links
         counts = {**counts, **parse_counts}
-    enqueue.complete(rt, req, task_id, children, counts, record=record, last=last)
+    enqueue.complete(rt, req, task_id, children, counts, record=record, last=last, limits=limits)

@@ -27,12 +27,16 @@ from ..net.robots import Robots
 from ..state.claims import Claims
 from ..state.connection import redis_from_url
 from ..state.crawls import Crawls
+from ..state.dead_letters import DeadLetters
+from ..state.feeds import FeedState
 from ..state.gate import Gate
 from ..state.hosts import HostLimiter
 from ..state.keys import Keys
+from ..state.round_trip import RoundTrip
 from ..state.seen import make_filter
 from ..state.stats import Stats
 from ..state.store_queue import StoreQueue
+from ..state.unpublished import Unpublished
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -52,14 +56,18 @@ class Runtime:
         self.claims = Claims(self.redis, self.keys, ttl=settings.claim_ttl)
         self.stats = Stats(self.redis, self.keys)
         self.store_queue = StoreQueue(self.redis, self.keys)
+        self.dead_letters = DeadLetters(self.redis, self.keys)
+        self.unpublished = Unpublished(self.redis, self.keys)
+        #: Pipelines carrying several components' commands in one round trip.
+        self.round_trip = RoundTrip(self.redis)
+        self.feeds = FeedState(self.redis, self.keys, start_urls_key=settings.start_urls_key,
+                               lastmod_max=settings.sitemap_lastmod_max)
         self.hosts = HostLimiter(self.redis, self.keys, settings)
         self.robots = Robots(self.redis, self.keys, settings, self.hosts, lambda: self.session)
         self.proxies = Proxies(settings)
         #: Which addresses downloads may connect to (and seeds may name).
         self.addresses = AddressPolicy.of(settings)
         self.large_bodies = LargeBodies(settings.download_large_bodies)
-        #: Whether the state Redis is a Redis Cluster (no multi-slot transactions).
-        self.cluster = type(self.redis).__name__ == "RedisCluster"
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
         self._stores: dict[str, Store] = {}

@@ -77,7 +77,7 @@ def flush_stats(rt: Runtime, crawl_ids: Sequence[str] | None = None) -> int:
     store, when that store keeps statistics (Elasticsearch: ``<index>-stats``, one
     document per crawl updated in place). Returns how many crawls were written."""
     ids = list(crawl_ids) if crawl_ids is not None else rt.crawls.all_ids()
-    last = dict(zip(ids, rt.redis.hmget(rt.keys.stats_flushed(), ids))) if ids else {}
+    last = rt.stats.flushed(ids)
     written = 0
     for crawl_id in ids:
         try:
@@ -97,7 +97,7 @@ def _flush_crawl_stats(rt: Runtime, crawl_id: str, last: bytes | None) -> int:
     if last == digest:
         return 0
     target.write_stats(crawl_id, figures)
-    rt.redis.hset(rt.keys.stats_flushed(), crawl_id, digest)
+    rt.stats.mark_flushed(crawl_id, digest)
     return 1
 
 
@@ -223,8 +223,7 @@ class _Settled:
         self.delayed.append((seconds, entry.encode(compress=True)))  # small while the batch goes on
 
     def apply(self, rt: Runtime) -> None:
-        if self.letters:
-            rt.redis.lpush(rt.keys.dead_letters(), *self.letters.values())
+        rt.dead_letters.add(*self.letters.values())
         rt.store_queue.delay(self.delayed)
         settled_now: set[str] = set()
         for crawl_id, settlements in self.by_crawl.items():
@@ -232,7 +231,7 @@ class _Settled:
             settled_now.update(s.token for s, was_live in zip(settlements, live) if was_live)
         for token, letter in self.letters.items():
             if token not in settled_now:  # settled by an earlier delivery of the same entry
-                rt.redis.lrem(rt.keys.dead_letters(), 1, letter)
+                rt.dead_letters.remove(letter)
 
 
 class Flusher:
@@ -336,7 +335,7 @@ def _read_letter(raw: bytes) -> dict:
 def dead_letters(rt: Runtime, crawl_id: str | None = None) -> list[dict]:
     """The dead letters (newest first), of one crawl or all: ``record``, ``store`` (passwords
     masked), ``kind`` (``refused`` or ``failed``), ``error`` (the backend's reason), ``at``."""
-    entries = [_read_letter(raw) for raw in rt.redis.lrange(rt.keys.dead_letters(), 0, -1)]
+    entries = [_read_letter(raw) for raw in rt.dead_letters.all()]
     return [e for e in entries if crawl_id is None or e["record"]["crawl_id"] == crawl_id]
 
 
@@ -357,7 +356,7 @@ def replay_dead(rt: Runtime, crawl_id: str | None = None, *, to: str | None = No
     refuses the record again stays as it was, and the others go on.
     """
     done = Replay()
-    for raw in rt.redis.lrange(rt.keys.dead_letters(), 0, -1):
+    for raw in rt.dead_letters.all():
         entry = _read_letter(raw)
         record = PageRecord.from_dict(entry["record"])
         if crawl_id is not None and record.crawl_id != crawl_id:
@@ -371,7 +370,7 @@ def replay_dead(rt: Runtime, crawl_id: str | None = None, *, to: str | None = No
             log.info("dead letter %s still not stored: %s", record.url, refused[0].reason)
             done.failing.append((record.url, masked(target), refused[0].reason))
             continue
-        rt.redis.lrem(rt.keys.dead_letters(), 1, raw)
+        rt.dead_letters.remove(raw)
         rt.gate.add_counts(record.crawl_id, {counters.STORE_REPLAYED: 1, counters.STORED: 1})
         done.written += 1
     return done

@@ -15,6 +15,7 @@ once. A redelivered task never counts twice.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 import redis
 
@@ -22,7 +23,8 @@ from .keys import Keys
 
 
 class Stats:
-    """Reads crawl counters; they are written only by the gate's atomic scripts."""
+    """Reads crawl counters; they are written only by the gate's atomic scripts. Also keeps
+    what each crawl's counters were when last written to its store (the flushed digests)."""
 
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.client = client
@@ -40,3 +42,13 @@ class Stats:
             for raw in pipe.execute():
                 total.update({k.decode(): int(v) for k, v in raw.items()})
         return dict(sorted(total.items()))
+
+    def flushed(self, crawl_ids: Sequence[str]) -> dict[str, bytes | None]:
+        """Each crawl's counters as last written to its store's statistics (the digest
+        :meth:`mark_flushed` kept), None where never; one round trip ({} for no crawl)."""
+        ids = list(crawl_ids)
+        return dict(zip(ids, self.client.hmget(self.keys.stats_flushed(), ids))) if ids else {}
+
+    def mark_flushed(self, crawl_id: str, digest: bytes) -> None:
+        """Keep ``digest``: the crawl's counters as just written to its store."""
+        self.client.hset(self.keys.stats_flushed(), crawl_id, digest)

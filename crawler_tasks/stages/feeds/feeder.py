@@ -61,7 +61,7 @@ def tick(rt: Runtime, name: str = START_URLS, *, batch: int | None = None) -> Ti
     config = config_of(rt.settings, name)
     if not config.enabled:
         return Tick(config.name, "off")
-    lock = FeedLock(rt.redis, rt.keys.feed_lock(config.name), lock_ttl(rt.settings))
+    lock = rt.feeds.lock(config.name, lock_ttl(rt.settings))
     if not lock.acquire():
         return record(rt, Tick(config.name, "skipped", "busy"))
     try:
@@ -95,7 +95,7 @@ def _locked_tick(rt: Runtime, config: FeedConfig, lock: FeedLock, batch: int | N
 def _claim_slot(rt: Runtime, config: FeedConfig) -> bool:
     """True for the first tick of this interval; later ticks (another beat's) find it taken."""
     slot_ms = max(1, int(config.interval * SLOT_SHARE * 1000))
-    return bool(rt.redis.set(rt.keys.feed_slot(config.name), now(), nx=True, px=slot_ms))
+    return rt.feeds.claim_slot(config.name, now(), slot_ms)
 
 
 def _count_invalid(rt: Runtime, fed: Fed) -> None:

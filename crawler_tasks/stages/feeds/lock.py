@@ -5,41 +5,20 @@ fetch, released by compare-and-delete (scripts ``feed_lock_renew.lua`` and
 ``feed_lock_release.lua``): a tick that finds it held is skipped
 (``skipped/busy``). A tick that outlives the lock's TTL without renewing it
 stops at its next chunk rather than feed beside the tick that took the lock
-over.
+over. The lock itself (:class:`~crawler_tasks.state.feeds.FeedLock`) is in the state
+layer; here is how long a tick holds it.
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING
 
-import redis
-
-from ...state import scripts
+from ...state.feeds import FeedLock
 
 if TYPE_CHECKING:
     from ...core.settings import Settings
 
-
-class FeedLock:
-    """One tick's hold on a feed: ``SET NX PX`` of a random token; renewed and released only while ours."""
-
-    def __init__(self, client: redis.Redis, key: str, ttl: float) -> None:
-        self.client, self.key = client, key
-        self.ttl_ms = max(1, int(ttl * 1000))
-        self.token = uuid.uuid4().hex
-        self._renew = scripts.register(client, "feed_lock_renew.lua")
-        self._release = scripts.register(client, "feed_lock_release.lua")
-
-    def acquire(self) -> bool:
-        return bool(self.client.set(self.key, self.token, nx=True, px=self.ttl_ms))
-
-    def renew(self) -> bool:
-        """Restart the TTL; False when the lock expired and is no longer ours."""
-        return bool(self._renew(keys=[self.key], args=[self.token, self.ttl_ms]))
-
-    def release(self) -> None:
-        self._release(keys=[self.key], args=[self.token])
+__all__ = ["FeedLock", "lock_ttl"]
 
 
 def lock_ttl(settings: Settings) -> float:

@@ -77,7 +77,6 @@ def now() -> str:
 
 def record(rt: Runtime, result: Tick) -> Tick:
     """Add one tick's outcome to its feed's status hash."""
-    key = rt.keys.feed(result.feed)
     fields = {"last_tick": now(), "last_outcome": result.describe()}
     if result.outcome == "skipped":
         counts = {counters.FEED_SKIPPED: 1, counters.feed_skipped(result.reason): 1}
@@ -87,17 +86,13 @@ def record(rt: Runtime, result: Tick) -> Tick:
                   counters.FEED_ADMITTED: fed.admitted, counters.FEED_DUPLICATES: fed.duplicates,
                   counters.FEED_REFUSED: fed.invalid, counters.FEED_STOPPED_EARLY: int(bool(fed.stopped)),
                   counters.FEED_SITEMAPS_FAILED: fed.sources_failed}
-    with rt.pipeline() as pipe:
-        pipe.hset(key, mapping=fields)
-        for name, amount in counts.items():
-            pipe.hincrby(key, name, amount)
-        pipe.execute()
+    rt.feeds.record(result.feed, fields, counts)
     return result
 
 
 def status(rt: Runtime, name: str) -> dict[str, Any]:
     """The feed's status: ``last_tick`` (ISO UTC), ``last_outcome`` and its counters (0 if never)."""
-    raw = {k.decode(): v.decode() for k, v in rt.redis.hgetall(rt.keys.feed(name)).items()}
+    raw = rt.feeds.status(name)
     out: dict[str, Any] = {"last_tick": None, "last_outcome": None, counters.FEED_TICKS: 0,
                            counters.FEED_ADMITTED: 0, counters.FEED_DUPLICATES: 0, counters.FEED_REFUSED: 0,
                            counters.FEED_SKIPPED: 0, counters.FEED_FAILED: 0}

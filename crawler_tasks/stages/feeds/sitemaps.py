@@ -70,7 +70,7 @@ def _readmit_newer(rt: Runtime, crawl_id: str, chunk: list[tuple[CrawlRequest, d
 
     Keeps in each pair only a lastmod to record (new or newer), None otherwise.
     """
-    recorded = rt.redis.zmscore(rt.keys.sitemap_lastmod(crawl_id), [r.fingerprint for r, _ in chunk])
+    recorded = rt.feeds.lastmods(crawl_id, [r.fingerprint for r, _ in chunk])
     out = []
     for (request, lastmod), before in zip(chunk, recorded):
         if lastmod is None:
@@ -94,8 +94,4 @@ def _remember_lastmod(rt: Runtime, crawl_id: str,
     dates = {r.fingerprint: lastmod.timestamp() for r, lastmod in chunk if lastmod is not None}
     if not dates:
         return
-    key, keep = rt.keys.sitemap_lastmod(crawl_id), rt.settings.sitemap_lastmod_max
-    with rt.pipeline() as pipe:
-        pipe.zadd(key, dates)
-        pipe.zremrangebyrank(key, 0, -(keep + 1))
-        pipe.execute()
+    rt.feeds.remember_lastmods(crawl_id, dates)

@@ -22,6 +22,7 @@ from .stream import parse_stream
 from .tree import parse_tree
 
 if TYPE_CHECKING:
+    from ...core.limits import Limits
     from ..runtime import Runtime
 
 #: Bytes of bodies parsed into trees at once per worker process: a tree costs up to
@@ -48,11 +49,12 @@ def parse_html(body: bytes, *, url: str, content_type: str | None, text_maxsize:
         return parse_tree(*args)
 
 
-def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord,
-               body: bytes) -> tuple[list[CrawlRequest], dict[str, int]]:
+def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord, body: bytes,
+               limits: Limits | None = None) -> tuple[list[CrawlRequest], dict[str, int]]:
     """Fill ``record`` from its HTML ``body``; return the requests for the links to follow
     and the parse's counters (``links/over_cap``: links past ``CRAWLER_MAX_LINKS_PER_PAGE``;
-    ``links/too_long``: links longer than ``CRAWLER_MAX_URL_LENGTH``)."""
+    ``links/too_long``: links longer than ``CRAWLER_MAX_URL_LENGTH``). ``limits``: the
+    crawl's, when the caller resolved them (looked up here otherwise)."""
     s = rt.settings
     parsed = parse_html(body, url=record.url, content_type=record.headers.get("content-type"),
                         text_maxsize=s.text_maxsize,
@@ -66,7 +68,9 @@ def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord,
         record.body = parsed.html
     counts = {counters.LINKS_OVER_CAP: parsed.links_over_cap, counters.LINKS_TOO_LONG: parsed.links_too_long}
     if req.extract_links:
-        children, too_long = follow(req, parsed.links, rt.limits(req.crawl_id), s.max_url_length)
+        if limits is None:
+            limits = rt.limits(req.crawl_id)
+        children, too_long = follow(req, parsed.links, limits, s.max_url_length)
         counts[counters.LINKS_TOO_LONG] += too_long
     else:
         children = []
@@ -78,6 +82,7 @@ def parse_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> 
     the record for the store, drop the claim."""
     with rt.large_bodies.permit() as permit:  # a large body's slot, until its record is queued
         record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True, permit=permit)
-        children, counts = parse_page(rt, req, record, body or b"")
-        enqueue.complete(rt, req, task_id, children, counts, record=record)
+        limits = rt.limits(req.crawl_id)  # once for the page
+        children, counts = parse_page(rt, req, record, body or b"", limits)
+        enqueue.complete(rt, req, task_id, children, counts, record=record, limits=limits)
     rt.claims.delete(req.crawl_id, claim_id)  # done now, or long ago (a late duplicate)
