@@ -215,36 +215,31 @@ def fetch_page(self: Task, request: dict[str, Any]) -> None:
 @_shaped
 def parse_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     """Parse a fetched page, enqueue its links through the gate, send it to store."""
-    req = _request(request)
-    if req is None:
-        return
-    rt = current(self.app)
-
-    def step() -> None:
-        try:
-            parse.parse_claim(rt, claim_id, req, self.request.id)
-        except ClaimMissing:
-            _refetch(rt, req, self.request.id)
-
-    _run(rt, req.url, step)
+    _claimed_step(self, claim_id, request, parse.parse_claim)
 
 
 @shared_task(name=routing.STORE_TASK, bind=True, base=CrawlTask)
 @_shaped
 def store_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     """A store message of an earlier release: its record joins the store queue."""
+    _claimed_step(self, claim_id, request, store.queue_claim)
+
+
+def _claimed_step(task: Task, claim_id: str, request: dict[str, Any],
+                  step: Callable[[Runtime, str, CrawlRequest, str], None]) -> None:
+    """A split-pipeline step on a claimed body; a body that expired is fetched again."""
     req = _request(request)
     if req is None:
         return
-    rt = current(self.app)
+    rt = current(task.app)
 
-    def step() -> None:
+    def run() -> None:
         try:
-            store.queue_claim(rt, claim_id, req, self.request.id)
+            step(rt, claim_id, req, task.request.id)
         except ClaimMissing:
-            _refetch(rt, req, self.request.id)
+            _refetch(rt, req, task.request.id)
 
-    _run(rt, req.url, step)
+    _run(rt, req.url, run)
 
 
 @shared_task(name=routing.SUBMIT_TASK, bind=True)
