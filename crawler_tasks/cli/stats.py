@@ -50,15 +50,20 @@ def _print_stats(report: dict[str, Any]) -> None:
               f"{h['waiting']} waiting, {h['requests']} requests, robots.txt {h['robots']}{extra}")
     print("overall:")
     for name, value in report["overall"].items():
-        print(f"  {name:<24}{value}")
+        print(f"  {name:<{_width(report['overall'])}}{value}")
     for cid, figures in report["crawls"].items():
         print(f"crawl {cid}:")
         for name, value in figures.items():
             if name not in ("last_errors", "gate"):
-                print(f"  {name:<24}{value}")
-        print(f"  {'gate':<24}{_gate_line(figures['gate'])}")
+                print(f"  {name:<{_width(figures)}}{value}")
+        print(f"  {'gate':<{_width(figures)}}{_gate_line(figures['gate'])}")
         for line in figures["last_errors"]:
             print(f"  error: {line}")
+
+
+def _width(figures: dict[str, Any]) -> int:
+    """The name column: 24 characters, wider when a name needs it (retry/reason_count/http_503...)."""
+    return max([24, *(len(name) + 2 for name in figures)])
 
 
 def _gate_line(gate: dict[str, Any]) -> str:
