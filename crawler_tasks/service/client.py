@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..stages.runtime import current
-from ..stages.seed import build_requests, submit_requests
+from ..stages.seed import submit_to
 from .celery_app import default_app
 
 
@@ -20,7 +20,5 @@ def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]], *
     :class:`~crawler_tasks.core.errors.InvalidURL` before enqueuing anything when a
     seed is not an http(s) URL.
     """
-    rt = current(default_app())
-    requests = build_requests(url_or_urls, priority=priority, meta=meta, crawl_id=crawl_id,
-                              dont_filter=dont_filter, max_url_length=rt.settings.max_url_length)
-    return submit_requests(rt, requests)
+    return submit_to(current(default_app()), url_or_urls, priority=priority, meta=meta,
+                     crawl_id=crawl_id, dont_filter=dont_filter)

@@ -78,7 +78,7 @@ def refuse_blocked(requests: Iterable[CrawlRequest], policy: AddressPolicy) -> N
 
 
 def submit_to(rt: Runtime, seeds: Any, **options: Any) -> int:
-    """:func:`submit` on an explicit runtime."""
+    """:func:`crawler_tasks.submit` on an explicit runtime."""
     return submit_requests(rt, build_requests(seeds, max_url_length=rt.settings.max_url_length,
                                               **options))
 
