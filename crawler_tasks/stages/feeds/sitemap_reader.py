@@ -23,10 +23,10 @@ from urllib.parse import urljoin
 import requests
 from lxml import etree
 
-from ..core.errors import BadInput, FeedSourceUnavailable, FetchError
-from ..core.models import CrawlRequest
-from ..core.urls import validate_url
-from ..net.download import download
+from ...core.errors import BadInput, FeedSourceUnavailable, FetchError
+from ...core.models import CrawlRequest
+from ...core.urls import validate_url
+from ...net.download import download
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The ``sitemaps`` feed: the ``<loc>`` of every sitemap ``CRAWLER_SITEMAP_URLS`` reaches, as seeds.
 
 Every ``CRAWLER_SEED_INTERVAL`` s; indexes are followed
-(:mod:`crawler_tasks.stages.sitemaps` reads them): every ``<loc>`` is a seed; a
+(:mod:`crawler_tasks.stages.feeds.sitemap_reader` reads them): every ``<loc>`` is a seed; a
 ``<lastmod>`` newer than the one recorded when that URL was last fed re-admits
 it (``dont_filter``). The dates are kept per crawl in a sorted set of at most
 ``CRAWLER_SITEMAP_LASTMOD_MAX`` entries. The tick fails only when no sitemap
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 from ...core.errors import BadInput, FeedSourceUnavailable
 from ...core.models import CrawlRequest
 from ..seed import build_requests, refuse_blocked
-from ..sitemaps import Entry, SitemapReader, fetch_sitemap
 from .chunks import chunks, submit_chunk
 from .lock import FeedLock
 from .outcomes import Fed
+from .sitemap_reader import Entry, SitemapReader, fetch_sitemap
 
 if TYPE_CHECKING:
     from ...core.addresses import AddressPolicy
