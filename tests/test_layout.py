@@ -72,11 +72,12 @@ def test_the_package_listing_reads_as_the_flow():
 RAW_REDIS = re.compile(r"rt\.redis|rt\.keys|rt\.pipeline|\.redis\.")
 
 
-def test_the_stages_reach_redis_only_through_the_state_components():
-    """Every Redis command of a stage goes through a component of crawler_tasks.state
-    (built once in the runtime, which is the one module of the stages holding the client)."""
-    stages = ROOT / "crawler_tasks" / "stages"
+def test_stages_tasks_and_commands_reach_redis_only_through_the_state_components():
+    """Every Redis command of a stage, a task or a command goes through a component of
+    crawler_tasks.state (built once in the runtime, the one module holding the client)."""
+    paths = [path for package in ("stages", "service", "cli")
+             for path in (ROOT / "crawler_tasks" / package).rglob("*.py")]
     found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
-             for path in sorted(stages.rglob("*.py")) if path.name != "runtime.py"
+             for path in sorted(paths) if path.name != "runtime.py"
              for n, line in enumerate(path.read_text().splitlines(), 1) if RAW_REDIS.search(line)]
     assert found == []

@@ -186,10 +186,7 @@ class CrawlWatch:
 
     def drained(self) -> bool:
         try:
-            with self.rt.redis.pipeline(transaction=False) as pipe:
-                pipe.scard(self.rt.keys.outstanding(self.crawl_id))
-                pipe.sismember(self.rt.keys.crawls(), self.crawl_id)
-                outstanding, known = pipe.execute()
+            outstanding, known = self.rt.crawls.progress(self.crawl_id)
         except redis.RedisError as exc:
             self._unavailable(exc)
             return False

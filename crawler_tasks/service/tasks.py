@@ -144,7 +144,7 @@ def _await_state(rt: Runtime, what: str, exc: Exception) -> bool:
         if left <= 0 or _stopping.wait(min(backoff(s, attempt), left)):
             return False  # held long enough, or the worker is stopping: back to the broker
         try:
-            rt.redis.ping()
+            rt.crawls.ping()
         except redis.RedisError:
             continue
         log.info("state Redis answers again: running %s again", what)
@@ -164,11 +164,7 @@ def _worker_lost_too_often(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
     """Count a redelivery (its worker died or stopped); give the task up past the bound."""
     if not task.request.delivery_info.get("redelivered"):
         return False
-    key = rt.keys.deliveries(req.crawl_id)
-    with rt.pipeline() as pipe:
-        pipe.hincrby(key, task.request.id, 1)
-        pipe.expire(key, rt.settings.replay_ttl)
-        deliveries, _ = pipe.execute()
+    deliveries = rt.gate.redelivered(req.crawl_id, task.request.id)
     if deliveries <= WORKER_LOST_RETRIES:
         return False
     rt.gate.abandon(req.crawl_id, task.request.id,

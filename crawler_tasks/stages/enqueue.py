@@ -23,7 +23,7 @@ from ..state.store_queue import StoreEntry
 
 if TYPE_CHECKING:
     from ..core.limits import Limits
-    from .runtime import Runtime
+    from .deps import EnqueueDeps
 
 
 def new_task_ids(n: int) -> list[str]:
@@ -32,7 +32,7 @@ def new_task_ids(n: int) -> list[str]:
     return [f"{stem}{i:x}" for i in range(n)]
 
 
-def ensure_room(rt: Runtime) -> None:
+def ensure_room(rt: EnqueueDeps) -> None:
     """Raise :class:`QueueFull` while more fetches wait than ``CRAWLER_MAX_QUEUED`` (0 = no cap)."""
     cap = rt.settings.max_queued
     if not cap:
@@ -43,7 +43,7 @@ def ensure_room(rt: Runtime) -> None:
                         "try again when the workers have caught up")
 
 
-def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:
+def fetches(rt: EnqueueDeps, requests: Sequence[CrawlRequest]) -> int:
     """Gate seed ``requests`` (all of one crawl) in one round trip and publish the admitted ones.
 
     Returns how many were published. If publishing fails part-way, what was not
@@ -82,14 +82,14 @@ def fetches(rt: Runtime, requests: Sequence[CrawlRequest]) -> int:
 UNPUBLISHED_BATCH = 500
 
 
-def _take_unpublished(rt: Runtime, crawl_id: str) -> list[CrawlRequest]:
+def _take_unpublished(rt: EnqueueDeps, crawl_id: str) -> list[CrawlRequest]:
     """Seeds a Bloom gate admitted earlier but the broker did not take (removed as taken)."""
     if rt.gate.seen.can_forget:
         return []
     return rt.unpublished.take(crawl_id, UNPUBLISHED_BATCH)
 
 
-def _unpublished(rt: Runtime, crawl_id: str, rest: Sequence[tuple[CrawlRequest, Candidate, str]],
+def _unpublished(rt: EnqueueDeps, crawl_id: str, rest: Sequence[tuple[CrawlRequest, Candidate, str]],
                  taken: Sequence[CrawlRequest]) -> None:
     """Undo the admissions of ``rest``; keep what the gate cannot forget for the next seed call.
 
@@ -101,12 +101,12 @@ def _unpublished(rt: Runtime, crawl_id: str, rest: Sequence[tuple[CrawlRequest, 
     _keep(rt, crawl_id, [r for r, c, _ in rest if id(r) in again or (not forgot and not c.dont_filter)])
 
 
-def _keep(rt: Runtime, crawl_id: str, requests: Sequence[CrawlRequest]) -> None:
+def _keep(rt: EnqueueDeps, crawl_id: str, requests: Sequence[CrawlRequest]) -> None:
     """Put ``requests`` (back) on the crawl's unpublished list, to bypass the gate when taken."""
     rt.unpublished.keep(crawl_id, [r.replace(dont_filter=True) for r in requests])
 
 
-def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[CrawlRequest],
+def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequence[CrawlRequest],
              counts: Mapping[str, int], *, stage: str | None = None,
              claim_id: str | None = None, record: PageRecord | None = None,
              last: Callable[[Any], None] | None = None, limits: Limits | None = None) -> bool:
@@ -128,22 +128,20 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
     counts = {**counts, counters.DUPLICATES: counts.get(counters.DUPLICATES, 0) + repeats}
     candidates = [Candidate(c.fingerprint, tid, c.dont_filter)
                   for c, tid in zip(children, new_task_ids(len(children)))]
-    stage_id = None
     if stage is not None:
         stage_id = stage_task_id(claim_id or task_id, stage)
         candidates.append(Candidate(f"stage:{stage_id}", stage_id, dont_filter=True, stage=True))
-    token = None
+    token = store_token(task_id)
     if record is not None:
-        token = store_token(task_id)
         candidates.append(Candidate(f"stage:{token}", token, dont_filter=True, stage=True))
     done = rt.gate.complete(crawl_id, candidates, task_id=task_id, counts=counts,
                             max_pages=limits.max_pages)
     if done.verdict is Verdict.STALE:
         return False
     _publish_children(rt, req, task_id, [(c, i) for c, i in zip(children, done.task_ids) if i])
-    if stage_id is not None:
+    if stage is not None:
         publish_stage(rt, stage, claim_id or task_id, req)
-    if token is None:
+    if record is None:  # no token either: nothing waits for the store
         if last is None or rt.round_trip.cluster:
             rt.gate.finish(crawl_id, task_id)
             return True
@@ -166,7 +164,7 @@ def complete(rt: Runtime, req: CrawlRequest, task_id: str, children: Sequence[Cr
     return True
 
 
-def _publish_children(rt: Runtime, req: CrawlRequest, task_id: str,
+def _publish_children(rt: EnqueueDeps, req: CrawlRequest, task_id: str,
                       children: Sequence[tuple[CrawlRequest, str]]) -> None:
     """Publish the admitted ``children``. A broker that refuses puts the task's message back
     (its redelivery publishes them again, see the gate's replay); any other error ends
@@ -202,7 +200,7 @@ def _unique(requests: Sequence[CrawlRequest]) -> tuple[list[CrawlRequest], int]:
 _TRACKED = {routing.TRACKED_HEADER: 1}
 
 
-def publish_fetch(rt: Runtime, request: CrawlRequest, task_id: str, *, countdown: float = 0) -> None:
+def publish_fetch(rt: EnqueueDeps, request: CrawlRequest, task_id: str, *, countdown: float = 0) -> None:
     """Send one fetch in the band of its priority (the caller has tracked ``task_id``)."""
     rt.app.send_task(
         routing.FETCH_TASK, args=[request.to_dict()], task_id=task_id,
@@ -225,7 +223,7 @@ def stage_task_id(claim_id: str, task_name: str) -> str:
     return f"{claim_id}.{task_name.rsplit('.', 1)[-1]}"
 
 
-def publish_stage(rt: Runtime, task_name: str, claim_id: str, request: CrawlRequest) -> None:
+def publish_stage(rt: EnqueueDeps, task_name: str, claim_id: str, request: CrawlRequest) -> None:
     """Send the parse or store step of the page ``claim_id`` (tracked by the caller)."""
     rt.app.send_task(
         task_name, args=[claim_id, request.to_dict()], task_id=stage_task_id(claim_id, task_name),

@@ -41,12 +41,12 @@ from . import enqueue, parse, store
 
 if TYPE_CHECKING:
     from ..core.limits import Limits
-    from .runtime import Runtime
+    from .deps import FetchDeps
 
 log = logging.getLogger(__name__)
 
 
-def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
+def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str) -> Retry | None:
     """Fetch ``req`` as task ``task_id``; a returned Retry tells the task to re-send it.
 
     Before the download, robots.txt and the host limiter have their say (a
@@ -56,7 +56,9 @@ def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
     s = rt.settings
     robots = rt.robots.check(req, task_id) if s.robotstxt_obey else ALLOW
     if robots.wait_until is not None or not robots.allowed:
-        return apply(rt, req, task_id, before_fetch(req, robots, None))
+        refused = before_fetch(req, robots, None)
+        assert refused is not None  # robots.txt not known yet, or disallowed: never "go"
+        return apply(rt, req, task_id, refused)
     host = host_key(req.url)
     slot = rt.hosts.acquire(host, task_id, crawl_delay=robots.crawl_delay)
     early = before_fetch(req, robots, slot)
@@ -79,7 +81,7 @@ def fetch_page(rt: Runtime, req: CrawlRequest, task_id: str) -> Retry | None:
         proxied = False
         if tell_at_once(feedback, len(rt.proxies)):
             proxied = release.now()
-        outcome = _rerouted(rt, req, feedback, direct=slot.proxy is None, proxied=proxied)
+        outcome: Outcome | None = _rerouted(rt, req, feedback, direct=slot.proxy is None, proxied=proxied)
         limits = None
         if outcome is None:  # the crawl's limits, resolved once for the rest of the page
             limits = rt.limits(req.crawl_id)
@@ -95,7 +97,7 @@ class SlotRelease:
     """The host slot a download held, freed once: in the page's last round trip to Redis
     (:func:`crawler_tasks.stages.enqueue.complete`), or at once."""
 
-    def __init__(self, rt: Runtime, host: str, task_id: str, crawl_delay: float | None,
+    def __init__(self, rt: FetchDeps, host: str, task_id: str, crawl_delay: float | None,
                  proxy: int | None) -> None:
         self.rt, self.host, self.task_id, self.crawl_delay = rt, host, task_id, crawl_delay
         self.feedback = host_feedback(None, proxy=proxy)  # until the download says more
@@ -115,7 +117,7 @@ class SlotRelease:
         return self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay)
 
 
-def _rerouted(rt: Runtime, req: CrawlRequest, feedback: Feedback, *, direct: bool,
+def _rerouted(rt: FetchDeps, req: CrawlRequest, feedback: Feedback, *, direct: bool,
               proxied: bool) -> Retry | None:
     """The retry :func:`~crawler_tasks.core.policy.reroute_reason` calls for, logged: a
     direct request blocked (``proxied``: its host goes through the proxies now) or a failed
@@ -139,7 +141,7 @@ def _via(outcome: Outcome, proxy: str | None) -> Outcome:
     return outcome
 
 
-def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome, *,
+def apply(rt: FetchDeps, req: CrawlRequest, task_id: str, outcome: Outcome, *,
           release: SlotRelease | None = None, limits: Limits | None = None) -> Retry | None:
     """Carry out ``outcome`` of task ``task_id``; a Retry goes back to the task layer.
 
@@ -168,7 +170,7 @@ def apply(rt: Runtime, req: CrawlRequest, task_id: str, outcome: Outcome, *,
     return None
 
 
-def hand_on(rt: Runtime, req: CrawlRequest, task_id: str, record: PageRecord,
+def hand_on(rt: FetchDeps, req: CrawlRequest, task_id: str, record: PageRecord,
             body: bytes | None, counts: Counts, redirects: list[CrawlRequest] | None = None, *,
             release: SlotRelease | None = None, limits: Limits | None = None) -> None:
     """Parse (when ``body`` is HTML) and queue the page's record for the store, here or

@@ -22,7 +22,7 @@ from ..core.policy import backoff
 from . import enqueue
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .deps import MoverDeps
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ MAX_SLEEP_S = 0.1
 MIN_SLEEP_S = 0.005
 
 
-def move_once(rt: Runtime) -> float | None:
+def move_once(rt: MoverDeps) -> float | None:
     """Publish the fetches whose host may go now; seconds until the next host is due."""
     taken, wait = rt.hosts.take_due()
     for item in taken:
@@ -43,7 +43,7 @@ def move_once(rt: Runtime) -> float | None:
 class Mover:
     """The mover thread of one worker process."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: MoverDeps) -> None:
         self.rt = rt
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -112,9 +112,6 @@ class Runtime:
             hit = self._limits[crawl_id] = (config, Limits.of(config, self.settings))
         return hit[1]
 
-    def pipeline(self):
-        return self.redis.pipeline(transaction=False)
-
     def close(self) -> None:
         for store in self._stores.values():
             store.close()
@@ -124,16 +121,26 @@ class Runtime:
         self.redis.close()
 
 
-_runtimes: dict[tuple[int, int], Runtime] = {}
-_runtimes_lock = threading.Lock()
+_building = threading.Lock()
 
 
 def current(app: Celery) -> Runtime:
-    """This process's runtime for ``app`` (built on first use, rebuilt after a fork)."""
-    key = (id(app), os.getpid())
-    rt = _runtimes.get(key)
-    if rt is None:
-        with _runtimes_lock:
-            rt = _runtimes.get(key) or Runtime(app.crawler_settings, app)
-            _runtimes[key] = rt
-    return rt
+    """This process's runtime for ``app``: built on first use from the app's settings and
+    kept on the app, built anew in a forked child (which must not share the parent's
+    connections)."""
+    held: tuple[int, Runtime] | None = getattr(app, "crawler_runtime", None)
+    if held is None or held[0] != os.getpid():
+        with _building:
+            held = getattr(app, "crawler_runtime", None)
+            if held is None or held[0] != os.getpid():
+                held = (os.getpid(), Runtime(app.crawler_settings, app))
+                app.crawler_runtime = held
+    return held[1]
+
+
+if TYPE_CHECKING:
+    from .deps import FeedDeps, FetchDeps, MoverDeps
+
+    def _offers_every_stage(rt: Runtime) -> tuple[FetchDeps, FeedDeps, MoverDeps]:
+        """mypy checks here that the runtime gives each stage what its interface names."""
+        return rt, rt, rt

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.addresses import AddressPolicy
 from ..core.errors import BadInput, BlockedSeed
@@ -23,7 +23,9 @@ from ..core.models import DEFAULT_CRAWL_ID, CrawlRequest
 from ..core.settings import Settings
 from ..core.urls import check_length, host_of
 from . import enqueue
-from .runtime import Runtime
+
+if TYPE_CHECKING:
+    from .deps import SeedDeps
 
 
 def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]], *,
@@ -46,7 +48,7 @@ def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]],
     return requests
 
 
-def submit_requests(rt: Runtime, requests: list[CrawlRequest], *, max_depth: int | None = None,
+def submit_requests(rt: SeedDeps, requests: list[CrawlRequest], *, max_depth: int | None = None,
                     max_pages: int | None = None, store: str | None = None) -> int:
     """Register each crawl (seed hosts become its allowed domains), gate and publish.
 
@@ -77,7 +79,7 @@ def refuse_blocked(requests: Iterable[CrawlRequest], policy: AddressPolicy) -> N
             raise BlockedSeed(f"seed {req.url} refused: {reason}")
 
 
-def submit_to(rt: Runtime, seeds: Any, **options: Any) -> int:
+def submit_to(rt: SeedDeps, seeds: Any, **options: Any) -> int:
     """:func:`crawler_tasks.submit` on an explicit runtime."""
     return submit_requests(rt, build_requests(seeds, max_url_length=rt.settings.max_url_length,
                                               **options))

@@ -38,19 +38,19 @@ from ..state.store_queue import StoreEntry
 from . import enqueue
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .deps import StoreDeps
 
 log = logging.getLogger(__name__)
 
 
-def write(rt: Runtime, uri: str, records: Sequence[PageRecord]) -> list[RecordFailure]:
+def write(rt: StoreDeps, uri: str, records: Sequence[PageRecord]) -> list[RecordFailure]:
     """Upsert ``records`` into the store ``uri`` (every backend of a comma list) in one
     batch; returns the records a backend refused for good (e.g. an Elasticsearch mapping
     error: retrying cannot help them). :class:`StoreUnavailable` propagates."""
     return rt.store(uri).upsert(records) or []
 
 
-def previous(rt: Runtime, req: CrawlRequest) -> PageRecord | None:
+def previous(rt: StoreDeps, req: CrawlRequest) -> PageRecord | None:
     """The record an earlier fetch of ``req`` stored, when recrawls may revalidate it.
 
     Only with ``CRAWLER_RECRAWL_AFTER`` set (a URL can pass the gate twice) and
@@ -64,7 +64,7 @@ def previous(rt: Runtime, req: CrawlRequest) -> PageRecord | None:
         return None
 
 
-def queue_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
+def queue_claim(rt: StoreDeps, claim_id: str, req: CrawlRequest, task_id: str) -> None:
     """A ``crawl.store`` message (sent by earlier releases): queue the record of
     ``claim_id`` for the store, end the task, drop the claim."""
     record, _ = rt.claims.load(req.crawl_id, claim_id, with_body=False)
@@ -72,7 +72,7 @@ def queue_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> 
     rt.claims.delete(req.crawl_id, claim_id)  # done now, or long ago (a late duplicate)
 
 
-def flush_stats(rt: Runtime, crawl_ids: Sequence[str] | None = None) -> int:
+def flush_stats(rt: StoreDeps, crawl_ids: Sequence[str] | None = None) -> int:
     """Write the counters of each crawl that changed since its last flush to the crawl's
     store, when that store keeps statistics (Elasticsearch: ``<index>-stats``, one
     document per crawl updated in place). Returns how many crawls were written."""
@@ -87,7 +87,7 @@ def flush_stats(rt: Runtime, crawl_ids: Sequence[str] | None = None) -> int:
     return written
 
 
-def _flush_crawl_stats(rt: Runtime, crawl_id: str, last: bytes | None) -> int:
+def _flush_crawl_stats(rt: StoreDeps, crawl_id: str, last: bytes | None) -> int:
     """Write one crawl's counters to its store when they changed since ``last``; 1 if written."""
     target = rt.store(rt.limits(crawl_id).store)
     if not hasattr(target, "write_stats"):
@@ -101,7 +101,7 @@ def _flush_crawl_stats(rt: Runtime, crawl_id: str, last: bytes | None) -> int:
     return 1
 
 
-def write_batch(rt: Runtime, consumer: str, raw: Sequence[bytes]) -> None:
+def write_batch(rt: StoreDeps, consumer: str, raw: Sequence[bytes]) -> None:
     """Write the store entries ``raw`` that ``consumer`` took, one upsert per store URI,
     then settle each: written, refused for good (kept in the dead letters with the
     backend's reason), put back with backoff while its store is down, or, past
@@ -120,7 +120,7 @@ def write_batch(rt: Runtime, consumer: str, raw: Sequence[bytes]) -> None:
     rt.store_queue.release(consumer)
 
 
-def _write_part(rt: Runtime, consumer: str, entries: list[StoreEntry], settled: _Settled) -> None:
+def _write_part(rt: StoreDeps, consumer: str, entries: list[StoreEntry], settled: _Settled) -> None:
     """Write ``entries``, one upsert per store URI, and note how each one settles."""
     for uri, group in _by_store(entries).items():
         rt.store_queue.renew(consumer, rt.settings.store_lease_s)
@@ -176,7 +176,7 @@ def _by_store(entries: Sequence[StoreEntry]) -> dict[str, list[StoreEntry]]:
     return groups
 
 
-def _failed(rt: Runtime, uri: str, group: Sequence[StoreEntry], exc: Exception,
+def _failed(rt: StoreDeps, uri: str, group: Sequence[StoreEntry], exc: Exception,
             settled: _Settled) -> None:
     """The store of ``group`` failed. While it is down (:class:`StoreUnavailable`) each
     entry is retried later; past its retries, or at once for any other error (an unknown
@@ -222,7 +222,7 @@ class _Settled:
     def later(self, seconds: float, entry: StoreEntry) -> None:
         self.delayed.append((seconds, entry.encode(compress=True)))  # small while the batch goes on
 
-    def apply(self, rt: Runtime) -> None:
+    def apply(self, rt: StoreDeps) -> None:
         rt.dead_letters.add(*self.letters.values())
         rt.store_queue.delay(self.delayed)
         settled_now: set[str] = set()
@@ -250,7 +250,7 @@ class Flusher:
     #: is then one script call).
     TICK_S = 1.0
 
-    def __init__(self, rt: Runtime, consumer: str | None = None) -> None:
+    def __init__(self, rt: StoreDeps, consumer: str | None = None) -> None:
         self.rt = rt
         self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
@@ -332,7 +332,7 @@ def _read_letter(raw: bytes) -> dict:
     return data
 
 
-def dead_letters(rt: Runtime, crawl_id: str | None = None) -> list[dict]:
+def dead_letters(rt: StoreDeps, crawl_id: str | None = None) -> list[dict]:
     """The dead letters (newest first), of one crawl or all: ``record``, ``store`` (passwords
     masked), ``kind`` (``refused`` or ``failed``), ``error`` (the backend's reason), ``at``."""
     entries = [_read_letter(raw) for raw in rt.dead_letters.all()]
@@ -348,7 +348,7 @@ class Replay:
     failing: list[tuple[str, str, str]] = field(default_factory=list)
 
 
-def replay_dead(rt: Runtime, crawl_id: str | None = None, *, to: str | None = None) -> Replay:
+def replay_dead(rt: StoreDeps, crawl_id: str | None = None, *, to: str | None = None) -> Replay:
     """Write the dead letters (of one crawl) again, to their own store or to ``to``.
 
     A written one leaves the list and counts ``store/replayed`` (and ``stored``) in its

@@ -75,6 +75,18 @@ class Crawls:
         """Tasks of the crawl queued, running or waiting on a retry."""
         return int(self.client.scard(self.keys.outstanding(crawl_id)))
 
+    def progress(self, crawl_id: str) -> tuple[int, bool]:
+        """Outstanding tasks and whether the crawl is registered, in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.scard(self.keys.outstanding(crawl_id))
+            pipe.sismember(self.keys.crawls(), crawl_id)
+            outstanding, known = pipe.execute()
+        return int(outstanding), bool(known)
+
+    def ping(self) -> None:
+        """Raise a :class:`redis.RedisError` unless the state Redis answers."""
+        self.client.ping()
+
     def outstanding_sample(self, crawl_id: str, count: int = 5) -> list[str]:
         """A few outstanding task ids, for a message about a stuck crawl."""
         return sorted(m.decode() for m in self.client.srandmember(self.keys.outstanding(crawl_id), count))

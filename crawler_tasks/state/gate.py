@@ -178,6 +178,16 @@ class Gate:
         if own:
             pipe.execute()
 
+    def redelivered(self, crawl_id: str, task_id: str) -> int:
+        """Count one more delivery of a message whose worker died or stopped under it;
+        how many so far (kept as long as replay marks)."""
+        key = self.keys.deliveries(crawl_id)
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.hincrby(key, task_id, 1)
+            pipe.expire(key, self.replay_ttl)
+            deliveries, _ = pipe.execute()
+        return int(deliveries)
+
     def abandon(self, crawl_id: str, task_id: str, error: str,
                 counts: Mapping[str, int], children: Sequence[str] = ()) -> bool:
         """Drop a task that ended in an unexpected error, counting it once; False if already gone.

@@ -20,7 +20,7 @@ def test_claim_round_trip_compresses_the_body(rt):
     claim_id = f"c{token()}"
     record = PageRecord(url="http://a.test/", fingerprint="f", crawl_id="c", depth=0, fetched_at="x")
     body = b"<p>" + b"hello " * 10000 + b"</p>"
-    with rt.pipeline() as pipe:
+    with rt.redis.pipeline(transaction=False) as pipe:
         rt.claims.put(pipe, "c", claim_id, record, body)
         pipe.execute()
     assert rt.redis.memory_usage(rt.keys.page("c", claim_id)) < len(body) / 10

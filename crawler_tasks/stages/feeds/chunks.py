@@ -26,7 +26,7 @@ from .outcomes import Fed
 
 if TYPE_CHECKING:
     from ...core.addresses import AddressPolicy
-    from ..runtime import Runtime
+    from ..deps import FeedDeps
 
 #: Seeds per gate call (and per backpressure check) of the file and sitemap feeds.
 CHUNK = 500
@@ -47,7 +47,7 @@ def judge(text: str, crawl_id: str, policy: AddressPolicy | None = None,
     return request
 
 
-def submit_chunk(rt: Runtime, lock: FeedLock, fed: Fed, requests: list[CrawlRequest]) -> bool:
+def submit_chunk(rt: FeedDeps, lock: FeedLock, fed: Fed, requests: list[CrawlRequest]) -> bool:
     """Gate and publish one chunk; False (``fed.stopped`` says why) when the tick must stop here."""
     if not lock.renew():
         fed.stopped = "stopped: the feed lock expired"

@@ -40,18 +40,18 @@ from .sitemaps import feed_sitemaps
 from .start_urls import feed_start_urls
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from ..deps import FeedDeps
 
 log = logging.getLogger(__package__)  # the feeds' logger, named as before they were a package
 
 #: Share of the interval a periodic feed's slot lasts.
 SLOT_SHARE = 0.9
 
-_BODIES: dict[str, Callable[[Runtime, FeedLock, Fed, int], None]] = {
+_BODIES: dict[str, Callable[[FeedDeps, FeedLock, Fed, int], None]] = {
     START_URLS: feed_start_urls, SEED_FILE: feed_seed_file, SITEMAPS: feed_sitemaps}
 
 
-def tick(rt: Runtime, name: str = START_URLS, *, batch: int | None = None) -> Tick:
+def tick(rt: FeedDeps, name: str = START_URLS, *, batch: int | None = None) -> Tick:
     """Run one tick of feed ``name`` (see the module docstring); its outcome is recorded.
 
     ``batch``: start-URL entries taken, or seeds per gate call of the other
@@ -71,7 +71,7 @@ def tick(rt: Runtime, name: str = START_URLS, *, batch: int | None = None) -> Ti
     return record(rt, result)
 
 
-def _locked_tick(rt: Runtime, config: FeedConfig, lock: FeedLock, batch: int | None) -> Tick:
+def _locked_tick(rt: FeedDeps, config: FeedConfig, lock: FeedLock, batch: int | None) -> Tick:
     try:
         enqueue.ensure_room(rt)
     except QueueFull as exc:
@@ -92,13 +92,13 @@ def _locked_tick(rt: Runtime, config: FeedConfig, lock: FeedLock, batch: int | N
     return Tick(config.name, "fed", fed=fed)
 
 
-def _claim_slot(rt: Runtime, config: FeedConfig) -> bool:
+def _claim_slot(rt: FeedDeps, config: FeedConfig) -> bool:
     """True for the first tick of this interval; later ticks (another beat's) find it taken."""
     slot_ms = max(1, int(config.interval * SLOT_SHARE * 1000))
     return rt.feeds.claim_slot(config.name, now(), slot_ms)
 
 
-def _count_invalid(rt: Runtime, fed: Fed) -> None:
+def _count_invalid(rt: FeedDeps, fed: Fed) -> None:
     if fed.invalid:
         crawl_id = rt.settings.seed_crawl_id
         rt.crawls.register(crawl_id)  # so `crawler-tasks seeds` lists it

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ...core import counters
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from ..deps import FeedDeps
 
 log = logging.getLogger(__package__)  # the feeds' logger, named as before they were a package
 
@@ -75,7 +75,7 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def record(rt: Runtime, result: Tick) -> Tick:
+def record(rt: FeedDeps, result: Tick) -> Tick:
     """Add one tick's outcome to its feed's status hash."""
     fields = {"last_tick": now(), "last_outcome": result.describe()}
     if result.outcome == "skipped":
@@ -90,7 +90,7 @@ def record(rt: Runtime, result: Tick) -> Tick:
     return result
 
 
-def status(rt: Runtime, name: str) -> dict[str, Any]:
+def status(rt: FeedDeps, name: str) -> dict[str, Any]:
     """The feed's status: ``last_tick`` (ISO UTC), ``last_outcome`` and its counters (0 if never)."""
     raw = rt.feeds.status(name)
     out: dict[str, Any] = {"last_tick": None, "last_outcome": None, counters.FEED_TICKS: 0,

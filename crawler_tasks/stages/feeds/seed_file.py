@@ -21,13 +21,13 @@ from .outcomes import Fed
 
 if TYPE_CHECKING:
     from ...core.addresses import AddressPolicy
-    from ..runtime import Runtime
+    from ..deps import FeedDeps
 
 #: Bytes of the longest seed-file line read; a longer line is refused.
 MAX_LINE = 64 * 1024
 
 
-def feed_seed_file(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
+def feed_seed_file(rt: FeedDeps, lock: FeedLock, fed: Fed, batch: int) -> None:
     """Submit every line of ``CRAWLER_SEED_FILE``, ``batch`` seeds per gate call."""
     path = rt.settings.seed_file
     try:

@@ -24,10 +24,10 @@ from .sitemap_reader import Entry, SitemapReader, fetch_sitemap
 
 if TYPE_CHECKING:
     from ...core.addresses import AddressPolicy
-    from ..runtime import Runtime
+    from ..deps import FeedDeps
 
 
-def feed_sitemaps(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
+def feed_sitemaps(rt: FeedDeps, lock: FeedLock, fed: Fed, batch: int) -> None:
     """Submit the ``<loc>`` of every sitemap reachable from ``CRAWLER_SITEMAP_URLS``.
 
     A URL whose ``<lastmod>`` is newer than the one recorded when it was last
@@ -64,14 +64,14 @@ def _sitemap_requests(entries: Iterable[Entry], crawl_id: str, fed: Fed,
         yield request, entry.lastmod
 
 
-def _readmit_newer(rt: Runtime, crawl_id: str, chunk: list[tuple[CrawlRequest, datetime | None]]
+def _readmit_newer(rt: FeedDeps, crawl_id: str, chunk: list[tuple[CrawlRequest, datetime | None]]
                    ) -> list[tuple[CrawlRequest, datetime | None]]:
     """The chunk with ``dont_filter`` on where ``lastmod`` is newer than the recorded one.
 
     Keeps in each pair only a lastmod to record (new or newer), None otherwise.
     """
     recorded = rt.feeds.lastmods(crawl_id, [r.fingerprint for r, _ in chunk])
-    out = []
+    out: list[tuple[CrawlRequest, datetime | None]] = []
     for (request, lastmod), before in zip(chunk, recorded):
         if lastmod is None:
             out.append((request, None))
@@ -84,7 +84,7 @@ def _readmit_newer(rt: Runtime, crawl_id: str, chunk: list[tuple[CrawlRequest, d
     return out
 
 
-def _remember_lastmod(rt: Runtime, crawl_id: str,
+def _remember_lastmod(rt: FeedDeps, crawl_id: str,
                       chunk: list[tuple[CrawlRequest, datetime | None]]) -> None:
     """Record the chunk's new lastmod dates, keeping the ``CRAWLER_SITEMAP_LASTMOD_MAX`` newest.
 

@@ -21,18 +21,18 @@ from .lock import FeedLock
 from .outcomes import Fed
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from ..deps import FeedDeps
 
 __all__ = ["REJECTED_KEPT", "feed_start_urls", "taking_key", "waiting"]
 
 
-def waiting(rt: Runtime) -> int:
+def waiting(rt: FeedDeps) -> int:
     """Entries waiting in the start-URL key (0 when it is missing or of a type not read),
     and those a tick took but did not finish."""
     return rt.feeds.start_urls_waiting()
 
 
-def feed_start_urls(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
+def feed_start_urls(rt: FeedDeps, lock: FeedLock, fed: Fed, batch: int) -> None:
     """Move up to ``batch`` entries of the start-URL key into their crawls.
 
     A list is taken from its head, a set at random, a sorted set lowest
@@ -53,7 +53,7 @@ def feed_start_urls(rt: Runtime, lock: FeedLock, fed: Fed, batch: int) -> None:
             rejected.append((text, exc))
     if requests and not submit_chunk(rt, lock, fed, requests):
         return  # kept in the taking list: the next tick takes the same entries
-    for _, exc in rejected:
-        fed.refuse(f"an entry of {key}", exc)
-    rt.feeds.finish_start_urls([json.dumps({"item": text[:500], "error": str(exc)}, ensure_ascii=False)
-                                for text, exc in rejected])
+    for _, why in rejected:
+        fed.refuse(f"an entry of {key}", why)
+    rt.feeds.finish_start_urls([json.dumps({"item": text[:500], "error": str(why)}, ensure_ascii=False)
+                                for text, why in rejected])

@@ -23,7 +23,7 @@ from .tree import parse_tree
 
 if TYPE_CHECKING:
     from ...core.limits import Limits
-    from ..runtime import Runtime
+    from ..deps import ParseDeps
 
 #: Bytes of bodies parsed into trees at once per worker process: a tree costs up to
 #: 30 times its body, so 32 threads each parsing a 1 MiB page would need about 1 GB.
@@ -49,7 +49,7 @@ def parse_html(body: bytes, *, url: str, content_type: str | None, text_maxsize:
         return parse_tree(*args)
 
 
-def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord, body: bytes,
+def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes,
                limits: Limits | None = None) -> tuple[list[CrawlRequest], dict[str, int]]:
     """Fill ``record`` from its HTML ``body``; return the requests for the links to follow
     and the parse's counters (``links/over_cap``: links past ``CRAWLER_MAX_LINKS_PER_PAGE``;
@@ -77,7 +77,7 @@ def parse_page(rt: Runtime, req: CrawlRequest, record: PageRecord, body: bytes,
     return children, {name: n for name, n in counts.items() if n}
 
 
-def parse_claim(rt: Runtime, claim_id: str, req: CrawlRequest, task_id: str) -> None:
+def parse_claim(rt: ParseDeps, claim_id: str, req: CrawlRequest, task_id: str) -> None:
     """The split pipeline's parse step: parse the page ``claim_id``, enqueue links, queue
     the record for the store, drop the claim."""
     with rt.large_bodies.permit() as permit:  # a large body's slot, until its record is queued

@@ -1,0 +1,119 @@
+"""What each stage uses of its process's components: one narrow interface per stage.
+
+A stage function takes the interface of its stage, never the whole
+:class:`~crawler_tasks.stages.runtime.Runtime` (which satisfies all of them, and
+is the one place the components are built). The interfaces compose as the stages
+call each other: every stage that ends a task publishes through the enqueue
+stage, and the fetch stage hands a page on to parse and store. mypy checks in CI
+that a stage reaches for nothing its interface does not name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import requests
+    from celery import Celery
+
+    from ..backends import Store
+    from ..core.addresses import AddressPolicy
+    from ..core.budget import LargeBodies
+    from ..core.limits import Limits
+    from ..core.proxies import Proxies
+    from ..core.settings import Settings
+    from ..net.robots import Robots
+    from ..state.claims import Claims
+    from ..state.crawls import Crawls
+    from ..state.dead_letters import DeadLetters
+    from ..state.feeds import FeedState
+    from ..state.gate import Gate
+    from ..state.hosts import HostLimiter
+    from ..state.round_trip import RoundTrip
+    from ..state.stats import Stats
+    from ..state.store_queue import StoreQueue
+    from ..state.unpublished import Unpublished
+
+
+class Configured(Protocol):
+    """Settings, and a crawl's effective limits (cached per crawl configuration)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def limits(self, crawl_id: str) -> Limits: ...
+
+
+class EnqueueDeps(Configured, Protocol):
+    """Publishing: the gate, the broker (through the app), and what waits to be published."""
+
+    @property
+    def app(self) -> Celery: ...
+    @property
+    def gate(self) -> Gate: ...
+    @property
+    def round_trip(self) -> RoundTrip: ...
+    @property
+    def store_queue(self) -> StoreQueue: ...
+    @property
+    def unpublished(self) -> Unpublished: ...
+
+
+class SeedDeps(EnqueueDeps, Protocol):
+    """Seeds: the crawl registry and the address guard, then the gate and the bands."""
+
+    @property
+    def crawls(self) -> Crawls: ...
+    @property
+    def addresses(self) -> AddressPolicy: ...
+
+
+class FeedDeps(SeedDeps, Protocol):
+    """Feeds: seeds, plus the feeds' own state and an HTTP session for sitemaps."""
+
+    @property
+    def feeds(self) -> FeedState: ...
+    @property
+    def session(self) -> requests.Session: ...
+
+
+class MoverDeps(EnqueueDeps, Protocol):
+    """The mover: fetches parked per host, published when due."""
+
+    @property
+    def hosts(self) -> HostLimiter: ...
+
+
+class ParseDeps(EnqueueDeps, Protocol):
+    """Parse: claimed bodies (split pipeline) and the budget for large ones."""
+
+    @property
+    def claims(self) -> Claims: ...
+    @property
+    def large_bodies(self) -> LargeBodies: ...
+
+
+class StoreDeps(ParseDeps, Protocol):
+    """Store: the open stores, the store queue, stats, dead letters."""
+
+    @property
+    def crawls(self) -> Crawls: ...
+    @property
+    def stats(self) -> Stats: ...
+    @property
+    def dead_letters(self) -> DeadLetters: ...
+
+    def store(self, uri: str) -> Store: ...
+
+
+class FetchDeps(StoreDeps, Protocol):
+    """Fetch: politeness (hosts, robots, proxies), the HTTP session, then parse and store."""
+
+    @property
+    def hosts(self) -> HostLimiter: ...
+    @property
+    def robots(self) -> Robots: ...
+    @property
+    def proxies(self) -> Proxies: ...
+    @property
+    def session(self) -> requests.Session: ...
