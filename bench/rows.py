@@ -41,6 +41,8 @@ class Row:
     label: str
     kind: str  # cli | celery | scrapy | scrapy-redis | floor
     procs: int
+    #: With bench_rule.py's parse rule (three fields extracted per page).
+    rule: bool = False
 
     @property
     def is_crawler_tasks(self) -> bool:
@@ -52,6 +54,8 @@ ROWS: tuple[Row, ...] = (
     Row("cli-2", "`crawler-tasks crawl --workers 2`", "cli", 2),
     Row("celery-1", "`celery worker` ×1 + `submit()`", "celery", 1),
     Row("celery-2", "`celery worker` ×2 + `submit()`", "celery", 2),
+    Row("cli-1-rule", "`crawler-tasks crawl --workers 1`, a rule extracting 3 fields", "cli", 1, rule=True),
+    Row("celery-2-rule", "`celery worker` ×2 + `submit()`, a rule extracting 3 fields", "celery", 2, rule=True),
     Row("scrapy-1", "Scrapy, 1 process", "scrapy", 1),
     Row("scrapy-redis-1", "scrapy-redis, 1 process", "scrapy-redis", 1),
     Row("scrapy-redis-2", "scrapy-redis, 2 processes", "scrapy-redis", 2),
@@ -126,8 +130,10 @@ class Context:
             raise BenchError(f"no `{name}` next to {sys.executable} or on PATH")
         return found
 
-    def crawler_env(self, broker: RedisServer, state: RedisServer, store: Path) -> dict[str, str]:
-        return {**os.environ, "CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
+    def crawler_env(self, broker: RedisServer, state: RedisServer, store: Path,
+                    row: Row | None = None) -> dict[str, str]:
+        rule = {"CRAWLER_PLUGINS": "bench_rule", "PYTHONPATH": str(BENCH_DIR)} if row and row.rule else {}
+        return {**os.environ, **rule, "CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
                 "CRAWLER_STORE": str(store), "CRAWLER_WORKER_CONCURRENCY": os.environ.get("BENCH_CONCURRENCY", "32"),
                 "CRAWLER_ROBOTSTXT_OBEY": "0", "PYTHONUNBUFFERED": "1",
                 # As the Scrapy rows: no delay, as many requests per host as slots.
@@ -311,7 +317,7 @@ def run_cli(ctx: Context, row: Row, run: Run) -> RunResult:
     """``crawler-tasks crawl URL --workers N``: its own summary gives pages and elapsed."""
     broker, state = run.redis("broker"), run.redis("state")
     store = run.dir / "pages.db"
-    env = ctx.crawler_env(broker, state, store)
+    env = ctx.crawler_env(broker, state, store, row)
     before = broker.counters(), state.counters()
     cmd = [ctx.program("crawler-tasks"), "crawl", ctx.site.url, "--workers", str(row.procs), "--quiet",
            "--store", store, "--crawl-id", run.crawl_id]
@@ -354,7 +360,7 @@ def _seconds(value: str | None) -> float:
 def run_celery(ctx: Context, row: Row, run: Run) -> RunResult:
     """N ``celery worker`` processes; the seed goes in through ``submit()`` once they answer a ping."""
     broker, state = run.redis("broker"), run.redis("state")
-    env = ctx.crawler_env(broker, state, run.dir / "pages.db")
+    env = ctx.crawler_env(broker, state, run.dir / "pages.db", row)
     log = run.dir / "workers.log"
     workers = [run.spawn_crawler([ctx.program("celery"), "-A", "crawler_tasks", "worker", "-l", "WARNING",
                                   "-n", f"bench{k}@%h", "--without-mingle", "--without-gossip"],

@@ -1,7 +1,9 @@
 """crawler_tasks: a distributed web crawler built on Celery.
 
 ``celery -A crawler_tasks worker`` finds :data:`app`; other apps call
-:func:`submit` (or ``send_task("crawl.submit", ...)``).
+:func:`submit` (or ``send_task("crawl.submit", ...)``). Plugin modules
+(``CRAWLER_PLUGINS``) program the crawl with :func:`rule`, :class:`Request`,
+:class:`Page` and :class:`DropItem`.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-__all__ = ["app", "submit", "CrawlRequest", "PageRecord", "errors"]
+__all__ = ["app", "submit", "CrawlRequest", "PageRecord", "errors", "rule", "Request", "Page", "DropItem"]
 __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -29,6 +31,18 @@ def __getattr__(name: str) -> Any:
         from .core import models
 
         return getattr(models, name)
+    if name in ("rule", "Request"):
+        from .core import program
+
+        return getattr(program, name)
+    if name == "Page":
+        from .stages.parse.rules import Page
+
+        return Page
+    if name == "DropItem":
+        from .core.errors import DropItem
+
+        return DropItem
     if name == "errors":
         from .core import errors
 

@@ -126,6 +126,15 @@ class Site:
         time.sleep(delay)
         self.send(h, 200, html(f"Page {'/'.join(segs)}"), head=head)
 
+    def r_rules(self, h, segs, q, count, head):
+        """/rules/<token>/<name>: pages for the parse-rule tests; ``start`` links to the others,
+        ``fail`` links to ``linked`` (followed even though its rule fails)."""
+        token, name = segs[0], segs[1]
+        base = f"/rules/{token}"
+        body = {"start": links(f"{base}/fail", f"{base}/odd", f"{base}/items"),
+                "fail": links(f"{base}/linked")}.get(name, "")
+        self.send(h, 200, html(f"Rules {name}", body), head=head)
+
     def r_redirect(self, h, segs, q, count, head):
         # /redirect/<token>/<n>: n hops left
         token, n = segs[0], int(segs[1])

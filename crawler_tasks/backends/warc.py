@@ -33,6 +33,9 @@ What is archived, from the record (see :func:`crawler_tasks.core.policy.response
   a response whose body the record does not hold (``CRAWLER_STORE_BODY=0``,
   3xx and failure bodies) is archived with its headers and an empty payload,
   marked ``WARC-Truncated: unspecified``;
+- the items a parse rule extracted follow as a ``metadata`` record
+  (``Content-Type: application/json``, ``{"rule": ..., "items": [...]}``),
+  ``WARC-Concurrent-To`` the response, as the request record is;
 - records without a response (connection errors, robots.txt skips) write nothing.
 """
 
@@ -43,6 +46,7 @@ import hashlib
 import http
 import io
 import itertools
+import json
 import logging
 import os
 import socket
@@ -120,11 +124,11 @@ class WARCStore:
                     if record.status is None:
                         continue  # no response: nothing an archive replays
                     try:
-                        pair = self._build(record)
+                        built = self._build(record)
                     except (ValueError, TypeError, UnicodeError) as exc:
                         failures.append(RecordFailure(record.fingerprint, f"warc: {exc}"))
                         continue
-                    self._write(*pair)
+                    self._write(*built)
                 if self._file is not None:
                     self._file.flush()
                     os.fsync(self._file.fileno())
@@ -153,8 +157,9 @@ class WARCStore:
 
     # -- writing -----------------------------------------------------------
 
-    def _build(self, record: PageRecord) -> tuple[Any, Any | None]:
-        """The (response, request or None) warcio records of ``record``."""
+    def _build(self, record: PageRecord) -> tuple[Any, list[Any]]:
+        """The response warcio record of ``record``, and those that go with it: the request,
+        and a ``metadata`` record of the items a parse rule extracted (JSON)."""
         writer = WARCWriter(io.BytesIO(), gzip=True, warc_version="1.1")  # builds, never writes
         date = _warc_date(record.fetched_at)
         status_line = record.status_line or _status_line(record.status or 0)
@@ -173,22 +178,29 @@ class WARCStore:
         response = writer.create_warc_record(
             record.url, "response", payload=io.BytesIO(payload), length=len(payload),
             warc_headers_dict=warc_headers, http_headers=http_headers)
-        request = None
+        concurrent = {"WARC-Date": date,
+                      "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")}
+        others = []
         if record.request and record.request.get("line"):
             req_headers = [(str(k), str(v)) for k, v in record.request.get("headers") or []]
-            request = writer.create_warc_record(
+            others.append(writer.create_warc_record(
                 record.url, "request", payload=io.BytesIO(b""), length=0,
-                warc_headers_dict={"WARC-Date": date, "WARC-Concurrent-To":
-                                   response.rec_headers.get_header("WARC-Record-ID")},
-                http_headers=_RawHeaders(record.request["line"], req_headers, is_http_request=True))
-        return response, request
+                warc_headers_dict=dict(concurrent),
+                http_headers=_RawHeaders(record.request["line"], req_headers, is_http_request=True)))
+        if record.items:
+            items = json.dumps({"rule": record.rule, "items": record.items}, ensure_ascii=False).encode()
+            others.append(writer.create_warc_record(
+                record.url, "metadata", payload=io.BytesIO(items), length=len(items),
+                warc_headers_dict=dict(concurrent), warc_content_type="application/json"))
+        return response, others
 
-    def _write(self, response: Any, request: Any | None) -> None:
-        """Append a request/response pair (same file), rotating after it when the file is full."""
+    def _write(self, response: Any, others: list[Any]) -> None:
+        """Append a response and its companions (same file), rotating after them when the
+        file is full."""
         writer = self._open()
         writer.write_record(response)
-        if request is not None:
-            writer.write_record(request)
+        for record in others:
+            writer.write_record(record)
         assert self._file is not None
         if self._file.tell() >= self.max_bytes:
             self._file.flush()

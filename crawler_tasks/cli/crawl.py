@@ -15,6 +15,7 @@ from ..backends import open_store
 from ..core import counters
 from ..core.addresses import parse_allowlist
 from ..core.errors import BadInput, CrawlStateLost, StoreUnavailable
+from ..core.program import load_program, parse_plugins
 from ..core.settings import Settings
 from ..core.store_uris import masked
 from ..core.urls import host_of
@@ -70,7 +71,12 @@ def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Set
         changes["host_concurrency"] = args.host_concurrency
     if args.ignore_robots:
         changes["robotstxt_obey"] = False
-    return settings.replace(**changes)
+    args.plugins = parse_plugins(args.plugins or "", "--plugins")
+    if args.plugins:
+        changes["plugins"] = tuple(dict.fromkeys((*settings.plugins, *args.plugins)))
+    settings = settings.replace(**changes)
+    load_program(settings.plugins, settings.item_pipelines)  # a plugin that cannot be imported stops here, not in the workers
+    return settings
 
 
 def _allow_seed_hosts(settings: Settings, requests: list) -> Settings:
@@ -107,7 +113,8 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
         workers.start()
         started = time.monotonic()
         accepted = submit_requests(rt, requests, max_depth=args.max_depth,
-                                   max_pages=args.max_pages, store=settings.store)
+                                   max_pages=args.max_pages, store=settings.store,
+                                   plugins=args.plugins)
         progress = _Progress(rt, crawl_id, started, quiet=args.quiet)
         watch = CrawlWatch(rt, crawl_id, settings.stall_timeout, say=progress.say)
         try:

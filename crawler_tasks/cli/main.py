@@ -51,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--priority", type=int, default=0, help="higher is sooner (default 0)")
     s.add_argument("--crawl-id", default=None)
     s.add_argument("--dont-filter", action="store_true", help="bypass the gate (recrawl)")
+    _plugins_option(s, "the workers must have them in CRAWLER_PLUGINS")
 
     e = sub.add_parser("export", help="write stored records as JSON lines to stdout")
     e.add_argument("--store", default=None, help="store URI (default: CRAWLER_STORE)")
@@ -94,7 +95,14 @@ def _crawl_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-concurrency", type=int, default=None,
                    help="requests in flight to one host, 0 = no cap (default: CRAWLER_HOST_CONCURRENCY)")
     p.add_argument("--ignore-robots", action="store_true", help="do not read robots.txt")
+    _plugins_option(p, "the workers import them too")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
+
+
+def _plugins_option(p: argparse.ArgumentParser, more: str) -> None:
+    p.add_argument("--plugins", default=None, metavar="MODULES",
+                   help="comma list of plugin modules whose rules and item pipelines apply to this "
+                        f"crawl (default: every module of CRAWLER_PLUGINS); {more}")
 
 
 def _terminate(signum: int, frame: object) -> NoReturn:

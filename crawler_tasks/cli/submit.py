@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ..core.errors import BadInput
+from ..core.program import parse_plugins
 from ..core.settings import Settings
 from ..service.celery_app import create_app
 from ..stages.runtime import current
@@ -41,7 +42,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     requests = build_requests(_read_seeds(args), priority=args.priority, crawl_id=args.crawl_id,
                               dont_filter=args.dont_filter, max_url_length=settings.max_url_length)
     check_broker(settings.broker_url)
-    accepted = submit_requests(current(create_app(settings)), requests)
+    plugins = parse_plugins(args.plugins or "", "--plugins")
+    accepted = submit_requests(current(create_app(settings)), requests, plugins=plugins)
     print(f"enqueued {accepted} of {len(requests)} URL(s) "
           f"({len(requests) - accepted} already seen)")
     return 0

@@ -103,6 +103,8 @@ STORE_REPLAYED = "store/replayed"
 ERRORS = "errors"
 WORKER_LOST = "worker_lost"
 SEEDS_INVALID = "seeds/invalid"
+ITEMS = "items"
+ITEMS_OVER_CAP = "items/over_cap"
 
 # -- crawl counters: families ------------------------------------------------------------
 
@@ -115,6 +117,10 @@ RETRY_MAX_REACHED = Counter(
     "retry/max_reached/<reason>",
     "requests given up once their retries were used up, per reason of the last attempt",
     part=r"[a-z0-9_]+")
+ITEMS_DROPPED = Counter("items/dropped/<reason>", "items an item pipeline dropped, per reason "
+                        "(`pipeline_failed`: the pipeline raised)", part=r"[a-z0-9_]+")
+PLUGIN_FAILED = Counter("plugin/failed/<kind>", "pages a user's `rule` or item `pipeline` failed on "
+                        "(the record's `description` says how)", part=r"[a-z_]+")
 ERROR = Counter("errors/<Exception>", "`errors` per exception class", part=r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -131,6 +137,16 @@ def retry_reason(reason: str) -> str:
 def retry_max_reached(reason: str) -> str:
     """``retry/max_reached/<reason>``: requests given up after their last retry for ``reason``."""
     return RETRY_MAX_REACHED.build(reason)
+
+
+def items_dropped(reason: str) -> str:
+    """``items/dropped/<reason>``: items an item pipeline dropped for ``reason``."""
+    return ITEMS_DROPPED.build(reason)
+
+
+def plugin_failed(kind: str) -> str:
+    """``plugin/failed/<kind>``: a user's ``rule`` or ``pipeline`` that raised."""
+    return PLUGIN_FAILED.build(kind)
 
 
 def error(exception: str) -> str:
@@ -197,6 +213,11 @@ REGISTRY: tuple[Counter, ...] = (
     Counter(LINKS_TOO_LONG, "links longer than `CRAWLER_MAX_URL_LENGTH`, not followed"),
     Counter(CLAIM_MISSING, "bodies whose claim check expired before their parse or store step (the page "
                            "fetched again)"),
+    # the user's program
+    Counter(ITEMS, "items a parse rule extracted that the item pipelines kept (stored with their page)"),
+    ITEMS_DROPPED,
+    Counter(ITEMS_OVER_CAP, "items past `CRAWLER_MAX_ITEMS_PER_PAGE`, not stored"),
+    PLUGIN_FAILED,
     # stores
     Counter(STORED, "records written (dead letters replayed included)"),
     Counter(STORE_RETRIES, "record writes retried while their store was down (per record and attempt)"),

@@ -10,7 +10,8 @@
     │   ├── BlockedSeed           a seed naming an address the private-network guard refuses
     │   ├── SettingsError         an environment variable with a bad value
     │   ├── UnknownStore          a store URI no backend understands
-    │   └── StoreNotConfigured    a masked store URI this process was not configured with
+    │   ├── StoreNotConfigured    a masked store URI this process was not configured with
+    │   └── PluginError           a plugin or item pipeline that cannot be loaded
     ├── BrokerUnavailable         the broker or the state Redis does not answer
     │   ├── BrokerRefused         it answers but refuses us (password, TLS certificate)
     │   └── StateUnavailable      a state-Redis command failed mid-task: safe to retry
@@ -34,7 +35,8 @@
     │   ├── BadStatus             a response whose status counts as a failed attempt (408, 429, 5xx)
     │   └── RequestFailed         requests refused the request (a bad proxy URL...)
     ├── StoreUnavailable          a backend could not take a write: safe to retry
-    └── ClaimMissing              a page's claim check expired before parse/store read it
+    ├── ClaimMissing              a page's claim check expired before parse/store read it
+    └── DropItem                  raised by an item pipeline: the item is not stored (its reason counted)
 """
 
 from __future__ import annotations
@@ -239,3 +241,20 @@ class StoreUnavailable(CrawlerError):
 
 class ClaimMissing(CrawlerError):
     """A claim-check key expired or was evicted before it was read."""
+
+
+class PluginError(BadInput):
+    """A module of ``CRAWLER_PLUGINS``, or a pipeline or middleware of the settings, that
+    cannot be imported or used; the worker stops at start."""
+
+
+class DropItem(CrawlerError):
+    """Raised by an item pipeline to leave the item out of its page's record.
+
+    ``reason`` (a few words) is counted as ``items/dropped/<reason>``: lower case,
+    other characters than letters, digits and ``_`` made ``_``.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

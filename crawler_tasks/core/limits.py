@@ -20,6 +20,8 @@ class Limits:
     max_pages: int
     #: The crawl's store URI (or list), passwords masked: what store-queue entries carry.
     store: str
+    #: The plugins whose rules and pipelines apply to the crawl; () = every loaded one.
+    plugins: tuple[str, ...] = ()
 
     def allows(self, url: str, *, origin: str) -> bool:
         """The offsite rule: may a link or redirect found on ``origin`` go to ``url``?
@@ -35,6 +37,7 @@ class Limits:
             max_depth=settings.max_depth if config.max_depth is None else config.max_depth,
             max_pages=config.max_pages,
             store=masked(config.store or settings.store),
+            plugins=config.plugins,
         )
 
 
@@ -47,3 +50,4 @@ class CrawlConfig:
     max_depth: int | None = None
     max_pages: int = 0
     store: str | None = None
+    plugins: tuple[str, ...] = ()

@@ -177,6 +177,10 @@ class PageRecord:
     payload_digest: str | None = None
     #: The proxy the request went through (``http://host:port``, never credentials); None = direct.
     proxy: str | None = None
+    #: What the page's parse rule extracted (dicts of JSON values), after the item pipelines.
+    items: list[dict[str, Any]] = field(default_factory=list)
+    #: The rule that parsed the page (``module.function``); None: the default extraction.
+    rule: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-ready dict (shallow: its lists and dicts are shared)."""

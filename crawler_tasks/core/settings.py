@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .addresses import parse_allowlist
-from .errors import SettingsError
+from .errors import BadInput, SettingsError
+from .program import parse_ordered, parse_plugins
 
 DEFAULT_BROKER_URL = "redis://localhost:6379/0"
 DEFAULT_STORE = "./crawl-data/pages.db"
@@ -82,6 +83,21 @@ def _pattern(raw: str) -> str:
     return raw
 
 
+def _plugins(raw: str) -> tuple[str, ...]:
+    try:
+        return parse_plugins(raw)
+    except BadInput as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def _pipelines(raw: str) -> tuple[str, ...]:
+    """``dotted.path:priority`` entries, checked here, ordered where they are loaded."""
+    try:
+        return tuple(f"{path}:{prio}" for path, prio in parse_ordered(raw, "CRAWLER_ITEM_PIPELINES"))
+    except BadInput as exc:
+        raise SettingsError(str(exc)) from None
+
+
 def _list(raw: str) -> tuple[str, ...]:
     """A comma list kept as written (URLs are case-sensitive past the host)."""
     return tuple(part.strip() for part in raw.split(",") if part.strip())
@@ -139,6 +155,16 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_STORE_BODY", "store_body", _bool, True,
          "Keep each page's body in its record (`body`: the text of HTML and text types, "
          "decoded with the detected encoding); 0 keeps metadata only."),
+    Spec("CRAWLER_PLUGINS", "plugins", _plugins, (),
+         "Comma list of modules every worker imports at start: their `@rule` extractors "
+         "apply to every crawl that names none (`--plugins`); one that fails to import "
+         "stops the worker (exit 2)."),
+    Spec("CRAWLER_ITEM_PIPELINES", "item_pipelines", _pipelines, (),
+         "Comma list of `dotted.path:priority` item pipelines (a function `(item, page)` "
+         "or a class with `process_item`), run in ascending priority on each item before "
+         "its page's record goes to the stores."),
+    Spec("CRAWLER_MAX_ITEMS_PER_PAGE", "max_items_per_page", int, 1000,
+         "Items kept from one page; the rest are counted (`items/over_cap`), not stored."),
     Spec("CRAWLER_STATS_FLUSH_S", "stats_flush_s", _number, 30.0,
          "Seconds between Beat's writes of each crawl's counters to the stores that keep "
          "statistics (Elasticsearch: `<index>-stats`)."),
@@ -348,6 +374,9 @@ class Settings:
     store_flush_s: float = _DEFAULTS["store_flush_s"]
     store_lease_s: float = _DEFAULTS["store_lease_s"]
     max_links_per_page: int = _DEFAULTS["max_links_per_page"]
+    plugins: tuple[str, ...] = _DEFAULTS["plugins"]
+    item_pipelines: tuple[str, ...] = _DEFAULTS["item_pipelines"]
+    max_items_per_page: int = _DEFAULTS["max_items_per_page"]
     max_url_length: int = _DEFAULTS["max_url_length"]
     max_idle_connections: int = _DEFAULTS["max_idle_connections"]
     deny_private_networks: bool = _DEFAULTS["deny_private_networks"]
@@ -389,7 +418,7 @@ class Settings:
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         for name in ("max_depth", "max_retries", "redirect_max_times", "store_max_retries",
-                     "state_max_retries", "max_links_per_page", "worker_max_memory",
+                     "state_max_retries", "max_links_per_page", "max_items_per_page", "worker_max_memory",
                      "recrawl_after", "max_queued", "download_delay", "host_concurrency",
                      "autothrottle_start_delay"):
             if getattr(self, name) < 0:

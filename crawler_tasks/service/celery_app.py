@@ -20,7 +20,8 @@ from typing import Any
 from celery import Celery, signals
 
 from ..core import routing
-from ..core.errors import SettingsError, UnknownStore
+from ..core.errors import PluginError, SettingsError, UnknownStore
+from ..core.program import load_program
 from ..core.settings import Settings
 from ..state.connection import broker_params
 from . import tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's flusher and mover)
@@ -141,6 +142,19 @@ def _check_store(sender: Any = None, **_: Any) -> None:
         open_store(settings.store, settings).close()
     except (UnknownStore, SettingsError) as exc:
         _refuse(f"CRAWLER_STORE: {exc}")
+
+
+@signals.worker_init.connect
+def _load_plugins(sender: Any = None, **_: Any) -> None:
+    """Import ``CRAWLER_PLUGINS`` and the item pipelines before any task runs (a prefork
+    pool's children inherit them); one that fails stops the worker at start."""
+    settings = getattr(getattr(sender, "app", None), "crawler_settings", None)
+    if settings is None:
+        return
+    try:
+        load_program(settings.plugins, settings.item_pipelines)
+    except PluginError as exc:
+        _refuse(str(exc))
 
 
 _default: Celery | None = None

@@ -241,7 +241,8 @@ def _claimed_step(task: Task, claim_id: str, request: dict[str, Any],
 @shared_task(name=routing.SUBMIT_TASK, bind=True)
 @_shaped
 def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] | None = None,
-           crawl_id: str | None = None, dont_filter: bool = False) -> int:
+           crawl_id: str | None = None, dont_filter: bool = False,
+           plugins: list[str] | None = None) -> int:
     """Gate and enqueue seeds sent by another app; returns how many were enqueued.
 
     While the broker holds more fetches than ``CRAWLER_MAX_QUEUED`` the seeds
@@ -251,7 +252,8 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
     try:
         return _run(rt, f"{len(urls) if isinstance(urls, list) else 1} seed(s)",
                     lambda: seed.submit_to(rt, urls, priority=priority, meta=meta,
-                                           crawl_id=crawl_id, dont_filter=dont_filter))
+                                           crawl_id=crawl_id, dont_filter=dont_filter,
+                                           plugins=plugins))
     except BadInput as exc:
         log.error("refused seeds: %s", exc)
         return 0

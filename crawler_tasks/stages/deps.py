@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..core.addresses import AddressPolicy
     from ..core.budget import LargeBodies
     from ..core.limits import Limits
+    from ..core.program import Program
     from ..core.proxies import Proxies
     from ..core.settings import Settings
     from ..net.robots import Robots
@@ -85,12 +86,14 @@ class MoverDeps(EnqueueDeps, Protocol):
 
 
 class ParseDeps(EnqueueDeps, Protocol):
-    """Parse: claimed bodies (split pipeline) and the budget for large ones."""
+    """Parse: claimed bodies (split pipeline), the budget for large ones, the user's program."""
 
     @property
     def claims(self) -> Claims: ...
     @property
     def large_bodies(self) -> LargeBodies: ...
+    @property
+    def program(self) -> Program: ...
 
 
 class StoreDeps(ParseDeps, Protocol):

@@ -19,6 +19,7 @@ from ..backends import Store, open_store
 from ..core.addresses import AddressPolicy
 from ..core.budget import LargeBodies
 from ..core.limits import Limits
+from ..core.program import Program, load_program
 from ..core.proxies import Proxies
 from ..core.settings import Settings
 from ..core.store_uris import StoreResolver
@@ -75,6 +76,7 @@ class Runtime:
         self.store_uris = StoreResolver([settings.store])
         self._limits: dict[str, tuple[object, Limits]] = {}
         self._lock = threading.Lock()
+        self._program: Program | None = None
 
     @property
     def session(self) -> requests.Session:
@@ -98,6 +100,16 @@ class Runtime:
                 store = self._stores.get(uri) or open_store(self.store_uris.resolve(uri), self.settings)
                 self._stores[uri] = store
         return store
+
+    @property
+    def program(self) -> Program:
+        """The plugins' rules and the item pipelines, loaded on first use (by a worker at
+        start; a process that only submits never imports them)."""
+        if self._program is None:
+            with self._lock:
+                if self._program is None:
+                    self._program = load_program(self.settings.plugins, self.settings.item_pipelines)
+        return self._program
 
     def limits(self, crawl_id: str) -> Limits:
         """The crawl's effective limits, rebuilt only when its cached configuration changes.

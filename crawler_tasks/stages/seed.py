@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.addresses import AddressPolicy
 from ..core.errors import BadInput, BlockedSeed
 from ..core.models import DEFAULT_CRAWL_ID, CrawlRequest
+from ..core.program import parse_plugins
 from ..core.settings import Settings
 from ..core.urls import check_length, host_of
 from . import enqueue
@@ -49,14 +50,17 @@ def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]],
 
 
 def submit_requests(rt: SeedDeps, requests: list[CrawlRequest], *, max_depth: int | None = None,
-                    max_pages: int | None = None, store: str | None = None) -> int:
-    """Register each crawl (seed hosts become its allowed domains), gate and publish.
+                    max_pages: int | None = None, store: str | None = None,
+                    plugins: Iterable[str] = ()) -> int:
+    """Register each crawl (seed hosts become its allowed domains; ``plugins``: the plugins
+    whose rules and pipelines apply to it, default all), gate and publish.
 
     Raises :class:`~crawler_tasks.core.errors.BlockedSeed` before anything is enqueued
     when a seed's host is an address the private-network guard refuses, and
     :class:`~crawler_tasks.core.errors.QueueFull` when the broker holds more fetches
     than ``CRAWLER_MAX_QUEUED``.
     """
+    plugins = parse_plugins(plugins if isinstance(plugins, str) else ",".join(plugins), "plugins")
     refuse_blocked(requests, rt.addresses)
     enqueue.ensure_room(rt)
     by_crawl: dict[str, list[CrawlRequest]] = defaultdict(list)
@@ -65,7 +69,7 @@ def submit_requests(rt: SeedDeps, requests: list[CrawlRequest], *, max_depth: in
     accepted = 0
     for crawl_id, reqs in by_crawl.items():
         rt.crawls.register(crawl_id, domains={host_of(r.url) for r in reqs},
-                           max_depth=max_depth, max_pages=max_pages, store=store)
+                           max_depth=max_depth, max_pages=max_pages, store=store, plugins=plugins)
         accepted += enqueue.fetches(rt, reqs)
     return accepted
 
@@ -79,10 +83,10 @@ def refuse_blocked(requests: Iterable[CrawlRequest], policy: AddressPolicy) -> N
             raise BlockedSeed(f"seed {req.url} refused: {reason}")
 
 
-def submit_to(rt: SeedDeps, seeds: Any, **options: Any) -> int:
+def submit_to(rt: SeedDeps, seeds: Any, *, plugins: Iterable[str] | None = None, **options: Any) -> int:
     """:func:`crawler_tasks.submit` on an explicit runtime."""
     return submit_requests(rt, build_requests(seeds, max_url_length=rt.settings.max_url_length,
-                                              **options))
+                                              **options), plugins=plugins or ())
 
 
 def parse_seed_line(line: str) -> str | dict[str, Any]:

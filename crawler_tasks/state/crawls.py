@@ -34,7 +34,8 @@ class Crawls:
         self._cache: dict[str, tuple[float, CrawlConfig]] = {}
 
     def register(self, crawl_id: str, *, domains: Iterable[str] = (), max_depth: int | None = None,
-                 max_pages: int | None = None, store: str | None = None) -> None:
+                 max_pages: int | None = None, store: str | None = None,
+                 plugins: Iterable[str] = ()) -> None:
         """Record a crawl and add ``domains``; limits given here override worker settings.
 
         ``store`` is kept with its passwords masked: workers resolve it against their own
@@ -46,6 +47,8 @@ class Crawls:
             fields["max_pages"] = max_pages
         if store:
             fields["store"] = masked(store)
+        if plugins:
+            fields["plugins"] = ",".join(plugins)
         pipe = self.client.pipeline(transaction=False)
         pipe.sadd(self.keys.crawls(), crawl_id)
         if fields:
@@ -65,6 +68,7 @@ class Crawls:
             max_depth=int(fields["max_depth"]) if "max_depth" in fields else None,
             max_pages=int(fields.get("max_pages", 0)),
             store=fields.get("store"),
+            plugins=tuple(p for p in fields.get("plugins", "").split(",") if p),
         )
         if len(self._cache) >= self.CACHE_SIZE:
             self._cache.clear()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -254,3 +255,21 @@ def test_a_binary_record_crosses_the_claim_check_compressed_and_whole(raw_site, 
     finally:
         claims.delete("c", "t0")
         claims.delete("c", "t1")
+
+
+def test_items_follow_their_response_as_a_metadata_record(raw_site, tmp_path):
+    store = open_store(f"warc://{tmp_path}")
+    with_items = fetched(raw_site, "/page.html")
+    with_items.items, with_items.rule = [{"name": "Chair", "price": 12.5}, {"name": "Stool"}], "shop.product"
+    without = fetched(raw_site, "/cookies")
+    assert store.upsert([with_items, without]) == []
+    store.close()
+    records = read_warcs(tmp_path)
+    [meta] = by_type(records, "metadata")
+    [response] = [r for r in by_type(records, "response")
+                  if r["headers"].get_header("WARC-Target-URI") == with_items.url]
+    assert meta["headers"].get_header("WARC-Target-URI") == with_items.url
+    assert meta["headers"].get_header("WARC-Concurrent-To") == response["headers"].get_header("WARC-Record-ID")
+    assert meta["headers"].get_header("Content-Type") == "application/json"
+    assert json.loads(meta["payload"]) == {"rule": "shop.product", "items": with_items.items}
+    assert meta["digests_ok"]

@@ -22,6 +22,7 @@ from ..stored_bytes import (
     LETTER_ZLIB,
     SMALL,
     STORE,
+    as_written,
 )
 
 
@@ -34,12 +35,12 @@ def letter(record: dict, kind: str, error: str) -> dict:
 
 
 @pytest.mark.parametrize(("raw", "value"), [
-    (CLAIM_PLAIN, SMALL.to_dict()),
-    (CLAIM_ZLIB, LARGE.to_dict()),
-    (ENTRY_PLAIN, entry("t1.write", SMALL.to_dict(), 2)),
-    (ENTRY_ZLIB, entry("t2.write", LARGE.to_dict(), 1)),
-    (LETTER_PLAIN, letter(SMALL.to_dict(), "failed", "down")),
-    (LETTER_ZLIB, letter(LARGE.to_dict(), "refused", "mapping")),
+    (CLAIM_PLAIN, as_written(SMALL)),
+    (CLAIM_ZLIB, as_written(LARGE)),
+    (ENTRY_PLAIN, entry("t1.write", as_written(SMALL), 2)),
+    (ENTRY_ZLIB, entry("t2.write", as_written(LARGE), 1)),
+    (LETTER_PLAIN, letter(as_written(SMALL), "failed", "down")),
+    (LETTER_ZLIB, letter(as_written(LARGE), "refused", "mapping")),
 ], ids=["claim", "claim-zlib", "entry", "entry-zlib", "letter", "letter-zlib"])
 def test_what_earlier_code_kept_in_redis_still_decodes(raw, value):
     assert codec.decode(raw) == value
@@ -47,7 +48,7 @@ def test_what_earlier_code_kept_in_redis_still_decodes(raw, value):
 
 
 def test_an_entry_with_a_text_tail_written_by_earlier_code_still_decodes():
-    record = SMALL.to_dict()
+    record = as_written(SMALL)
     body = record.pop("body")
     head, tail, size = codec.decode_with_tail(ENTRY_TAIL)
     assert head == entry("t1.write", record, 2) | {"tail": "body"} and tail == body == "h\u00e9llo"
@@ -55,12 +56,12 @@ def test_an_entry_with_a_text_tail_written_by_earlier_code_still_decodes():
 
 
 def test_it_writes_what_earlier_code_wrote():
-    assert codec.encode(SMALL.to_dict(), ensure_ascii=True) == CLAIM_PLAIN
-    assert codec.encode(entry("t1.write", SMALL.to_dict(), 2)) == ENTRY_PLAIN
-    assert codec.encode(letter(SMALL.to_dict(), "failed", "down")) == LETTER_PLAIN
-    assert zlib.decompress(codec.encode(letter(LARGE.to_dict(), "refused", "mapping"))) == \
+    assert codec.encode(as_written(SMALL), ensure_ascii=True) == CLAIM_PLAIN
+    assert codec.encode(entry("t1.write", as_written(SMALL), 2)) == ENTRY_PLAIN
+    assert codec.encode(letter(as_written(SMALL), "failed", "down")) == LETTER_PLAIN
+    assert zlib.decompress(codec.encode(letter(as_written(LARGE), "refused", "mapping"))) == \
         zlib.decompress(LETTER_ZLIB)
-    record = SMALL.to_dict()
+    record = as_written(SMALL)
     body = record.pop("body")
     assert zlib.decompress(codec.encode_with_tail(entry("t1.write", record, 2) | {"tail": "body"}, body)) \
         == zlib.decompress(ENTRY_TAIL)

@@ -90,7 +90,7 @@ def test_names_are_matched_exactly_and_families_only_by_their_part():
     with pytest.raises(ValueError):
         Counter("status/<code>", "a family without its part")
     # no name belongs to two entries of one hash
-    parts = {"<code>": 200, "<reason>": "timeout", "<Exception>": "ValueError", "<why>": "busy"}
+    parts = {"<code>": 200, "<reason>": "timeout", "<Exception>": "ValueError", "<why>": "busy", "<kind>": "rule"}
     for where in (CRAWL, HOST, FEED):
         for c in counters.of(where):
             sample = c.build(parts[c.name[len(c.prefix):]]) if c.family else c.name

@@ -23,7 +23,7 @@ from ..conftest import REDIS, flush, token
 from ..es_server import ESServer
 from ..hbase_server import HBaseServer
 from ..state.test_store_queue import finish_pages, queue_rt
-from ..stored_bytes import AT, LARGE, LETTER_PLAIN, LETTER_ZLIB, SMALL, STORE
+from ..stored_bytes import AT, LARGE, LETTER_PLAIN, LETTER_ZLIB, SMALL, STORE, as_written
 
 
 def test_dead_backend_means_retried_store_tasks_not_dropped_pages(rt, worker, site, tmp_path):
@@ -112,8 +112,8 @@ def test_dead_letters_earlier_code_kept_read_back(tmp_path):
     try:
         rt.redis.lpush(rt.keys.dead_letters(), LETTER_PLAIN, LETTER_ZLIB)  # newest first
         assert dead_letters(rt) == [
-            {"record": LARGE.to_dict(), "store": STORE, "kind": "refused", "error": "mapping", "at": AT},
-            {"record": SMALL.to_dict(), "store": STORE, "kind": "failed", "error": "down", "at": AT}]
+            {"record": as_written(LARGE), "store": STORE, "kind": "refused", "error": "mapping", "at": AT},
+            {"record": as_written(SMALL), "store": STORE, "kind": "failed", "error": "down", "at": AT}]
         done = replay_dead(rt, to=str(tmp_path / "elsewhere.db"))
         assert done.written == 2 and dead_letters(rt) == []
         assert sorted(r.url for r in open_store(str(tmp_path / "elsewhere.db")).records()) == [

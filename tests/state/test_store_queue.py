@@ -171,7 +171,9 @@ def test_entries_earlier_code_queued_read_back():
     assert StoreEntry.decode(ENTRY_PLAIN) == StoreEntry("t1.write", "c1", STORE, SMALL, 2)
     assert StoreEntry.decode(ENTRY_ZLIB) == StoreEntry("t2.write", "c1", STORE, LARGE, 1)
     assert StoreEntry.decode(ENTRY_TAIL) == StoreEntry("t1.write", "c1", STORE, SMALL, 2)
-    assert StoreEntry("t1.write", "c1", STORE, SMALL, 2).encode() == ENTRY_PLAIN
+    written = StoreEntry("t1.write", "c1", STORE, SMALL, 2).encode()
+    assert written.startswith(ENTRY_PLAIN[:-2])  # the same JSON, the fields records gained since at the end
+    assert StoreEntry.decode(written) == StoreEntry("t1.write", "c1", STORE, SMALL, 2)
 
 
 def test_an_entry_with_a_large_body_waits_compressed_and_reads_back_exactly():

@@ -30,6 +30,10 @@ choices:
 * ``headers`` and ``meta``: ``flattened`` (one mapped field however many keys
   sites send, so no mapping explosion), ``ignore_above: 8191`` for the same
   reason as keywords.
+* ``items`` (what a parse rule extracted): ``flattened``, ``ignore_above: 8191``:
+  every leaf value of every item is a keyword under its dotted path
+  (``items.price: "9.99"`` finds a page), whatever fields users' items have;
+  ``rule``: keyword.
 * ``links``: keyword, indexed (a ``term`` query finds every page linking to a
   URL, the reason to keep links in a search engine) but ``doc_values: false``
   (nobody sorts or aggregates on a page's thousand links, and their doc values
@@ -85,6 +89,8 @@ PAGES_MAPPING: dict[str, Any] = {
         "headers": {"type": "flattened", "ignore_above": KEYWORD_LIMIT},
         "meta": {"type": "flattened", "ignore_above": KEYWORD_LIMIT},
         "links": {**_keyword(), "doc_values": False},
+        "items": {"type": "flattened", "ignore_above": KEYWORD_LIMIT},
+        "rule": _keyword(),
     },
 }
 

@@ -15,14 +15,18 @@ from typing import TYPE_CHECKING
 from ...core import counters
 from ...core.budget import LARGE_BODY, ByteBudget
 from ...core.models import CrawlRequest, PageRecord
+from ...core.urls import host_of
 from .. import enqueue
 from .base import Parsed
 from .links import follow
+from .rules import Extracted, Page, run_pipelines, run_rule
 from .stream import parse_stream
 from .tree import parse_tree
 
 if TYPE_CHECKING:
     from ...core.limits import Limits
+    from ...core.program import Program
+    from ...core.settings import Settings
     from ..deps import ParseDeps
 
 #: Bytes of bodies parsed into trees at once per worker process: a tree costs up to
@@ -67,14 +71,47 @@ def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes
     if rt.settings.store_body:
         record.body = parsed.html
     counts = {counters.LINKS_OVER_CAP: parsed.links_over_cap, counters.LINKS_TOO_LONG: parsed.links_too_long}
-    if req.extract_links:
-        if limits is None:
-            limits = rt.limits(req.crawl_id)
-        children, too_long = follow(req, parsed.links, limits, s.max_url_length)
+    children: list[CrawlRequest] = []
+    follow_links = req.extract_links
+    program = rt.program
+    if len(program.rules):
+        limits = limits or rt.limits(req.crawl_id)
+        extracted = _program(program, req, record, parsed.html, len(body), limits, s)
+        if extracted is not None:
+            children = extracted.requests
+            follow_links = follow_links and extracted.follow
+            for name, n in extracted.counts.items():
+                counts[name] = counts.get(name, 0) + n
+    if follow_links:
+        limits = limits or rt.limits(req.crawl_id)
+        links, too_long = follow(req, parsed.links, limits, s.max_url_length)
+        children += links
         counts[counters.LINKS_TOO_LONG] += too_long
-    else:
-        children = []
     return children, {name: n for name, n in counts.items() if n}
+
+
+def _program(program: Program, req: CrawlRequest, record: PageRecord, html: str, size: int,
+             limits: Limits, s: Settings) -> Extracted | None:
+    """The page through its crawl's rule and item pipelines (None: no rule for it); the
+    record gets the items kept, the rule's name, and what failed."""
+    missing = program.missing(limits.plugins)
+    if missing:
+        record.description = f"plugin {', '.join(missing)} is not loaded on this worker (CRAWLER_PLUGINS)"
+        return Extracted(counts={counters.plugin_failed("missing"): 1})
+    rule = program.rules.pick(record.url, host_of(record.url), limits.plugins)
+    if rule is None:
+        return None
+    page = Page(req, record, html)
+    with _trees.hold(size):  # the rule may parse a tree of the page
+        extracted = run_rule(rule, page, req, limits, max_items=s.max_items_per_page,
+                             max_requests=s.max_links_per_page, max_url_length=s.max_url_length)
+        items, counts, failed = run_pipelines(extracted.items, program.pipelines_for(limits.plugins), page)
+    record.rule = rule.name
+    record.items = items
+    record.description = extracted.error or failed
+    for name, n in counts.items():
+        extracted.counts[name] = extracted.counts.get(name, 0) + n
+    return extracted
 
 
 def parse_claim(rt: ParseDeps, claim_id: str, req: CrawlRequest, task_id: str) -> None:

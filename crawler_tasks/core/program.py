@@ -1,0 +1,217 @@
+"""What users program: parse rules, the requests they yield, item pipelines, and the
+plugin modules that hold them.
+
+A plugin is a module (or package) named in ``CRAWLER_PLUGINS``; every worker
+imports it at start, and its ``@rule`` functions register here. A rule belongs
+to the plugin its module is, or lies under (``myapp`` holds ``myapp.rules``);
+rules of other modules are not applied. Item pipelines are named in
+``CRAWLER_ITEM_PIPELINES`` as ``dotted.path:priority``. Everything travels in
+messages and in Redis as dotted names, never as code.
+
+A crawl may name the plugins that apply to it (``submit(..., plugins=[...])``):
+a rule or a pipeline applies to that crawl when its dotted path is one of those
+names or lies under one. A crawl that names none gets every loaded one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import BadInput, PluginError
+
+#: What a rule may return: nothing, one item or request, or an iterable of them.
+RuleResult = Any
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request a rule asks for: it goes through the gate and the priority bands like
+    any link found on a page (``dont_filter``: past the gate's seen filter)."""
+
+    url: str
+    priority: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+    method: str = "GET"
+    headers: dict[str, str] = field(default_factory=dict)
+    dont_filter: bool = False
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An extractor for the pages whose URL matches ``pattern`` (and whose host is ``host``)."""
+
+    pattern: re.Pattern[str]
+    host: str | None
+    follow: bool
+    priority: int
+    func: Callable[[Any], RuleResult]
+    #: ``module.function``: the rule's name in counters, records and plugin lists.
+    name: str
+
+    def matches(self, url: str, host: str) -> bool:
+        return (self.host is None or self.host == host) and self.pattern.search(url) is not None
+
+
+def within(name: str, plugins: Iterable[str]) -> bool:
+    """Whether the dotted ``name`` is one of ``plugins`` or lies under one."""
+    return any(name == p or name.startswith(p + ".") for p in plugins)
+
+
+class Rules:
+    """The rules registered in this process, in registration order."""
+
+    def __init__(self) -> None:
+        self._rules: list[Rule] = []
+
+    def add(self, rule: Rule) -> None:
+        self._rules = [r for r in self._rules if r.name != rule.name]  # a module imported again
+        self._rules.append(rule)
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(self._rules)
+
+    def of(self, plugins: tuple[str, ...]) -> Rules:
+        """The rules that belong to ``plugins`` (their module is one, or lies under one)."""
+        subset = Rules()
+        subset._rules = [r for r in self._rules if within(r.name, plugins)]
+        return subset
+
+    def pick(self, url: str, host: str, plugins: tuple[str, ...] = ()) -> Rule | None:
+        """The rule for ``url``: of those that match (and belong to ``plugins``, when given),
+        the one of highest priority; the first registered among equals."""
+        best: Rule | None = None
+        for r in self._rules:
+            if (best is None or r.priority > best.priority) and (not plugins or within(r.name, plugins)) \
+                    and r.matches(url, host):
+                best = r
+        return best
+
+
+#: The rules every ``@rule`` of this process registers into.
+RULES = Rules()
+
+
+def rule(pattern: str, *, host: str | None = None, follow: bool = True,
+         priority: int = 0) -> Callable[[Callable[[Any], RuleResult]], Callable[[Any], RuleResult]]:
+    """Register the decorated function as the extractor of pages whose URL matches the
+    regular expression ``pattern`` (searched anywhere in the URL), on ``host`` when given.
+
+    The function receives a :class:`~crawler_tasks.stages.parse.rules.Page` and returns
+    or yields items (dicts of JSON values) and :class:`Request` objects. With ``follow``
+    the page's links are followed as on any page; without, only the requests it yields.
+    Of several rules that match a page, the one of highest ``priority`` runs.
+    """
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise PluginError(f"rule pattern {pattern!r} is not a valid regular expression: {exc}") from None
+
+    def register(func: Callable[[Any], RuleResult]) -> Callable[[Any], RuleResult]:
+        name = f"{func.__module__}.{func.__qualname__}"
+        RULES.add(Rule(compiled, host.lower() if host else None, follow, int(priority), func, name))
+        return func
+    return register
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """An item pipeline: ``process(item, page)`` returns the item (possibly changed) or
+    raises :class:`~crawler_tasks.core.errors.DropItem`."""
+
+    name: str
+    priority: int
+    process: Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def parse_ordered(raw: str, setting: str) -> tuple[tuple[str, int], ...]:
+    """``a.b.c:100,d.e:200`` as (dotted path, priority) pairs, in ascending priority
+    (stable: equal priorities keep their written order)."""
+    out: list[tuple[str, int]] = []
+    for part in (p.strip() for p in raw.split(",")):
+        if not part:
+            continue
+        path, sep, prio = part.rpartition(":")
+        if not sep:
+            path, prio = part, "0"
+        if not _DOTTED.fullmatch(path.strip()) or not re.fullmatch(r"-?[0-9]+", prio.strip()):
+            raise BadInput(f"{setting}: {part!r} is not dotted.path:priority")
+        out.append((path.strip(), int(prio)))
+    return tuple(sorted(out, key=lambda pair: pair[1]))
+
+
+def parse_plugins(raw: str, setting: str = "CRAWLER_PLUGINS") -> tuple[str, ...]:
+    """A comma list of dotted module names."""
+    names = tuple(p.strip() for p in raw.split(",") if p.strip())
+    for name in names:
+        if not _DOTTED.fullmatch(name):
+            raise BadInput(f"{setting}: {name!r} is not a dotted module name")
+    return names
+
+
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+@dataclass(frozen=True)
+class Program:
+    """The plugins this process loaded, and the item pipelines of its settings, in order."""
+
+    plugins: tuple[str, ...] = ()
+    rules: Rules = field(default_factory=Rules)
+    pipelines: tuple[Pipeline, ...] = ()
+
+    def missing(self, crawl_plugins: tuple[str, ...]) -> list[str]:
+        """The plugins a crawl names that this process did not load."""
+        return [p for p in crawl_plugins if not within(p, self.plugins)]
+
+    def pipelines_for(self, crawl_plugins: tuple[str, ...]) -> tuple[Pipeline, ...]:
+        if not crawl_plugins:
+            return self.pipelines
+        return tuple(p for p in self.pipelines if within(p.name, crawl_plugins))
+
+
+def load_program(plugins: tuple[str, ...], pipelines: tuple[str, ...] = ()) -> Program:
+    """Import the plugin modules and the item pipelines (``dotted.path:priority`` entries,
+    as ``CRAWLER_ITEM_PIPELINES`` holds them); :class:`PluginError` with one line naming
+    what failed and why. The current directory is importable, as for ``celery -A``."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in plugins:
+        _import(name, "CRAWLER_PLUGINS")
+    ordered = parse_ordered(",".join(pipelines), "CRAWLER_ITEM_PIPELINES")
+    loaded = tuple(Pipeline(path, prio, _pipeline(path)) for path, prio in ordered)
+    return Program(plugins, RULES.of(plugins), loaded)
+
+
+def _import(name: str, setting: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - any failure of user code at import is reported the same way
+        raise PluginError(f"{setting}: cannot import {name!r}: {type(exc).__name__}: {exc}") from None
+
+
+def _pipeline(path: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The callable of a pipeline path: a function ``(item, page)``, or a class (built with
+    no arguments) or object with ``process_item(item, page)``."""
+    module, _, attr = path.rpartition(".")
+    target = getattr(_import(module, "CRAWLER_ITEM_PIPELINES"), attr, None) if module else None
+    if target is None:
+        raise PluginError(f"CRAWLER_ITEM_PIPELINES: {path!r} names nothing")
+    if inspect.isclass(target):
+        try:
+            target = target()
+        except Exception as exc:  # noqa: BLE001
+            raise PluginError(f"CRAWLER_ITEM_PIPELINES: {path}() failed: {type(exc).__name__}: {exc}") from None
+    process = getattr(target, "process_item", target)
+    if not callable(process):
+        raise PluginError(f"CRAWLER_ITEM_PIPELINES: {path!r} is neither a function nor has process_item")
+    return process

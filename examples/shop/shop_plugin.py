@@ -1,0 +1,40 @@
+"""The shop's plugin: list pages yield the product and next-page requests, product pages
+yield one item each; an item pipeline turns prices into numbers and drops the items
+that have none.
+
+Run with ``CRAWLER_PLUGINS=shop_plugin`` (or ``crawler-tasks crawl --plugins shop_plugin``)
+and ``CRAWLER_ITEM_PIPELINES=shop_plugin.normalise_price:100``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crawler_tasks import DropItem, Page, Request, rule
+
+
+@rule(r"/(list/\d+)?$", follow=False)
+def listing(page: Page) -> Any:
+    """A catalogue page: its products first (sooner), then the next page."""
+    for href in page.xpath("//a[@class='product']/@href"):
+        yield Request(page.urljoin(href), priority=5)
+    for href in page.xpath("//a[@rel='next']/@href"):
+        yield Request(page.urljoin(href))
+
+
+@rule(r"/product/\d+$", follow=False)
+def product(page: Page) -> dict[str, Any]:
+    """A product page: one item."""
+    return {
+        "name": page.xpath("normalize-space(//h1[@class='name'])"),
+        "price": page.xpath("normalize-space(//span[@class='price'])") or None,
+        "sku": page.xpath("normalize-space(//span[@class='sku'])"),
+    }
+
+
+def normalise_price(item: dict[str, Any], page: Page) -> dict[str, Any]:
+    """``"$1,037.01"`` becomes ``1037.01``; an item without a price is dropped."""
+    if not item.get("price"):
+        raise DropItem("no price")
+    item["price"] = float(str(item["price"]).lstrip("$").replace(",", ""))
+    return item

@@ -1,0 +1,3 @@
+"""A plugin that cannot be imported."""
+
+raise ImportError("this plugin is broken on purpose")

@@ -1,0 +1,118 @@
+"""A page through a rule and the item pipelines (pure: no Redis, no worker)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from crawler_tasks import DropItem, Request
+from crawler_tasks.core.limits import Limits
+from crawler_tasks.core.models import CrawlRequest, PageRecord
+from crawler_tasks.core.program import Pipeline, Rule
+from crawler_tasks.stages.parse.rules import Page, reason_name, run_pipelines, run_rule
+
+HTML = """<html><head><base href="/shop/"><title>T</title></head><body>
+<h1>Chair</h1><span class="price">$12.50</span><a href="item/2">next</a></body></html>"""
+LIMITS = Limits(domains=frozenset({"s.test"}), max_depth=3, max_pages=0, store="x")
+
+
+def page(url: str = "http://s.test/shop/item/1", html: str = HTML) -> tuple[Page, CrawlRequest]:
+    req = CrawlRequest(url=url, crawl_id="c", depth=1, meta={"k": "v"})
+    record = PageRecord(url=url, fingerprint="f", crawl_id="c", depth=1, fetched_at="x", status=200)
+    return Page(req, record, html), req
+
+
+def run(func: Any, *, follow: bool = True, max_items: int = 10, url: str = "http://s.test/shop/item/1"):
+    p, req = page(url)
+    rule = Rule(re.compile("."), None, follow, 0, func, "t.rule")
+    return run_rule(rule, p, req, LIMITS, max_items=max_items, max_requests=5, max_url_length=100)
+
+
+def test_a_page_offers_its_tree_xpath_and_urljoin_against_its_base():
+    p, _ = page()
+    assert p.xpath("normalize-space(//h1)") == "Chair"
+    assert p.urljoin("item/2") == "http://s.test/shop/item/2"  # <base href="/shop/">
+    assert (p.meta, p.crawl_id, p.depth, p.status) == ({"k": "v"}, "c", 1, 200)
+    empty, _ = page(html="")
+    assert empty.xpath("//a") == [] and empty.urljoin("x") == "http://s.test/shop/item/x"
+
+
+def test_a_rule_yields_items_and_requests_made_children_of_the_page():
+    def rule(p: Page) -> Any:
+        yield {"name": p.xpath("normalize-space(//h1)")}
+        yield Request("item/2", priority=7, meta={"m": 1}, headers={"X-A": "b"})
+        yield Request("http://elsewhere.test/", priority=9)  # out of the crawl's scope
+        yield Request("item/3", dont_filter=True, method="HEAD")
+
+    out = run(rule, follow=False)
+    assert out.error is None and out.follow is False
+    assert out.items == [{"name": "Chair"}]
+    assert [(r.url, r.priority, r.depth, r.crawl_id, r.meta, r.headers, r.dont_filter, r.method)
+            for r in out.requests] == [
+        ("http://s.test/shop/item/2", 7, 2, "c", {"m": 1}, {"X-A": "b"}, False, "GET"),
+        ("http://s.test/shop/item/3", 0, 2, "c", {}, {}, True, "HEAD")]
+
+
+def test_a_rule_returning_one_item_or_nothing_is_fine():
+    assert run(lambda p: {"a": 1}).items == [{"a": 1}]
+    assert run(lambda p: None).items == []
+
+
+def test_items_past_the_cap_are_counted_not_kept():
+    out = run(lambda p: ({"n": i} for i in range(5)), max_items=3)
+    assert len(out.items) == 3 and out.counts == {"items/over_cap": 2}
+
+
+def test_a_rule_that_raises_or_yields_something_else_gives_nothing_and_says_why():
+    def broken(p: Page) -> Any:
+        yield {"partial": True}
+        raise KeyError("price")
+
+    out = run(broken, follow=False)
+    assert (out.items, out.requests, out.follow) == ([], [], True)  # the default extraction goes on
+    assert out.error == "rule t.rule failed: KeyError: 'price'"
+    assert out.counts == {"plugin/failed/rule": 1}
+    assert "yielded a int" in run(lambda p: [1]).error
+    assert "TypeError" in run(lambda p: [{"when": object()}]).error  # not JSON
+
+
+def test_pipelines_run_in_order_and_count_drops_per_reason():
+    seen: list[str] = []
+
+    def first(item: dict, p: Page) -> dict:
+        seen.append("first")
+        if item["price"] is None:
+            raise DropItem("No price!")
+        return {**item, "price": float(item["price"])}
+
+    def second(item: dict, p: Page) -> dict:
+        seen.append("second")
+        return {**item, "checked": True}
+
+    p, _ = page()
+    kept, counts, failed = run_pipelines(
+        [{"price": "1.5"}, {"price": None}, {"price": "2"}],
+        (Pipeline("a.first", 100, first), Pipeline("a.second", 200, second)), p)
+    assert kept == [{"price": 1.5, "checked": True}, {"price": 2.0, "checked": True}]
+    assert counts == {"items/dropped/no_price": 1, "items": 2}
+    assert failed is None
+    assert seen == ["first", "second", "first", "first", "second"]
+
+
+def test_a_pipeline_that_raises_drops_the_item_and_says_why():
+    def bug(item: dict, p: Page) -> dict:
+        if item.get("bad"):
+            raise RuntimeError("boom")
+        return item
+
+    p, _ = page()
+    kept, counts, failed = run_pipelines([{"bad": 1}, {"ok": 1}], (Pipeline("a.bug", 0, bug),), p)
+    assert kept == [{"ok": 1}]
+    assert counts == {"plugin/failed/pipeline": 1, "items/dropped/pipeline_failed": 1, "items": 1}
+    assert failed == "item pipeline a.bug failed: RuntimeError: boom"
+
+
+def test_drop_reasons_become_counter_parts():
+    assert reason_name("No price!") == "no_price"
+    assert reason_name("  ") == "unspecified"
+    assert reason_name("x" * 100) == "x" * 60

@@ -1,0 +1,207 @@
+"""Plugins in real workers: parse rules, items in every store, item pipelines, the per-crawl
+choice of plugins, and what a failing rule, pipeline or plugin does.
+
+Every crawl here is ``crawler-tasks crawl`` as a user types it (real ``celery worker``
+processes, the real Redis, a local site); the shop walkthrough is the one docs/programming.md gives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from elasticsearch import Elasticsearch
+
+from crawler_tasks.backends import open_store
+
+from .conftest import REDIS, token
+from .es_server import ESServer
+from .hbase_server import HBaseServer
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOP = ROOT / "examples" / "shop"
+PROGRAM_DB = int(os.environ.get("CRAWLER_PROGRAM_TEST_DB", "5"))
+CRAWLER_TASKS = str(Path(sys.executable).parent / "crawler-tasks")
+PRICED = {n for n in range(1, 13)} - {4, 9}
+
+
+def env(**extra: str) -> dict[str, str]:
+    url = f"{REDIS}/{PROGRAM_DB}"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLER_")}
+    path = f"{Path(sys.executable).parent}{os.pathsep}{base.get('PATH', '')}"  # as in an activated venv
+    return {**base, "PATH": path, "CRAWLER_BROKER_URL": url, "CRAWLER_REDIS_URL": url, "PYTHONPATH": str(ROOT),
+            **extra}
+
+
+def run(*args: str, cwd: Path = ROOT, timeout: float = 180, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CRAWLER_TASKS, *args], cwd=cwd, env=env(**extra), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def records(store: str, cwd: Path = ROOT) -> dict[str, dict]:
+    done = run("export", "--store", store, "--no-body", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return {(r := json.loads(line))["url"]: r for line in done.stdout.splitlines()}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def clean_db() -> None:
+    redis.Redis.from_url(f"{REDIS}/{PROGRAM_DB}").flushdb()
+
+
+@pytest.fixture(scope="module")
+def shop_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of examples/shop, where the walkthrough's commands run as a user runs them."""
+    target = tmp_path_factory.mktemp("example") / "shop"
+    shutil.copytree(SHOP, target, ignore=shutil.ignore_patterns("__pycache__", "*.db"))
+    return target
+
+
+@pytest.fixture(scope="module")
+def shop(shop_dir: Path) -> Iterator[str]:
+    """The example's own site, started as the walkthrough starts it (on a free port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "shop_site.py", "--port", str(port)], cwd=shop_dir,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith("shop at ")
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def crawl_shop(shop_dir: Path, url: str, store: str, *more: str, **extra: str) -> subprocess.CompletedProcess:
+    done = run("crawl", "--plugins", "shop_plugin", "--delay", "0", "--workers", "1", "--quiet",
+               "--store", store, *more, url, cwd=shop_dir,
+               CRAWLER_ITEM_PIPELINES="shop_plugin.normalise_price:100", **extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def crawl_id_of(done: subprocess.CompletedProcess) -> str:
+    return next(line.split()[1] for line in done.stdout.splitlines() if line.startswith("crawl "))
+
+
+def test_the_shop_walkthrough_runs_as_written(shop: str, shop_dir: Path):
+    """docs/programming.md's commands, in a copy of examples/shop (only the port differs)."""
+    doc = (ROOT / "docs" / "programming.md").read_text()
+    crawl_line = ("CRAWLER_ITEM_PIPELINES=shop_plugin.normalise_price:100 \\\n"
+                  "  crawler-tasks crawl --plugins shop_plugin --delay 0 --store shop.db http://127.0.0.1:8765/")
+    export_line = """crawler-tasks export --store shop.db --no-body | grep '"rule": "shop_plugin.product"' | head -2"""
+    assert crawl_line in doc and export_line in doc and "\ncrawler-tasks stats\n" in doc
+    done = subprocess.run(crawl_line.replace("http://127.0.0.1:8765/", shop), shell=True, cwd=shop_dir,
+                          env=env(), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert "pages stored        15" in done.stdout
+    shown = subprocess.run(export_line, shell=True, cwd=shop_dir, env=env(), capture_output=True, text=True)
+    lines = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert len(lines) == 2 and all(r["url"].startswith(f"{shop}product/") for r in lines)
+    stats = run("stats", cwd=shop_dir).stdout
+    assert re.search(r"\n  items +10\n", stats) and re.search(r"\n  items/dropped/no_price +2\n", stats)
+
+    got = records("shop.db", cwd=shop_dir)
+    products = {f"{shop}product/{n}" for n in range(1, 13)}
+    lists = {shop, f"{shop}list/2", f"{shop}list/3"}
+    assert set(got) == products | lists  # follow=False: only what the rules asked for (no /about)
+    for n in range(1, 13):
+        record = got[f"{shop}product/{n}"]
+        assert record["rule"] == "shop_plugin.product"
+        expected = [{"name": f"Product {n}", "price": float(f"{1000 + 37 * n}.{n:02d}"),
+                     "sku": f"SKU-{n:04d}"}] if n in PRICED else []
+        assert record["items"] == expected
+    assert all(got[u]["rule"] == "shop_plugin.listing" and got[u]["items"] == [] for u in lists)
+
+
+def test_items_reach_elasticsearch_and_hbase_as_they_reach_sqlite(shop: str, shop_dir: Path, tmp_path: Path):
+    with ESServer() as es, HBaseServer() as hbase:
+        es_uri = f"elasticsearch://{es.url.split('://', 1)[1]}/shop"
+        hbase_uri = f"hbase://{hbase.host}:{hbase.port}/shop"
+        sqlite = f"sqlite:///{tmp_path / 'shop.db'}"
+        crawl_id = crawl_id_of(crawl_shop(shop_dir, shop, f"{sqlite},{es_uri},{hbase_uri}"))
+        local = {r.url: r.items for r in open_store(sqlite).records(crawl_id)}
+        assert sum(len(items) for items in local.values()) == 10
+        assert {r.url: r.items for r in open_store(es_uri).records(crawl_id)} == local
+        assert {r.url: r.items for r in open_store(hbase_uri).records(crawl_id)} == local
+        # Items are searchable in Elasticsearch by their fields (a flattened field).
+        hits = Elasticsearch(es.url).search(index="shop", query={"term": {"items.sku": "SKU-0007"}})
+        assert [h["_source"]["url"] for h in hits["hits"]["hits"]] == [f"{shop}product/7"]
+
+
+def test_a_crawl_gets_only_the_plugins_it_names(shop: str, shop_dir: Path, tmp_path: Path):
+    # Both plugins are loaded; catch_all's rule matches every page at priority 100.
+    loaded = {"CRAWLER_PLUGINS": "tests.programs.catch_all,shop_plugin"}
+    store = str(tmp_path / "named.db")
+    crawl_shop(shop_dir, shop, store, **loaded)
+    assert {r["rule"] for r in records(store, cwd=shop_dir).values()} == {"shop_plugin.listing", "shop_plugin.product"}
+
+    everything = str(tmp_path / "all.db")
+    done = run("crawl", "--delay", "0", "--workers", "1", "--quiet", "--store", everything, "--max-pages", "3",
+               shop, cwd=shop_dir, **loaded)
+    assert done.returncode == 0, done.stderr
+    got = records(everything, cwd=shop_dir)
+    assert {r["rule"] for r in got.values()} == {"tests.programs.catch_all.everything"}
+    assert all(r["items"] == [{"caught_by": "catch_all", "url": u}] for u, r in got.items())
+
+
+@pytest.mark.parametrize("pipeline", ["local", "split"])
+def test_failing_rules_and_pipelines_are_recorded_counted_and_do_not_stop_the_crawl(site, tmp_path: Path,
+                                                                                    pipeline: str):
+    """With CRAWLER_PIPELINE=split the rules and pipelines run in crawl.parse."""
+    base = f"{site.url}/rules/{token()}"
+    store = str(tmp_path / "faulty.db")
+    done = run("crawl", "--delay", "0", "--workers", "1", "--quiet", "--store", store, f"{base}/start",
+               CRAWLER_PLUGINS="tests.programs.faulty", CRAWLER_PIPELINE=pipeline,
+               CRAWLER_ITEM_PIPELINES="tests.programs.faulty.exploding:10")
+    assert done.returncode == 0, done.stderr
+    got = records(store)
+    assert set(got) == {f"{base}/{n}" for n in ("start", "fail", "odd", "items", "linked", "target")}
+    fail = got[f"{base}/fail"]
+    assert fail["items"] == [] and fail["status"] == 200
+    assert fail["description"] == "rule tests.programs.faulty.fails failed: ValueError: no such field on this page"
+    assert f"{base}/linked" in got  # the failed rule's page still followed its links
+    assert "yielded a int" in got[f"{base}/odd"]["description"]
+    items = got[f"{base}/items"]
+    assert items["items"] == [{"n": 1}]
+    assert items["description"] == ("item pipeline tests.programs.faulty.exploding failed: "
+                                    "RuntimeError: pipeline bug")
+    assert got[f"{base}/target"]["meta"] == {"from": "rule"}
+    crawl_id = crawl_id_of(done)
+    stats = json.loads(run("stats", "--crawl-id", crawl_id, "--json").stdout)["crawls"][crawl_id]
+    assert stats["plugin/failed/rule"] == 2 and stats["plugin/failed/pipeline"] == 1
+    assert stats["items/dropped/pipeline_failed"] == 1 and stats["items"] == 1
+    assert stats.get("errors", 0) == 0 and stats["stored"] == 6
+
+
+def test_a_plugin_that_fails_to_import_stops_the_worker_with_one_line():
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "celery", "-A", "crawler_tasks", "worker", "-P", "threads",
+                           "-c", "1", "--without-mingle", "--without-gossip"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env=env(CRAWLER_PLUGINS="tests.programs.broken"))
+    assert done.returncode == 2
+    # (Celery's own warning about running as root may come first.)
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "crawler_tasks: CRAWLER_PLUGINS: cannot import 'tests.programs.broken': "
+        "ImportError: this plugin is broken on purpose")
+    assert time.monotonic() - start < 30
+
+    crawl = run("crawl", "--plugins", "no_such_plugin", "http://127.0.0.1:9/")
+    assert crawl.returncode == 2
+    assert crawl.stderr.strip().splitlines() == [
+        "crawler-tasks: error: CRAWLER_PLUGINS: cannot import 'no_such_plugin': ModuleNotFoundError: "
+        "No module named 'no_such_plugin'"]
+    pipeline = run("crawl", "http://127.0.0.1:9/", CRAWLER_ITEM_PIPELINES="tests.programs.faulty.missing:5")
+    assert pipeline.returncode == 2 and "'tests.programs.faulty.missing' names nothing" in pipeline.stderr
