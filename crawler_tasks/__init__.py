@@ -3,7 +3,8 @@
 ``celery -A crawler_tasks worker`` finds :data:`app`; other apps call
 :func:`submit` (or ``send_task("crawl.submit", ...)``). Plugin modules
 (``CRAWLER_PLUGINS``) program the crawl with :func:`rule`, :class:`Request`,
-:class:`Page` and :class:`DropItem`.
+:class:`Page` and :class:`DropItem`; middlewares (``CRAWLER_MIDDLEWARES``) raise
+:class:`DropRequest` or :class:`RetryRequest`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-__all__ = ["app", "submit", "CrawlRequest", "PageRecord", "errors", "rule", "Request", "Page", "DropItem"]
+__all__ = ["app", "submit", "CrawlRequest", "PageRecord", "errors", "rule", "Request", "Page", "DropItem",
+           "DropRequest", "RetryRequest"]
 __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -39,10 +41,10 @@ def __getattr__(name: str) -> Any:
         from .stages.parse.rules import Page
 
         return Page
-    if name == "DropItem":
-        from .core.errors import DropItem
+    if name in ("DropItem", "DropRequest", "RetryRequest"):
+        from .core import errors
 
-        return DropItem
+        return getattr(errors, name)
     if name == "errors":
         from .core import errors
 

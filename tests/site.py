@@ -135,6 +135,19 @@ class Site:
                 "fail": links(f"{base}/linked")}.get(name, "")
         self.send(h, 200, html(f"Rules {name}", body), head=head)
 
+    def r_mw(self, h, segs, q, count, head):
+        """/mw/<token>/<name>: pages for the middleware tests; ``start`` links to the others,
+        ``ban`` is a ban page served with a 200 on its first two hits."""
+        token, name = segs[0], segs[1]
+        base = f"/mw/{token}"
+        if name == "start":
+            body = links(*(f"{base}/{n}" for n in ("plain", "drop", "swap", "ban", "broken", "offsite")))
+        elif name == "ban" and count <= 2:
+            body = "You are banned"
+        else:
+            body = f"Welcome to {name}"
+        self.send(h, 200, html(f"Middleware {name}", body), head=head)
+
     def r_redirect(self, h, segs, q, count, head):
         # /redirect/<token>/<n>: n hops left
         token, n = segs[0], int(segs[1])

@@ -98,8 +98,9 @@ def crawl_id_of(done: subprocess.CompletedProcess) -> str:
 def test_the_shop_walkthrough_runs_as_written(shop: str, shop_dir: Path):
     """docs/programming.md's commands, in a copy of examples/shop (only the port differs)."""
     doc = (ROOT / "docs" / "programming.md").read_text()
-    crawl_line = ("CRAWLER_ITEM_PIPELINES=shop_plugin.normalise_price:100 \\\n"
-                  "  crawler-tasks crawl --plugins shop_plugin --delay 0 --store shop.db http://127.0.0.1:8765/")
+    crawl_line = ("export CRAWLER_ITEM_PIPELINES=shop_plugin.normalise_price:100 "
+                  "CRAWLER_MIDDLEWARES=shop_plugin.Identify:100\n"
+                  "crawler-tasks crawl --plugins shop_plugin --delay 0 --store shop.db http://127.0.0.1:8765/")
     export_line = """crawler-tasks export --store shop.db --no-body | grep '"rule": "shop_plugin.product"' | head -2"""
     assert crawl_line in doc and export_line in doc and "\ncrawler-tasks stats\n" in doc
     done = subprocess.run(crawl_line.replace("http://127.0.0.1:8765/", shop), shell=True, cwd=shop_dir,
@@ -123,6 +124,7 @@ def test_the_shop_walkthrough_runs_as_written(shop: str, shop_dir: Path):
                      "sku": f"SKU-{n:04d}"}] if n in PRICED else []
         assert record["items"] == expected
     assert all(got[u]["rule"] == "shop_plugin.listing" and got[u]["items"] == [] for u in lists)
+    assert all(["From", "crawler@shop.example"] in r["request"]["headers"] for r in got.values())
 
 
 def test_items_reach_elasticsearch_and_hbase_as_they_reach_sqlite(shop: str, shop_dir: Path, tmp_path: Path):
@@ -205,3 +207,27 @@ def test_a_plugin_that_fails_to_import_stops_the_worker_with_one_line():
         "No module named 'no_such_plugin'"]
     pipeline = run("crawl", "http://127.0.0.1:9/", CRAWLER_ITEM_PIPELINES="tests.programs.faulty.missing:5")
     assert pipeline.returncode == 2 and "'tests.programs.faulty.missing' names nothing" in pipeline.stderr
+
+
+def test_middlewares_in_a_real_crawl(site, tmp_path: Path):
+    base = f"{site.url}/mw/{token()}"
+    store = str(tmp_path / "mw.db")
+    done = run("crawl", "--delay", "0", "--workers", "1", "--quiet", "--store", store, f"{base}/start",
+               CRAWLER_MIDDLEWARES="tests.programs.middlewares.Second:200,tests.programs.middlewares.First:100",
+               CRAWLER_RETRY_BACKOFF="0.2")
+    assert done.returncode == 0, done.stderr
+    got = records(store)
+    assert set(got) == {f"{base}/{n}" for n in ("start", "plain", "plain?swapped=1", "ban", "broken")}
+    plain = got[f"{base}/plain"]
+    assert ["X-Order", "first,second"] in plain["request"]["headers"]  # as sent, ascending priority
+    assert plain["headers"]["x-order"] == "second,first"  # as read back, descending priority
+    assert plain["meta"]["marked_by"] == "first"
+    assert "Welcome to ban" in got[f"{base}/ban"]["text"]  # the ban page was retried away
+    assert got[f"{base}/broken"]["description"] == (
+        "response middleware tests.programs.middlewares.Second failed: KeyError: 'no such header'")
+    crawl_id = crawl_id_of(done)
+    stats = json.loads(run("stats", "--crawl-id", crawl_id, "--json").stdout)["crawls"][crawl_id]
+    assert stats["requests/dropped/not_wanted"] == 1 and stats["requests/dropped/offsite"] == 1
+    assert stats["requests/replaced"] == 1
+    assert stats["retries"] == 2 and stats["retry/reason_count/ban_page"] == 2
+    assert stats["plugin/failed/middleware"] == 1 and stats["stored"] == 5

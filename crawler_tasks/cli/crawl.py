@@ -75,7 +75,8 @@ def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Set
     if args.plugins:
         changes["plugins"] = tuple(dict.fromkeys((*settings.plugins, *args.plugins)))
     settings = settings.replace(**changes)
-    load_program(settings.plugins, settings.item_pipelines)  # a plugin that cannot be imported stops here, not in the workers
+    # A plugin, pipeline or middleware that cannot be loaded stops here, not in the workers.
+    load_program(settings.plugins, settings.item_pipelines, settings.middlewares)
     return settings
 
 

@@ -48,6 +48,7 @@ from .errors import (
     FetchError,
     FetchTimeout,
     HeadersCut,
+    MiddlewareRetry,
     ProxyFailure,
     RequestFailed,
     ResponseIncomplete,
@@ -86,6 +87,8 @@ FAILURE_FEEDBACK: dict[type[FetchError], FeedbackKind] = {
     TooManyRedirects: FeedbackKind.ERROR,
     BadStatus: FeedbackKind.ERROR,
     RequestFailed: FeedbackKind.ERROR,
+    # Made after the host heard what the response itself said: listed for completeness.
+    MiddlewareRetry: FeedbackKind.ERROR,
 }
 
 

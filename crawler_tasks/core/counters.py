@@ -105,6 +105,7 @@ WORKER_LOST = "worker_lost"
 SEEDS_INVALID = "seeds/invalid"
 ITEMS = "items"
 ITEMS_OVER_CAP = "items/over_cap"
+REQUESTS_REPLACED = "requests/replaced"
 
 # -- crawl counters: families ------------------------------------------------------------
 
@@ -119,8 +120,11 @@ RETRY_MAX_REACHED = Counter(
     part=r"[a-z0-9_]+")
 ITEMS_DROPPED = Counter("items/dropped/<reason>", "items an item pipeline dropped, per reason "
                         "(`pipeline_failed`: the pipeline raised)", part=r"[a-z0-9_]+")
-PLUGIN_FAILED = Counter("plugin/failed/<kind>", "pages a user's `rule` or item `pipeline` failed on "
-                        "(the record's `description` says how)", part=r"[a-z_]+")
+REQUESTS_DROPPED = Counter("requests/dropped/<reason>", "requests a middleware dropped (`DropRequest`), per "
+                           "reason (`offsite`: a replacement outside the crawl's domains)", part=r"[a-z0-9_]+")
+PLUGIN_FAILED = Counter("plugin/failed/<kind>", "pages a user's `rule`, item `pipeline` or `middleware` "
+                        "failed on, or whose crawl names a plugin not loaded (`missing`); the "
+                        "record's `description` says how", part=r"[a-z_]+")
 ERROR = Counter("errors/<Exception>", "`errors` per exception class", part=r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -142,6 +146,11 @@ def retry_max_reached(reason: str) -> str:
 def items_dropped(reason: str) -> str:
     """``items/dropped/<reason>``: items an item pipeline dropped for ``reason``."""
     return ITEMS_DROPPED.build(reason)
+
+
+def requests_dropped(reason: str) -> str:
+    """``requests/dropped/<reason>``: requests a middleware dropped for ``reason``."""
+    return REQUESTS_DROPPED.build(reason)
 
 
 def plugin_failed(kind: str) -> str:
@@ -217,6 +226,9 @@ REGISTRY: tuple[Counter, ...] = (
     Counter(ITEMS, "items a parse rule extracted that the item pipelines kept (stored with their page)"),
     ITEMS_DROPPED,
     Counter(ITEMS_OVER_CAP, "items past `CRAWLER_MAX_ITEMS_PER_PAGE`, not stored"),
+    REQUESTS_DROPPED,
+    Counter(REQUESTS_REPLACED, "requests a middleware replaced with another (sent through the gate), "
+                               "neither fetched nor stored themselves"),
     PLUGIN_FAILED,
     # stores
     Counter(STORED, "records written (dead letters replayed included)"),

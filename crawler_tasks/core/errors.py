@@ -11,7 +11,7 @@
     │   ├── SettingsError         an environment variable with a bad value
     │   ├── UnknownStore          a store URI no backend understands
     │   ├── StoreNotConfigured    a masked store URI this process was not configured with
-    │   └── PluginError           a plugin or item pipeline that cannot be loaded
+    │   └── PluginError           a plugin, item pipeline or middleware that cannot be loaded
     ├── BrokerUnavailable         the broker or the state Redis does not answer
     │   ├── BrokerRefused         it answers but refuses us (password, TLS certificate)
     │   └── StateUnavailable      a state-Redis command failed mid-task: safe to retry
@@ -33,10 +33,13 @@
     │   ├── ResponseIncomplete    the body ended before the length the response declared
     │   ├── TooManyRedirects      more redirect hops than allowed
     │   ├── BadStatus             a response whose status counts as a failed attempt (408, 429, 5xx)
+    │   ├── MiddlewareRetry       a response middleware asked for a retry (RetryRequest)
     │   └── RequestFailed         requests refused the request (a bad proxy URL...)
     ├── StoreUnavailable          a backend could not take a write: safe to retry
     ├── ClaimMissing              a page's claim check expired before parse/store read it
-    └── DropItem                  raised by an item pipeline: the item is not stored (its reason counted)
+    ├── DropItem                  raised by an item pipeline: the item is not stored (its reason counted)
+    ├── DropRequest               raised by a middleware: the request is neither fetched nor stored
+    └── RetryRequest              raised by a response middleware: the request is tried again, demoted
 """
 
 from __future__ import annotations
@@ -228,6 +231,17 @@ class BadStatus(FetchError):
         self.retry_after = retry_after
 
 
+class MiddlewareRetry(FetchError):
+    """A response middleware raised :class:`RetryRequest`: ``reason`` is its reason as a
+    counter part, the description names the middleware."""
+
+    retryable = True
+
+    def __init__(self, middleware: str, reason: str) -> None:
+        super().__init__(f"{middleware} asked for a retry: {reason}")
+        self.reason = reason
+
+
 class RequestFailed(FetchError):
     """requests refused or failed the request for a reason of no other kind."""
 
@@ -254,6 +268,25 @@ class DropItem(CrawlerError):
     ``reason`` (a few words) is counted as ``items/dropped/<reason>``: lower case,
     other characters than letters, digits and ``_`` made ``_``.
     """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DropRequest(CrawlerError):
+    """Raised by a request or response middleware: the request ends here, neither fetched
+    (or kept) nor stored; ``requests/dropped/<reason>`` counts it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class RetryRequest(CrawlerError):
+    """Raised by a response middleware (a ban page served with a 200, say): the request is
+    tried again like any retry (demoted, after a back-off, within ``CRAWLER_MAX_RETRIES``),
+    counted under ``retry/reason_count/<reason>``."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

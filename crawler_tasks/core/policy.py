@@ -96,7 +96,16 @@ class Skip:
     counts: Counts = field(default_factory=dict)
 
 
-Outcome = HandOn | Redirect | Retry | Fail | Defer | Skip
+@dataclass(frozen=True)
+class Drop:
+    """Neither stored nor fetched again (a middleware's choice): count ``counts``; ``follow``
+    (the request that replaces this one, if any) goes through the gate."""
+
+    counts: Counts = field(default_factory=dict)
+    follow: tuple[CrawlRequest, ...] = ()
+
+
+Outcome = HandOn | Redirect | Retry | Fail | Defer | Skip | Drop
 
 
 def before_fetch(req: CrawlRequest, robots: RobotsVerdict, slot: Slot | None) -> Skip | Defer | None:
@@ -173,10 +182,10 @@ def decide(req: CrawlRequest, result: Download | FetchError, settings: Settings,
     (with a new ``fetched_at``) instead of storing an empty page.
     """
     if isinstance(result, FetchError):
-        return _on_error(req, result, None, settings)
+        return on_error(req, result, None, settings)
     failure = classify(result).failure  # a 408, 429 or 5xx
     if failure is not None:
-        return _on_error(req, failure, result, settings)
+        return on_error(req, failure, result, settings)
     counts = download_counts(result)
     if result.status == 304 and previous is not None:
         return HandOn(not_modified(req, result, previous), None, {**counts, counters.NOT_MODIFIED: 1})
@@ -219,8 +228,10 @@ def _on_redirect(req: CrawlRequest, status: int, location: str, record: PageReco
     return Redirect(record, target, {**counts, counters.REDIRECTS: 1})
 
 
-def _on_error(req: CrawlRequest, err: FetchError, dl: Download | None,
-              settings: Settings) -> Retry | Fail:
+def on_error(req: CrawlRequest, err: FetchError, dl: Download | None,
+             settings: Settings) -> Retry | Fail:
+    """A retry of ``req`` when ``err`` is worth one and retries are left, else its failure
+    record; ``dl``: the response that came, if one did (its counts and headers are kept)."""
     counts = download_counts(dl) if dl is not None else {}
     retry = plan_retry(req, settings) if err.retryable else None
     if retry is not None:

@@ -4,8 +4,9 @@ plugin modules that hold them.
 A plugin is a module (or package) named in ``CRAWLER_PLUGINS``; every worker
 imports it at start, and its ``@rule`` functions register here. A rule belongs
 to the plugin its module is, or lies under (``myapp`` holds ``myapp.rules``);
-rules of other modules are not applied. Item pipelines are named in
-``CRAWLER_ITEM_PIPELINES`` as ``dotted.path:priority``. Everything travels in
+rules of other modules are not applied. Item pipelines and request/response
+middlewares are named in ``CRAWLER_ITEM_PIPELINES`` and ``CRAWLER_MIDDLEWARES`` as
+``dotted.path:priority``. Everything travels in
 messages and in Redis as dotted names, never as code.
 
 A crawl may name the plugins that apply to it (``submit(..., plugins=[...])``):
@@ -133,6 +134,18 @@ class Pipeline:
     process: Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class Middleware:
+    """A request and/or response middleware: ``process_request(request)`` runs before the
+    download (ascending priority), ``process_response(request, response)`` after it
+    (descending priority); either may be None."""
+
+    name: str
+    priority: int
+    process_request: Callable[[Any], Any] | None
+    process_response: Callable[[Any, Any], Any] | None
+
+
 def parse_ordered(raw: str, setting: str) -> tuple[tuple[str, int], ...]:
     """``a.b.c:100,d.e:200`` as (dotted path, priority) pairs, in ascending priority
     (stable: equal priorities keep their written order)."""
@@ -168,28 +181,42 @@ class Program:
     plugins: tuple[str, ...] = ()
     rules: Rules = field(default_factory=Rules)
     pipelines: tuple[Pipeline, ...] = ()
+    middlewares: tuple[Middleware, ...] = ()
 
     def missing(self, crawl_plugins: tuple[str, ...]) -> list[str]:
         """The plugins a crawl names that this process did not load."""
         return [p for p in crawl_plugins if not within(p, self.plugins)]
 
     def pipelines_for(self, crawl_plugins: tuple[str, ...]) -> tuple[Pipeline, ...]:
+        """The item pipelines of a crawl naming ``crawl_plugins`` (all when it names none)."""
         if not crawl_plugins:
             return self.pipelines
         return tuple(p for p in self.pipelines if within(p.name, crawl_plugins))
 
+    def middlewares_for(self, crawl_plugins: tuple[str, ...]) -> tuple[Middleware, ...]:
+        """The middlewares of a crawl naming ``crawl_plugins`` (all when it names none)."""
+        if not crawl_plugins:
+            return self.middlewares
+        return tuple(m for m in self.middlewares if within(m.name, crawl_plugins))
 
-def load_program(plugins: tuple[str, ...], pipelines: tuple[str, ...] = ()) -> Program:
-    """Import the plugin modules and the item pipelines (``dotted.path:priority`` entries,
-    as ``CRAWLER_ITEM_PIPELINES`` holds them); :class:`PluginError` with one line naming
-    what failed and why. The current directory is importable, as for ``celery -A``."""
+
+def load_program(plugins: tuple[str, ...], pipelines: tuple[str, ...] = (),
+                 middlewares: tuple[str, ...] = ()) -> Program:
+    """Import the plugin modules, the item pipelines and the middlewares (``dotted.path:
+    priority`` entries, as ``CRAWLER_ITEM_PIPELINES`` and ``CRAWLER_MIDDLEWARES`` hold them);
+    :class:`PluginError` with one line naming what failed and why. The current directory
+    is importable, as for ``celery -A``."""
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     for name in plugins:
         _import(name, "CRAWLER_PLUGINS")
-    ordered = parse_ordered(",".join(pipelines), "CRAWLER_ITEM_PIPELINES")
-    loaded = tuple(Pipeline(path, prio, _pipeline(path)) for path, prio in ordered)
-    return Program(plugins, RULES.of(plugins), loaded)
+    loaded = tuple(Pipeline(path, prio, _pipeline(path))
+                   for path, prio in parse_ordered(",".join(pipelines), PIPELINES))
+    chain = tuple(_middleware(path, prio) for path, prio in parse_ordered(",".join(middlewares), MIDDLEWARES))
+    return Program(plugins, RULES.of(plugins), loaded, chain)
+
+
+PIPELINES, MIDDLEWARES = "CRAWLER_ITEM_PIPELINES", "CRAWLER_MIDDLEWARES"
 
 
 def _import(name: str, setting: str) -> Any:
@@ -199,19 +226,36 @@ def _import(name: str, setting: str) -> Any:
         raise PluginError(f"{setting}: cannot import {name!r}: {type(exc).__name__}: {exc}") from None
 
 
-def _pipeline(path: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    """The callable of a pipeline path: a function ``(item, page)``, or a class (built with
-    no arguments) or object with ``process_item(item, page)``."""
+def _target(path: str, setting: str) -> Any:
+    """What ``path`` names; a class is built once, with no arguments."""
     module, _, attr = path.rpartition(".")
-    target = getattr(_import(module, "CRAWLER_ITEM_PIPELINES"), attr, None) if module else None
+    target = getattr(_import(module, setting), attr, None) if module else None
     if target is None:
-        raise PluginError(f"CRAWLER_ITEM_PIPELINES: {path!r} names nothing")
+        raise PluginError(f"{setting}: {path!r} names nothing")
     if inspect.isclass(target):
         try:
             target = target()
         except Exception as exc:  # noqa: BLE001
-            raise PluginError(f"CRAWLER_ITEM_PIPELINES: {path}() failed: {type(exc).__name__}: {exc}") from None
+            raise PluginError(f"{setting}: {path}() failed: {type(exc).__name__}: {exc}") from None
+    return target
+
+
+def _pipeline(path: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The callable of a pipeline path: a function ``(item, page)``, or a class or object
+    with ``process_item(item, page)``."""
+    target = _target(path, PIPELINES)
     process = getattr(target, "process_item", target)
     if not callable(process):
-        raise PluginError(f"CRAWLER_ITEM_PIPELINES: {path!r} is neither a function nor has process_item")
+        raise PluginError(f"{PIPELINES}: {path!r} is neither a function nor has process_item")
     return process
+
+
+def _middleware(path: str, priority: int) -> Middleware:
+    """A middleware: a class, object or module with ``process_request`` and/or
+    ``process_response``."""
+    target = _target(path, MIDDLEWARES)
+    request, response = getattr(target, "process_request", None), getattr(target, "process_response", None)
+    if not callable(request) and not callable(response):
+        raise PluginError(f"{MIDDLEWARES}: {path!r} has neither process_request nor process_response")
+    return Middleware(path, priority, request if callable(request) else None,
+                      response if callable(response) else None)

@@ -90,12 +90,14 @@ def _plugins(raw: str) -> tuple[str, ...]:
         raise SettingsError(str(exc)) from None
 
 
-def _pipelines(raw: str) -> tuple[str, ...]:
-    """``dotted.path:priority`` entries, checked here, ordered where they are loaded."""
-    try:
-        return tuple(f"{path}:{prio}" for path, prio in parse_ordered(raw, "CRAWLER_ITEM_PIPELINES"))
-    except BadInput as exc:
-        raise SettingsError(str(exc)) from None
+def _ordered(setting: str) -> Callable[[str], tuple[str, ...]]:
+    """A parser of ``dotted.path:priority`` entries, checked here, ordered where they are loaded."""
+    def parse(raw: str) -> tuple[str, ...]:
+        try:
+            return tuple(f"{path}:{prio}" for path, prio in parse_ordered(raw, setting))
+        except BadInput as exc:
+            raise SettingsError(str(exc)) from None
+    return parse
 
 
 def _list(raw: str) -> tuple[str, ...]:
@@ -159,10 +161,14 @@ SPECS: tuple[Spec, ...] = (
          "Comma list of modules every worker imports at start: their `@rule` extractors "
          "apply to every crawl that names none (`--plugins`); one that fails to import "
          "stops the worker (exit 2)."),
-    Spec("CRAWLER_ITEM_PIPELINES", "item_pipelines", _pipelines, (),
+    Spec("CRAWLER_ITEM_PIPELINES", "item_pipelines", _ordered("CRAWLER_ITEM_PIPELINES"), (),
          "Comma list of `dotted.path:priority` item pipelines (a function `(item, page)` "
          "or a class with `process_item`), run in ascending priority on each item before "
          "its page's record goes to the stores."),
+    Spec("CRAWLER_MIDDLEWARES", "middlewares", _ordered("CRAWLER_MIDDLEWARES"), (),
+         "Comma list of `dotted.path:priority` request/response middlewares (a class, object "
+         "or module with `process_request` and/or `process_response`): requests pass them in "
+         "ascending priority before the download, responses in descending priority after it."),
     Spec("CRAWLER_MAX_ITEMS_PER_PAGE", "max_items_per_page", int, 1000,
          "Items kept from one page; the rest are counted (`items/over_cap`), not stored."),
     Spec("CRAWLER_STATS_FLUSH_S", "stats_flush_s", _number, 30.0,
@@ -376,6 +382,7 @@ class Settings:
     max_links_per_page: int = _DEFAULTS["max_links_per_page"]
     plugins: tuple[str, ...] = _DEFAULTS["plugins"]
     item_pipelines: tuple[str, ...] = _DEFAULTS["item_pipelines"]
+    middlewares: tuple[str, ...] = _DEFAULTS["middlewares"]
     max_items_per_page: int = _DEFAULTS["max_items_per_page"]
     max_url_length: int = _DEFAULTS["max_url_length"]
     max_idle_connections: int = _DEFAULTS["max_idle_connections"]

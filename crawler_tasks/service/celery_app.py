@@ -152,7 +152,7 @@ def _load_plugins(sender: Any = None, **_: Any) -> None:
     if settings is None:
         return
     try:
-        load_program(settings.plugins, settings.item_pipelines)
+        load_program(settings.plugins, settings.item_pipelines, settings.middlewares)
     except PluginError as exc:
         _refuse(str(exc))
 

@@ -20,6 +20,7 @@ from ..core.models import CrawlRequest, PageRecord
 from ..core.policy import (
     Counts,
     Defer,
+    Drop,
     Fail,
     HandOn,
     Outcome,
@@ -37,10 +38,12 @@ from ..core.policy import (
 from ..core.politeness import ALLOW, Feedback, host_key
 from ..core.responses import Download
 from ..net.download import download
-from . import enqueue, parse, store
+from . import enqueue, middleware, parse, store
+from .middleware import Go
 
 if TYPE_CHECKING:
     from ..core.limits import Limits
+    from ..core.program import Middleware
     from .deps import FetchDeps
 
 log = logging.getLogger(__name__)
@@ -68,26 +71,43 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str) -> Retry | None:
     release = SlotRelease(rt, host, task_id, robots.crawl_delay, slot.proxy)
     # A large body keeps its slot until its record is in the store queue (the finally).
     permit = rt.large_bodies.permit()
+    chain: tuple[Middleware, ...] = ()
+    limits = None  # the crawl's limits, resolved once for the rest of the page
+    go = Go(req, None)
     try:
+        if rt.program.middlewares:
+            limits = rt.limits(req.crawl_id)
+            chain = rt.program.middlewares_for(limits.plugins)
+            step = middleware.before_download(chain, req, limits)
+            if not isinstance(step, Go):
+                return apply(rt, req, task_id, step, release=release, limits=limits)
+            go, req = step, step.request
+        pool_proxy = None if go.proxy else slot.proxy  # a middleware's own proxy is not the pool's
         before = store.previous(rt, req)
         try:
             result = download(rt.session, conditional(req, before), timeout=s.download_timeout,
-                              maxsize=s.download_maxsize, proxy=rt.proxies.url(slot.proxy),
+                              maxsize=s.download_maxsize, proxy=go.proxy or rt.proxies.url(slot.proxy),
                               permit=permit)
         except FetchError as err:
             result = err
-        feedback = release.feedback = host_feedback(result, rt.proxies, slot.proxy)
+        feedback = release.feedback = host_feedback(result, rt.proxies, pool_proxy)
         # What may switch the host to the proxies is told at once; the rest rides along.
         proxied = False
         if tell_at_once(feedback, len(rt.proxies)):
             proxied = release.now()
-        outcome: Outcome | None = _rerouted(rt, req, feedback, direct=slot.proxy is None, proxied=proxied)
-        limits = None
-        if outcome is None:  # the crawl's limits, resolved once for the rest of the page
-            limits = rt.limits(req.crawl_id)
-            outcome = decide(req, result, s, limits, previous=before)
-        return apply(rt, req, task_id, _via(outcome, rt.proxies.shown(slot.proxy)), release=release,
-                     limits=limits)
+        outcome: Outcome | None = _rerouted(rt, req, feedback, direct=pool_proxy is None, proxied=proxied)
+        if outcome is None:
+            limits = limits or rt.limits(req.crawl_id)
+            if chain and isinstance(result, Download):
+                answered = middleware.after_download(chain, req, go.proxy, result, limits, s)
+                if isinstance(answered, Download):
+                    result = answered
+                else:
+                    outcome = answered
+            if outcome is None:
+                outcome = decide(req, result, s, limits, previous=before)
+        shown = middleware.shown_proxy(go.proxy) if go.proxy else rt.proxies.shown(slot.proxy)
+        return apply(rt, req, task_id, _via(outcome, shown), release=release, limits=limits)
     finally:
         release.now()  # when the outcome did not take it into its last round trip
         permit.release()
@@ -157,6 +177,10 @@ def apply(rt: FetchDeps, req: CrawlRequest, task_id: str, outcome: Outcome, *,
         # Not a retry: the same task id (still outstanding in its crawl) waits in Redis
         # for its host, and comes back in its band with no retry used.
         rt.hosts.park(host_key(req.url), task_id, outcome.request, outcome.until)
+        return None
+    if isinstance(outcome, Drop):  # a middleware's choice: no record; its replacement, if any, is gated
+        enqueue.complete(rt, req, task_id, list(outcome.follow), outcome.counts,
+                         last=release.queue if release is not None else None, limits=limits)
         return None
     if isinstance(outcome, HandOn):
         hand_on(rt, req, task_id, outcome.record, outcome.body, outcome.counts, release=release,

@@ -108,7 +108,8 @@ class Runtime:
         if self._program is None:
             with self._lock:
                 if self._program is None:
-                    self._program = load_program(self.settings.plugins, self.settings.item_pipelines)
+                    self._program = load_program(self.settings.plugins, self.settings.item_pipelines,
+                                                 self.settings.middlewares)
         return self._program
 
     def limits(self, crawl_id: str) -> Limits:

@@ -1,9 +1,10 @@
 """The shop's plugin: list pages yield the product and next-page requests, product pages
 yield one item each; an item pipeline turns prices into numbers and drops the items
-that have none.
+that have none; a middleware says who is asking on every request.
 
-Run with ``CRAWLER_PLUGINS=shop_plugin`` (or ``crawler-tasks crawl --plugins shop_plugin``)
-and ``CRAWLER_ITEM_PIPELINES=shop_plugin.normalise_price:100``.
+Run with ``CRAWLER_PLUGINS=shop_plugin`` (or ``crawler-tasks crawl --plugins shop_plugin``),
+``CRAWLER_ITEM_PIPELINES=shop_plugin.normalise_price:100`` and
+``CRAWLER_MIDDLEWARES=shop_plugin.Identify:100``.
 """
 
 from __future__ import annotations
@@ -38,3 +39,10 @@ def normalise_price(item: dict[str, Any], page: Page) -> dict[str, Any]:
         raise DropItem("no price")
     item["price"] = float(str(item["price"]).lstrip("$").replace(",", ""))
     return item
+
+
+class Identify:
+    """A request middleware: every request of the crawl carries a contact header."""
+
+    def process_request(self, request: Any) -> None:
+        request.headers["From"] = "crawler@shop.example"

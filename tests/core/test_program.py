@@ -77,3 +77,13 @@ def test_a_rule_pattern_that_is_no_regular_expression_fails_its_plugin():
 
     with pytest.raises(PluginError, match=r"rule pattern '\(' is not a valid regular expression"):
         rule("(")
+
+
+def test_a_middleware_needs_process_request_or_process_response():
+    with pytest.raises(PluginError, match="'tests.programs.middlewares.module_level_request' has neither "
+                                          "process_request nor process_response"):
+        load_program((), (), ("tests.programs.middlewares.module_level_request:1",))
+    program = load_program((), (), ("tests.programs.middlewares.First:5",))
+    [mw] = program.middlewares
+    assert (mw.priority, mw.process_request is not None, mw.process_response is not None) == (5, True, True)
+    assert program.middlewares_for(("tests.programs",)) == (mw,) and program.middlewares_for(("other",)) == ()
