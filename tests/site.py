@@ -128,11 +128,14 @@ class Site:
 
     def r_rules(self, h, segs, q, count, head):
         """/rules/<token>/<name>: pages for the parse-rule tests; ``start`` links to the others,
-        ``fail`` links to ``linked`` (followed even though its rule fails)."""
+        ``fail`` links to ``linked`` (followed even though its rule fails); ``failing`` links
+        to a page of each kind of failure."""
         token, name = segs[0], segs[1]
         base = f"/rules/{token}"
         body = {"start": links(f"{base}/fail", f"{base}/odd", f"{base}/items"),
-                "fail": links(f"{base}/linked")}.get(name, "")
+                "fail": links(f"{base}/linked"),
+                "failing": links(f"{base}/fail", f"{base}/items", f"/broken/{token}",
+                                 f"/mw/{token}/broken")}.get(name, "")
         self.send(h, 200, html(f"Rules {name}", body), head=head)
 
     def r_mw(self, h, segs, q, count, head):

@@ -231,3 +231,55 @@ def test_middlewares_in_a_real_crawl(site, tmp_path: Path):
     assert stats["requests/replaced"] == 1
     assert stats["retries"] == 2 and stats["retry/reason_count/ban_page"] == 2
     assert stats["plugin/failed/middleware"] == 1 and stats["stored"] == 5
+
+
+def test_the_error_handler_hears_of_every_kind_of_failure_and_its_follow_ups_are_crawled(site, tmp_path: Path):
+    token_ = token()
+    told = tmp_path / "failures.jsonl"
+    store = str(tmp_path / "handled.db")
+    done = run("crawl", "--delay", "0", "--workers", "1", "--quiet", "--store", store,
+               f"{site.url}/rules/{token_}/failing",
+               CRAWLER_PLUGINS="tests.programs.faulty", CRAWLER_ITEM_PIPELINES="tests.programs.faulty.exploding:10",
+               CRAWLER_MIDDLEWARES="tests.programs.middlewares.Second:200",
+               CRAWLER_ERROR_HANDLER="tests.programs.handler.on_error", CRAWLER_MAX_RETRIES="0",
+               CRAWLER_TEST_FAILURES=str(told))
+    assert done.returncode == 0, done.stderr
+    failures = sorted((f["kind"], f["reason"], f["url"], f["status"]) for f in map(json.loads, told.read_text().splitlines()))
+    assert failures == sorted([
+        ("rule", "ValueError", f"{site.url}/rules/{token_}/fail", 200),
+        ("pipeline", "RuntimeError", f"{site.url}/rules/{token_}/items", 200),
+        ("download", "http_500", f"{site.url}/broken/{token_}", 500),
+        ("middleware", "KeyError", f"{site.url}/mw/{token_}/broken", 200)])
+    first = json.loads(told.read_text().splitlines()[0])
+    assert first["crawl_id"] == crawl_id_of(done) and first["depth"] == 1 and first["request_url"] == first["url"]
+    got = records(store)
+    for kind, reason in (("rule", "ValueError"), ("pipeline", "RuntimeError"), ("download", "http_500"),
+                         ("middleware", "KeyError")):
+        assert got[f"{site.url}/page/handled-{kind}-{reason}"]["status"] == 200  # the follow-up, crawled
+    assert got[f"{site.url}/broken/{token_}"]["description"] == "HTTP 500"  # recorded as always
+
+
+def test_the_error_handler_hears_of_records_a_store_refused_once_each(site, tmp_path: Path):
+    told = tmp_path / "failures.jsonl"
+    with ESServer() as es:
+        Elasticsearch(es.url).indices.create(index="strict", mappings={"properties": {"title": {"type": "integer"}}})
+        url = f"{site.url}/page/{token()}"
+        done = run("crawl", "--delay", "0", "--workers", "1", "--quiet", "--store",
+                   f"elasticsearch://{es.url.split('://', 1)[1]}/strict", url,
+                   CRAWLER_ERROR_HANDLER="tests.programs.handler.on_error", CRAWLER_TEST_FAILURES=str(told))
+        assert done.returncode == 0, done.stderr
+    failures = [json.loads(line) for line in told.read_text().splitlines()]
+    # The page, then the handler's follow-up (refused too); its own follow-up is a duplicate.
+    assert [(f["kind"], f["reason"], f["url"]) for f in failures] == [
+        ("store", "refused", url), ("store", "refused", f"{site.url}/page/handled-store-refused")]
+    assert failures[0]["description"].startswith("store elasticsearch://")
+
+
+def test_a_failing_error_handler_is_counted_and_changes_nothing_else(site, tmp_path: Path):
+    store = str(tmp_path / "h.db")
+    done = run("crawl", "--delay", "0", "--workers", "1", "--quiet", "--store", store, f"{site.url}/broken/{token()}",
+               CRAWLER_ERROR_HANDLER="tests.programs.handler.broken", CRAWLER_MAX_RETRIES="0")
+    assert done.returncode == 0, done.stderr
+    crawl_id = crawl_id_of(done)
+    stats = json.loads(run("stats", "--crawl-id", crawl_id, "--json").stdout)["crawls"][crawl_id]
+    assert stats["plugin/failed/error_handler"] == 1 and stats["failures"] == 1 and stats["stored"] == 1

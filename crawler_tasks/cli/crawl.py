@@ -15,7 +15,7 @@ from ..backends import open_store
 from ..core import counters
 from ..core.addresses import parse_allowlist
 from ..core.errors import BadInput, CrawlStateLost, StoreUnavailable
-from ..core.program import load_program, parse_plugins
+from ..core.program import parse_plugins, program_of
 from ..core.settings import Settings
 from ..core.store_uris import masked
 from ..core.urls import host_of
@@ -76,7 +76,7 @@ def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Set
         changes["plugins"] = tuple(dict.fromkeys((*settings.plugins, *args.plugins)))
     settings = settings.replace(**changes)
     # A plugin, pipeline or middleware that cannot be loaded stops here, not in the workers.
-    load_program(settings.plugins, settings.item_pipelines, settings.middlewares)
+    program_of(settings)
     return settings
 
 

@@ -73,10 +73,13 @@ class Retry:
 
 @dataclass(frozen=True)
 class Fail:
-    """Give up: store ``record``, whose ``description`` says why."""
+    """Give up: store ``record``, whose ``description`` says why. ``kind`` and ``reason``
+    are what the error handler is told (``download``/``timeout``, ``middleware``/``KeyError``)."""
 
     record: PageRecord
     counts: Counts = field(default_factory=dict)
+    kind: str = "download"
+    reason: str = "error"
 
 
 @dataclass(frozen=True)
@@ -221,7 +224,7 @@ def _on_redirect(req: CrawlRequest, status: int, location: str, record: PageReco
         target = plan_redirect(req, location, status, settings)
     except (FetchError, InvalidURL) as err:
         record.description = f"redirect not followed: {err}"
-        return Fail(record, {**counts, counters.FAILURES: 1})
+        return Fail(record, {**counts, counters.FAILURES: 1}, reason="redirect")
     record.redirect_to = target.url
     if not limits.allows(target.url, origin=req.url):
         return HandOn(record, None, {**counts, counters.REDIRECT_OFFSITE: 1})
@@ -243,7 +246,7 @@ def on_error(req: CrawlRequest, err: FetchError, dl: Download | None,
     counts[counters.FAILURES] = 1
     if err.retryable:
         counts[counters.retry_max_reached(err.reason)] = 1
-    return Fail(record, counts)
+    return Fail(record, counts, reason=err.reason)
 
 
 def plan_retry(req: CrawlRequest, settings: Settings, *, max_retries: int | None = None,

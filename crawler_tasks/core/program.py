@@ -23,9 +23,13 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput, PluginError
+from .models import CrawlRequest
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 #: What a rule may return: nothing, one item or request, or an iterable of them.
 RuleResult = Any
@@ -42,6 +46,36 @@ class Request:
     method: str = "GET"
     headers: dict[str, str] = field(default_factory=dict)
     dont_filter: bool = False
+
+
+def as_child(wanted: Request, parent: CrawlRequest, *, url: str, depth: int) -> CrawlRequest:
+    """``wanted`` as a request of ``parent``'s crawl, at ``url`` (made absolute by the caller)
+    and ``depth``; :class:`~crawler_tasks.core.errors.BadInput` (an
+    :class:`~crawler_tasks.core.errors.InvalidURL`...) when it cannot be one."""
+    return CrawlRequest(url=url, method=wanted.method, headers=dict(wanted.headers), meta=dict(wanted.meta),
+                        priority=int(wanted.priority), depth=depth, crawl_id=parent.crawl_id,
+                        dont_filter=bool(wanted.dont_filter))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What the error handler is told of one failure.
+
+    ``kind``: ``download`` (retries used up, an error not worth a retry, a redirect
+    not followed), ``middleware``, ``rule``, ``pipeline`` or ``store`` (a record its
+    store refused, or whose store stayed down); ``reason``: a short stable name
+    (``timeout``, ``http_503``, ``dns``, ``ban_page``, the exception class of user code,
+    ``refused``/``failed`` for stores); ``description``: the line the record keeps.
+    """
+
+    kind: str
+    reason: str
+    description: str
+    url: str
+    crawl_id: str
+    depth: int
+    request: Request
+    status: int | None = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +216,10 @@ class Program:
     rules: Rules = field(default_factory=Rules)
     pipelines: tuple[Pipeline, ...] = ()
     middlewares: tuple[Middleware, ...] = ()
+    #: ``CRAWLER_ERROR_HANDLER``: called with each :class:`Failure`; None: the crawler's own
+    #: recording and counting only.
+    error_handler: Callable[[Failure], Any] | None = None
+    error_handler_name: str = ""
 
     def missing(self, crawl_plugins: tuple[str, ...]) -> list[str]:
         """The plugins a crawl names that this process did not load."""
@@ -201,11 +239,11 @@ class Program:
 
 
 def load_program(plugins: tuple[str, ...], pipelines: tuple[str, ...] = (),
-                 middlewares: tuple[str, ...] = ()) -> Program:
+                 middlewares: tuple[str, ...] = (), error_handler: str = "") -> Program:
     """Import the plugin modules, the item pipelines and the middlewares (``dotted.path:
-    priority`` entries, as ``CRAWLER_ITEM_PIPELINES`` and ``CRAWLER_MIDDLEWARES`` hold them);
-    :class:`PluginError` with one line naming what failed and why. The current directory
-    is importable, as for ``celery -A``."""
+    priority`` entries, as ``CRAWLER_ITEM_PIPELINES`` and ``CRAWLER_MIDDLEWARES`` hold them)
+    and the error handler; :class:`PluginError` with one line naming what failed and why.
+    The current directory is importable, as for ``celery -A``."""
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     for name in plugins:
@@ -213,10 +251,24 @@ def load_program(plugins: tuple[str, ...], pipelines: tuple[str, ...] = (),
     loaded = tuple(Pipeline(path, prio, _pipeline(path))
                    for path, prio in parse_ordered(",".join(pipelines), PIPELINES))
     chain = tuple(_middleware(path, prio) for path, prio in parse_ordered(",".join(middlewares), MIDDLEWARES))
-    return Program(plugins, RULES.of(plugins), loaded, chain)
+    handler = None
+    if error_handler:
+        if not _DOTTED.fullmatch(error_handler):
+            raise PluginError(f"{HANDLER}: {error_handler!r} is not a dotted path")
+        handler = _target(error_handler, HANDLER)
+        if not callable(handler):
+            raise PluginError(f"{HANDLER}: {error_handler!r} is not callable")
+    return Program(plugins, RULES.of(plugins), loaded, chain, handler, error_handler)
 
 
-PIPELINES, MIDDLEWARES = "CRAWLER_ITEM_PIPELINES", "CRAWLER_MIDDLEWARES"
+def program_of(settings: Settings) -> Program:
+    """:func:`load_program` of ``CRAWLER_PLUGINS``, ``CRAWLER_ITEM_PIPELINES``,
+    ``CRAWLER_MIDDLEWARES`` and ``CRAWLER_ERROR_HANDLER``."""
+    return load_program(settings.plugins, settings.item_pipelines, settings.middlewares,
+                        settings.error_handler)
+
+
+PIPELINES, MIDDLEWARES, HANDLER = "CRAWLER_ITEM_PIPELINES", "CRAWLER_MIDDLEWARES", "CRAWLER_ERROR_HANDLER"
 
 
 def _import(name: str, setting: str) -> Any:

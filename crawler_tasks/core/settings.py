@@ -169,6 +169,10 @@ SPECS: tuple[Spec, ...] = (
          "Comma list of `dotted.path:priority` request/response middlewares (a class, object "
          "or module with `process_request` and/or `process_response`): requests pass them in "
          "ascending priority before the download, responses in descending priority after it."),
+    Spec("CRAWLER_ERROR_HANDLER", "error_handler", str, "",
+         "Dotted path of a function called with every failure (download, middleware, rule, "
+         "pipeline, store) after the crawler recorded and counted it; it may return "
+         "follow-up requests. Empty: none."),
     Spec("CRAWLER_MAX_ITEMS_PER_PAGE", "max_items_per_page", int, 1000,
          "Items kept from one page; the rest are counted (`items/over_cap`), not stored."),
     Spec("CRAWLER_STATS_FLUSH_S", "stats_flush_s", _number, 30.0,
@@ -383,6 +387,7 @@ class Settings:
     plugins: tuple[str, ...] = _DEFAULTS["plugins"]
     item_pipelines: tuple[str, ...] = _DEFAULTS["item_pipelines"]
     middlewares: tuple[str, ...] = _DEFAULTS["middlewares"]
+    error_handler: str = _DEFAULTS["error_handler"]
     max_items_per_page: int = _DEFAULTS["max_items_per_page"]
     max_url_length: int = _DEFAULTS["max_url_length"]
     max_idle_connections: int = _DEFAULTS["max_idle_connections"]

@@ -21,7 +21,7 @@ from celery import Celery, signals
 
 from ..core import routing
 from ..core.errors import PluginError, SettingsError, UnknownStore
-from ..core.program import load_program
+from ..core.program import program_of
 from ..core.settings import Settings
 from ..state.connection import broker_params
 from . import tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's flusher and mover)
@@ -152,7 +152,7 @@ def _load_plugins(sender: Any = None, **_: Any) -> None:
     if settings is None:
         return
     try:
-        load_program(settings.plugins, settings.item_pipelines, settings.middlewares)
+        program_of(settings)
     except PluginError as exc:
         _refuse(str(exc))
 

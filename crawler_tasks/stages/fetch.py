@@ -38,7 +38,7 @@ from ..core.policy import (
 from ..core.politeness import ALLOW, Feedback, host_key
 from ..core.responses import Download
 from ..net.download import download
-from . import enqueue, middleware, parse, store
+from . import enqueue, failures, middleware, parse, store
 from .middleware import Go
 
 if TYPE_CHECKING:
@@ -188,8 +188,19 @@ def apply(rt: FetchDeps, req: CrawlRequest, task_id: str, outcome: Outcome, *,
     elif isinstance(outcome, Redirect):
         hand_on(rt, req, task_id, outcome.record, None, outcome.counts, [outcome.target], release=release,
                 limits=limits)
-    elif isinstance(outcome, (Fail, Skip)):
+    elif isinstance(outcome, Fail):
         log.warning("failed %s: %s", req.url, outcome.record.description)
+        follow: list[CrawlRequest] = []
+        counts = outcome.counts
+        if rt.program.error_handler is not None:
+            limits = limits or rt.limits(req.crawl_id)
+            failure = failures.failure_of(outcome.kind, outcome.reason, outcome.record.description or "",
+                                          req, outcome.record.status)
+            follow, told = failures.tell(rt.program, failure, req, limits)
+            counts = {**counts, **told}
+        hand_on(rt, req, task_id, outcome.record, None, counts, follow, release=release, limits=limits)
+    elif isinstance(outcome, Skip):
+        log.warning("skipped %s: %s", req.url, outcome.record.description)
         hand_on(rt, req, task_id, outcome.record, None, outcome.counts, release=release, limits=limits)
     return None
 

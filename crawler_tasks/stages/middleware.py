@@ -30,7 +30,7 @@ from ..core import counters
 from ..core.errors import BadInput, DropRequest, MiddlewareRetry, RetryRequest
 from ..core.models import CrawlRequest
 from ..core.policy import Drop, Fail, Retry, base_record, decode_text, download_counts, on_error, response_record
-from ..core.program import Middleware, Request
+from ..core.program import Middleware, Request, as_child
 from ..core.responses import Download
 from .parse.rules import reason_name
 
@@ -142,9 +142,7 @@ def replaced(mw: Middleware, wanted: Request, req: CrawlRequest, limits: Limits,
     if not limits.allows(url, origin=req.url):
         return Drop({counters.requests_dropped("offsite"): 1})
     try:
-        child = CrawlRequest(url=url, method=wanted.method, headers=dict(wanted.headers),
-                             meta=dict(wanted.meta), priority=int(wanted.priority), depth=req.depth,
-                             crawl_id=req.crawl_id, dont_filter=bool(wanted.dont_filter))
+        child = as_child(wanted, req, url=url, depth=req.depth)
     except BadInput as exc:
         return _failed(mw, "response" if dl else "request", exc, req)
     return Drop({counters.REQUESTS_REPLACED: 1}, (child,))
@@ -165,4 +163,5 @@ def _failed(mw: Middleware, step: str, exc: BaseException, req: CrawlRequest,
         response_record(req, dl, keep_body=settings.store_body)
     record.description = description
     counts = download_counts(dl) if dl is not None else {}
-    return Fail(record, {**counts, counters.FAILURES: 1, counters.plugin_failed("middleware"): 1})
+    return Fail(record, {**counts, counters.FAILURES: 1, counters.plugin_failed("middleware"): 1},
+                kind="middleware", reason=type(exc).__name__)

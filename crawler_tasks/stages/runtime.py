@@ -19,7 +19,7 @@ from ..backends import Store, open_store
 from ..core.addresses import AddressPolicy
 from ..core.budget import LargeBodies
 from ..core.limits import Limits
-from ..core.program import Program, load_program
+from ..core.program import Program, program_of
 from ..core.proxies import Proxies
 from ..core.settings import Settings
 from ..core.store_uris import StoreResolver
@@ -108,8 +108,7 @@ class Runtime:
         if self._program is None:
             with self._lock:
                 if self._program is None:
-                    self._program = load_program(self.settings.plugins, self.settings.item_pipelines,
-                                                 self.settings.middlewares)
+                    self._program = program_of(self.settings)
         return self._program
 
     def limits(self, crawl_id: str) -> Limits:

@@ -29,13 +29,13 @@ import redis
 
 from ..backends import RecordFailure
 from ..core import codec, counters
-from ..core.errors import BadInput, StoreUnavailable
+from ..core.errors import BadInput, BrokerUnavailable, QueueFull, StoreUnavailable
 from ..core.models import CrawlRequest, PageRecord
 from ..core.policy import backoff, now_iso
 from ..core.store_uris import masked
 from ..state.gate import Settlement
 from ..state.store_queue import StoreEntry
-from . import enqueue
+from . import enqueue, failures
 
 if TYPE_CHECKING:
     from .deps import StoreDeps
@@ -146,7 +146,8 @@ def _refused(e: StoreEntry, reason: str, settled: _Settled) -> None:
               "replay-dead --to): %s", masked(e.store), e.record.url, e.record.fingerprint, reason)
     letter = _letter(_letter_data(e, REFUSED, reason))
     settled.add(e, f"store refused: {reason} ({e.record.url})",
-                {counters.STORE_REFUSED: 1, counters.STORE_DEAD_LETTERS: 1}, letter=letter)
+                {counters.STORE_REFUSED: 1, counters.STORE_DEAD_LETTERS: 1}, letter=letter,
+                failure=(REFUSED, f"store {masked(e.store)} refused the record: {reason}"))
 
 
 def _decoded_parts(raw: Sequence[bytes], max_bytes: int) -> Iterator[list[StoreEntry]]:
@@ -201,7 +202,26 @@ def _failed(rt: StoreDeps, uri: str, group: Sequence[StoreEntry], exc: Exception
                   "(crawler-tasks dead-letters, replay-dead): %s", e.record.url, e.attempts, exc)
         letter = _letter(_letter_data(e, FAILED, str(exc)))
         line = f"store failed: {exc} ({e.record.url})" if down else f"{name}: {exc} ({e.record.url})"
-        settled.add(e, line, counts, letter=letter)
+        settled.add(e, line, counts, letter=letter,
+                    failure=(FAILED, f"store {masked(uri)} failed: {exc} ({e.attempts} retries)"))
+
+
+def _tell(rt: StoreDeps, entry: StoreEntry, reason: str, description: str) -> None:
+    """The error handler hears of a record given up; its follow-ups go through the gate."""
+    if rt.program.error_handler is None:
+        return
+    record = entry.record
+    req = CrawlRequest(url=record.url, method=record.method, meta=record.meta, depth=record.depth,
+                       crawl_id=record.crawl_id)
+    follow, counts = failures.tell(rt.program, failures.failure_of("store", reason, description, req, record.status),
+                                   req, rt.limits(req.crawl_id))
+    try:
+        if counts:
+            rt.gate.add_counts(req.crawl_id, counts)
+        if follow:
+            enqueue.fetches(rt, follow)
+    except (redis.RedisError, QueueFull, BrokerUnavailable) as exc:
+        log.error("the error handler's follow-ups of %s were not sent: %s", record.url, exc)
 
 
 class _Settled:
@@ -213,11 +233,16 @@ class _Settled:
         self.by_crawl: dict[str, list[Settlement]] = {}
         self.letters: dict[str, bytes] = {}
         self.delayed: list[tuple[float, bytes]] = []
+        #: Records given up, for the error handler: token -> (entry, reason, description).
+        self.failures: dict[str, tuple[StoreEntry, str, str]] = {}
 
-    def add(self, entry: StoreEntry, how: str, counts: dict[str, int], *, letter: bytes = b"") -> None:
+    def add(self, entry: StoreEntry, how: str, counts: dict[str, int], *, letter: bytes = b"",
+            failure: tuple[str, str] | None = None) -> None:
         self.by_crawl.setdefault(entry.crawl_id, []).append(Settlement(entry.token, how, counts))
         if letter:
             self.letters[entry.token] = letter
+        if failure is not None:
+            self.failures[entry.token] = (entry, *failure)
 
     def later(self, seconds: float, entry: StoreEntry) -> None:
         self.delayed.append((seconds, entry.encode(compress=True)))  # small while the batch goes on
@@ -232,6 +257,9 @@ class _Settled:
         for token, letter in self.letters.items():
             if token not in settled_now:  # settled by an earlier delivery of the same entry
                 rt.dead_letters.remove(letter)
+        for token, (entry, reason, description) in self.failures.items():
+            if token in settled_now:  # once per record, however often its batch was written
+                _tell(rt, entry, reason, description)
 
 
 class Flusher:

@@ -31,7 +31,7 @@ class Second:
     """Priority 200: last on the way out, first on the way back; retries ban pages."""
 
     def process_request(self, request: Any) -> None:
-        request.headers["X-Order"] += ",second"
+        request.headers["X-Order"] = request.headers.get("X-Order", "") + ",second"
 
     def process_response(self, request: Any, response: Any) -> None:
         response.headers["x-order"] = "second"

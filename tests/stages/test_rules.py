@@ -109,7 +109,7 @@ def test_a_pipeline_that_raises_drops_the_item_and_says_why():
     kept, counts, failed = run_pipelines([{"bad": 1}, {"ok": 1}], (Pipeline("a.bug", 0, bug),), p)
     assert kept == [{"ok": 1}]
     assert counts == {"plugin/failed/pipeline": 1, "items/dropped/pipeline_failed": 1, "items": 1}
-    assert failed == "item pipeline a.bug failed: RuntimeError: boom"
+    assert failed == ("RuntimeError", "item pipeline a.bug failed: RuntimeError: boom")
 
 
 def test_drop_reasons_become_counter_parts():

@@ -16,7 +16,7 @@ from ...core import counters
 from ...core.budget import LARGE_BODY, ByteBudget
 from ...core.models import CrawlRequest, PageRecord
 from ...core.urls import host_of
-from .. import enqueue
+from .. import enqueue, failures
 from .base import Parsed
 from .links import follow
 from .rules import Extracted, Page, run_pipelines, run_rule
@@ -108,9 +108,18 @@ def _program(program: Program, req: CrawlRequest, record: PageRecord, html: str,
         items, counts, failed = run_pipelines(extracted.items, program.pipelines_for(limits.plugins), page)
     record.rule = rule.name
     record.items = items
-    record.description = extracted.error or failed
+    record.description = extracted.error or (failed[1] if failed else None)
     for name, n in counts.items():
         extracted.counts[name] = extracted.counts.get(name, 0) + n
+    told = [("rule", extracted.reason, extracted.error)] if extracted.error else []
+    if failed:
+        told.append(("pipeline", *failed))
+    for kind, reason, description in told:  # the error handler hears of each
+        follow, more = failures.tell(program, failures.failure_of(kind, reason, description, req, record.status),
+                                     req, limits)
+        extracted.requests += follow
+        for name, n in more.items():
+            extracted.counts[name] = extracted.counts.get(name, 0) + n
     return extracted
 
 

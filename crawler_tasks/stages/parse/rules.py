@@ -28,7 +28,7 @@ import lxml.html
 from ...core import counters
 from ...core.errors import DropItem, InvalidURL
 from ...core.models import CrawlRequest, PageRecord
-from ...core.program import Pipeline, Request, Rule
+from ...core.program import Pipeline, Request, Rule, as_child
 from .base import XML_DECL
 
 if TYPE_CHECKING:
@@ -95,6 +95,8 @@ class Extracted:
     counts: dict[str, int] = field(default_factory=dict)
     #: Why the rule failed (the record's description), None when it did not.
     error: str | None = None
+    #: The exception class of a failed rule (the error handler's ``reason``).
+    reason: str = ""
 
 
 def run_rule(rule: Rule, page: Page, req: CrawlRequest, limits: Limits, *,
@@ -116,7 +118,7 @@ def run_rule(rule: Rule, page: Page, req: CrawlRequest, limits: Limits, *,
                 raise TypeError(f"yielded a {type(thing).__name__}, not an item (dict) or a Request")
     except Exception as exc:  # noqa: BLE001 - user code: any failure is the rule's
         log.warning("rule %s failed on %s: %s: %s", rule.name, page.url, type(exc).__name__, exc)
-        return Extracted(counts={counters.plugin_failed("rule"): 1},
+        return Extracted(counts={counters.plugin_failed("rule"): 1}, reason=type(exc).__name__,
                          error=f"rule {rule.name} failed: {type(exc).__name__}: {str(exc)[:300]}")
     return out
 
@@ -140,9 +142,7 @@ def _request(out: Extracted, wanted: Request, page: Page, req: CrawlRequest, lim
         _add(out.counts, counters.LINKS_OVER_CAP)
         return
     try:
-        child = CrawlRequest(url=url, method=wanted.method, headers=dict(wanted.headers),
-                             meta=dict(wanted.meta), priority=int(wanted.priority), depth=depth,
-                             crawl_id=req.crawl_id, dont_filter=bool(wanted.dont_filter))
+        child = as_child(wanted, req, url=url, depth=depth)
     except InvalidURL:
         return
     if max_url_length and len(child.url) > max_url_length:
@@ -152,12 +152,13 @@ def _request(out: Extracted, wanted: Request, page: Page, req: CrawlRequest, lim
 
 
 def run_pipelines(items: list[dict[str, Any]], pipelines: tuple[Pipeline, ...],
-                  page: Page) -> tuple[list[dict[str, Any]], dict[str, int], str | None]:
+                  page: Page) -> tuple[list[dict[str, Any]], dict[str, int], tuple[str, str] | None]:
     """``items`` through ``pipelines`` in order: the items kept, the counts (kept, dropped
-    per reason, failed pipelines), and what failed, for the record's description."""
+    per reason, failed pipelines), and the first failure: (exception class, the record's
+    description)."""
     kept: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
-    failed: str | None = None
+    failed: tuple[str, str] | None = None
     for item in items:
         for pipeline in pipelines:
             try:
@@ -173,7 +174,8 @@ def run_pipelines(items: list[dict[str, Any]], pipelines: tuple[Pipeline, ...],
                             type(exc).__name__, exc)
                 _add(counts, counters.plugin_failed("pipeline"))
                 _add(counts, counters.items_dropped("pipeline_failed"))
-                failed = failed or f"item pipeline {pipeline.name} failed: {type(exc).__name__}: {str(exc)[:300]}"
+                failed = failed or (type(exc).__name__, f"item pipeline {pipeline.name} failed: "
+                                                        f"{type(exc).__name__}: {str(exc)[:300]}")
                 break
         else:
             kept.append(item)
