@@ -111,7 +111,7 @@ def test_the_shop_walkthrough_runs_as_written(shop: str, shop_dir: Path):
     lines = [json.loads(line) for line in shown.stdout.splitlines()]
     assert len(lines) == 2 and all(r["url"].startswith(f"{shop}product/") for r in lines)
     stats = run("stats", cwd=shop_dir).stdout
-    assert re.search(r"\n  items +10\n", stats) and re.search(r"\n  items/dropped/no_price +2\n", stats)
+    assert re.search(r"\n  items/kept +10\n", stats) and re.search(r"\n  items/dropped/no_price +2\n", stats)
 
     got = records("shop.db", cwd=shop_dir)
     products = {f"{shop}product/{n}" for n in range(1, 13)}
@@ -183,7 +183,7 @@ def test_failing_rules_and_pipelines_are_recorded_counted_and_do_not_stop_the_cr
     crawl_id = crawl_id_of(done)
     stats = json.loads(run("stats", "--crawl-id", crawl_id, "--json").stdout)["crawls"][crawl_id]
     assert stats["plugin/failed/rule"] == 2 and stats["plugin/failed/pipeline"] == 1
-    assert stats["items/dropped/pipeline_failed"] == 1 and stats["items"] == 1
+    assert stats["items/dropped/pipeline_failed"] == 1 and stats["items/kept"] == 1
     assert stats.get("errors", 0) == 0 and stats["stored"] == 6
 
 

@@ -103,7 +103,7 @@ STORE_REPLAYED = "store/replayed"
 ERRORS = "errors"
 WORKER_LOST = "worker_lost"
 SEEDS_INVALID = "seeds/invalid"
-ITEMS = "items"
+ITEMS = "items/kept"
 ITEMS_OVER_CAP = "items/over_cap"
 REQUESTS_REPLACED = "requests/replaced"
 

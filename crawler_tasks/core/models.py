@@ -53,9 +53,14 @@ class CrawlRequest:
     redirects: int = 0
     crawl_id: str = DEFAULT_CRAWL_ID
     dont_filter: bool = False
+    #: Who hears of the page once it is stored: ``{"on_page": <callback>, "follow": bool}``
+    #: (``follow``: the pages found from it too); see :func:`callback`.
+    notify: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "url", validate_url(self.url))
+        if self.notify is not None:
+            object.__setattr__(self, "notify", _notify(self.notify))
         method = str(self.method).upper()
         if method not in METHODS:
             raise BadInput(f"method: {self.method!r} is not GET or HEAD")
@@ -132,6 +137,34 @@ class CrawlRequest:
             if key in seed:
                 fields[key] = seed[key]
         return cls(url=seed["url"], **fields)
+
+
+def callback(spec: Any, what: str = "on_page") -> dict[str, Any]:
+    """A callback as messages carry it: a task name, or a Celery signature (its dict form:
+    ``task``, ``args``, ``kwargs``, ``options``), checked to be JSON."""
+    if isinstance(spec, str):
+        spec = {"task": spec}
+    if not isinstance(spec, dict) or not isinstance(spec.get("task"), str) or not spec["task"].strip():
+        raise BadInput(f"{what}: expected a task name or a Celery signature, got {spec!r:.80}")
+    out = {"task": spec["task"].strip(), "args": list(spec.get("args") or ()),
+           "kwargs": dict(spec.get("kwargs") or {}), "options": dict(spec.get("options") or {})}
+    try:
+        json.dumps(out)
+    except (TypeError, ValueError):
+        raise BadInput(f"{what}: the signature's arguments must be JSON") from None
+    return out
+
+
+def _notify(notify: Any) -> dict[str, Any]:
+    if not isinstance(notify, dict) or "on_page" not in notify:
+        raise BadInput("notify: expected {\"on_page\": <callback>, \"follow\": bool}")
+    return {"on_page": callback(notify["on_page"]), "follow": bool(notify.get("follow", False))}
+
+
+def inherited_notify(parent: CrawlRequest) -> dict[str, Any] | None:
+    """What a page found from ``parent`` carries: its callback when it asked to follow."""
+    notify = parent.notify
+    return notify if notify is not None and notify.get("follow") else None
 
 
 _REQUEST_DEFAULTS: dict[str, Any] = {

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput, PluginError
-from .models import CrawlRequest
+from .models import CrawlRequest, inherited_notify
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -54,7 +54,7 @@ def as_child(wanted: Request, parent: CrawlRequest, *, url: str, depth: int) -> 
     :class:`~crawler_tasks.core.errors.InvalidURL`...) when it cannot be one."""
     return CrawlRequest(url=url, method=wanted.method, headers=dict(wanted.headers), meta=dict(wanted.meta),
                         priority=int(wanted.priority), depth=depth, crawl_id=parent.crawl_id,
-                        dont_filter=bool(wanted.dont_filter))
+                        dont_filter=bool(wanted.dont_filter), notify=inherited_notify(parent))
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,9 @@ DEFAULT_QUEUE = "celery"
 PARSE_QUEUE = "crawl.parse"
 STORE_QUEUE = "crawl.store"
 SEED_QUEUE = "crawl.seed"
+#: Where callbacks into the calling app go unless their signature names a queue: the
+#: calling app's workers consume it; the crawler's never do (they would not know the task).
+CALLBACK_QUEUE = "crawl.callbacks"
 
 FETCH_TASK = "crawl.fetch"
 PARSE_TASK = "crawl.parse"

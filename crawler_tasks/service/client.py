@@ -13,15 +13,22 @@ from .celery_app import default_app
 def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]], *,
            priority: int = 0, meta: dict[str, Any] | None = None,
            crawl_id: str | None = None, dont_filter: bool = False,
-           plugins: Iterable[str] | None = None) -> int:
+           plugins: Iterable[str] | None = None, on_page: Any = None, on_page_follow: bool = False,
+           on_done: Any = None) -> int:
     """Enqueue seeds for crawling; returns how many the gate accepted and enqueued.
 
     ``priority``: higher is sooner (0 normal). ``dont_filter``: bypass the gate
     (recrawl a URL already seen). ``plugins``: the plugin modules (of the workers'
     ``CRAWLER_PLUGINS``) whose rules and item pipelines apply to this crawl; by default
-    every loaded one. Raises
+    every loaded one. ``on_page``: a task name or a Celery signature, sent a small JSON
+    summary of each page of this submission once it is stored (``url``, ``status``,
+    ``fingerprint``, ``crawl_id``, ``depth``, ``items``, ``store``, ``description``),
+    exactly once per page; ``on_page_follow``: of the pages found from them too.
+    ``on_done``: sent ``{"crawl_id", "stats"}`` when the crawl next drains. Both go to
+    the queue ``crawl.callbacks`` unless the signature names one. Raises
     :class:`~crawler_tasks.core.errors.InvalidURL` before enqueuing anything when a
     seed is not an http(s) URL.
     """
     return submit_to(current(default_app()), url_or_urls, priority=priority, meta=meta,
-                     crawl_id=crawl_id, dont_filter=dont_filter, plugins=plugins)
+                     crawl_id=crawl_id, dont_filter=dont_filter, plugins=plugins, on_page=on_page,
+                     on_page_follow=on_page_follow, on_done=on_done)

@@ -242,7 +242,8 @@ def _claimed_step(task: Task, claim_id: str, request: dict[str, Any],
 @_shaped
 def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] | None = None,
            crawl_id: str | None = None, dont_filter: bool = False,
-           plugins: list[str] | None = None) -> int:
+           plugins: list[str] | None = None, on_page: Any = None, on_page_follow: bool = False,
+           on_done: Any = None) -> int:
     """Gate and enqueue seeds sent by another app; returns how many were enqueued.
 
     While the broker holds more fetches than ``CRAWLER_MAX_QUEUED`` the seeds
@@ -253,7 +254,8 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
         return _run(rt, f"{len(urls) if isinstance(urls, list) else 1} seed(s)",
                     lambda: seed.submit_to(rt, urls, priority=priority, meta=meta,
                                            crawl_id=crawl_id, dont_filter=dont_filter,
-                                           plugins=plugins))
+                                           plugins=plugins, on_page=on_page, on_page_follow=on_page_follow,
+                                           on_done=on_done))
     except BadInput as exc:
         log.error("refused seeds: %s", exc)
         return 0

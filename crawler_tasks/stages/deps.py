@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..core.proxies import Proxies
     from ..core.settings import Settings
     from ..net.robots import Robots
+    from ..state.callbacks import Callbacks
     from ..state.claims import Claims
     from ..state.crawls import Crawls
     from ..state.dead_letters import DeadLetters
@@ -58,10 +59,13 @@ class EnqueueDeps(Configured, Protocol):
     def store_queue(self) -> StoreQueue: ...
     @property
     def unpublished(self) -> Unpublished: ...
+    @property
+    def callbacks(self) -> Callbacks: ...
 
 
 class SeedDeps(EnqueueDeps, Protocol):
-    """Seeds: the crawl registry and the address guard, then the gate and the bands."""
+    """Seeds: the crawl registry and the address guard, then the gate and the bands (and
+    the ``on_done`` callbacks, through the enqueue stage's ``callbacks``)."""
 
     @property
     def crawls(self) -> Crawls: ...

@@ -149,7 +149,7 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequenc
             rt.gate.finish(crawl_id, task_id, pipe)
             last(pipe)
         return True
-    entry = StoreEntry(token, crawl_id, limits.store, record)
+    entry = StoreEntry(token, crawl_id, limits.store, record, notify=req.notify)
     if rt.round_trip.cluster:  # the queue and the crawl live in different slots: push, then finish
         rt.store_queue.push([entry])
         rt.gate.finish(crawl_id, task_id)
@@ -208,6 +208,15 @@ def publish_fetch(rt: EnqueueDeps, request: CrawlRequest, task_id: str, *, count
         argsrepr=_shown(request), kwargsrepr="{}", headers=_TRACKED,
         priority=routing.broker_priority(request.priority, redis=rt.settings.broker_is_redis),
     )
+
+
+def publish_callback(rt: EnqueueDeps, spec: dict[str, Any], payload: dict[str, Any], task_id: str) -> None:
+    """Send a callback into the calling app: its task with ``payload`` first, then the
+    signature's own arguments; on ``crawl.callbacks`` unless the signature names a queue;
+    with no priority, so a worker of any configuration reads it."""
+    options = {"queue": routing.CALLBACK_QUEUE, **spec.get("options", {}), "priority": 0}
+    rt.app.send_task(spec["task"], args=[payload, *spec.get("args", [])], kwargs=spec.get("kwargs", {}),
+                     task_id=task_id, **options)
 
 
 def _shown(request: CrawlRequest, *before: str) -> str:

@@ -25,6 +25,7 @@ from ..core.settings import Settings
 from ..core.store_uris import StoreResolver
 from ..net.download import make_session
 from ..net.robots import Robots
+from ..state.callbacks import Callbacks
 from ..state.claims import Claims
 from ..state.connection import redis_from_url
 from ..state.crawls import Crawls
@@ -59,6 +60,7 @@ class Runtime:
         self.store_queue = StoreQueue(self.redis, self.keys)
         self.dead_letters = DeadLetters(self.redis, self.keys)
         self.unpublished = Unpublished(self.redis, self.keys)
+        self.callbacks = Callbacks(self.redis, self.keys)
         #: Pipelines carrying several components' commands in one round trip.
         self.round_trip = RoundTrip(self.redis)
         self.feeds = FeedState(self.redis, self.keys, start_urls_key=settings.start_urls_key,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.addresses import AddressPolicy
 from ..core.errors import BadInput, BlockedSeed
-from ..core.models import DEFAULT_CRAWL_ID, CrawlRequest
+from ..core.models import DEFAULT_CRAWL_ID, CrawlRequest, callback
 from ..core.program import parse_plugins
 from ..core.settings import Settings
 from ..core.urls import check_length, host_of
@@ -32,9 +32,11 @@ if TYPE_CHECKING:
 def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]], *,
                    priority: int = 0, meta: dict[str, Any] | None = None,
                    crawl_id: str | None = None, dont_filter: bool = False,
-                   max_url_length: int = Settings.max_url_length) -> list[CrawlRequest]:
+                   max_url_length: int = Settings.max_url_length,
+                   notify: dict[str, Any] | None = None) -> list[CrawlRequest]:
     """Validated requests for ``seeds``; raises :class:`~crawler_tasks.core.errors.BadInput`
-    (:class:`~crawler_tasks.core.errors.URLTooLong` for a URL over ``max_url_length`` bytes)."""
+    (:class:`~crawler_tasks.core.errors.URLTooLong` for a URL over ``max_url_length`` bytes).
+    ``notify``: the page callback every request carries (``CrawlRequest.notify``)."""
     if isinstance(seeds, (str, dict)):
         seeds = [seeds]
     elif not isinstance(seeds, Iterable):
@@ -42,7 +44,7 @@ def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]],
     if meta is not None and not isinstance(meta, dict):
         raise BadInput("meta: must be a JSON object")
     defaults = {"priority": priority, "meta": dict(meta or {}),
-                "crawl_id": crawl_id or DEFAULT_CRAWL_ID, "dont_filter": dont_filter}
+                "crawl_id": crawl_id or DEFAULT_CRAWL_ID, "dont_filter": dont_filter, "notify": notify}
     requests = [CrawlRequest.from_seed(s, **defaults) for s in seeds]
     for req in requests:
         check_length(req.url, max_url_length)
@@ -83,10 +85,17 @@ def refuse_blocked(requests: Iterable[CrawlRequest], policy: AddressPolicy) -> N
             raise BlockedSeed(f"seed {req.url} refused: {reason}")
 
 
-def submit_to(rt: SeedDeps, seeds: Any, *, plugins: Iterable[str] | None = None, **options: Any) -> int:
+def submit_to(rt: SeedDeps, seeds: Any, *, plugins: Iterable[str] | None = None, on_page: Any = None,
+              on_page_follow: bool = False, on_done: Any = None, **options: Any) -> int:
     """:func:`crawler_tasks.submit` on an explicit runtime."""
-    return submit_requests(rt, build_requests(seeds, max_url_length=rt.settings.max_url_length,
-                                              **options), plugins=plugins or ())
+    notify = None if on_page is None else {"on_page": on_page, "follow": bool(on_page_follow)}
+    done = None if on_done is None else callback(on_done, "on_done")  # checked before anything is sent
+    requests = build_requests(seeds, max_url_length=rt.settings.max_url_length, notify=notify, **options)
+    accepted = submit_requests(rt, requests, plugins=plugins or ())
+    if done is not None:  # after the seeds: a crawl that drained already calls back at the next look
+        for crawl_id in dict.fromkeys(r.crawl_id for r in requests):
+            rt.callbacks.await_done(crawl_id, done)
+    return accepted
 
 
 def parse_seed_line(line: str) -> str | dict[str, Any]:

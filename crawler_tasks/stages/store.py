@@ -23,7 +23,7 @@ import uuid
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -135,6 +135,7 @@ def _write_part(rt: StoreDeps, consumer: str, entries: list[StoreEntry], settled
             reason = refused.get(e.record.fingerprint)
             if reason is None:
                 settled.add(e, Settlement.END, {counters.STORED: 1})
+                settled.stored(e)
             else:
                 _refused(e, reason, settled)
 
@@ -206,6 +207,43 @@ def _failed(rt: StoreDeps, uri: str, group: Sequence[StoreEntry], exc: Exception
                     failure=(FAILED, f"store {masked(uri)} failed: {exc} ({e.attempts} retries)"))
 
 
+def page_summary(entry: StoreEntry) -> dict[str, Any]:
+    """What a page callback receives: small JSON, never the page itself."""
+    r = entry.record
+    return {"url": r.url, "status": r.status, "fingerprint": r.fingerprint, "crawl_id": r.crawl_id,
+            "depth": r.depth, "items": len(r.items), "store": masked(entry.store), "description": r.description}
+
+
+def _call_back(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> None:
+    """Send the page callbacks ``due`` (token -> callback and payload); one the broker refuses
+    is logged (its page is stored all the same)."""
+    for token, call in due.items():
+        try:
+            enqueue.publish_callback(rt, call["callback"], call["page"], f"{token}.page")
+        except Exception as exc:  # noqa: BLE001 - a broker error must not undo the batch
+            log.error("page callback %s for %s not sent: %s", call["callback"]["task"], call["page"]["url"], exc)
+
+
+def call_back_done(rt: StoreDeps) -> int:
+    """Send the ``on_done`` callback of each crawl that has drained (the worker that takes
+    it sends it); how many were sent."""
+    sent = 0
+    for crawl_id in rt.callbacks.waiting_done():
+        if rt.crawls.outstanding(crawl_id):
+            continue
+        spec = rt.callbacks.take_done(crawl_id)
+        if spec is None:
+            continue  # another worker took it
+        payload = {"crawl_id": crawl_id, "stats": rt.stats.read(crawl_id)}
+        try:
+            enqueue.publish_callback(rt, spec, payload, f"{crawl_id}.done.{uuid.uuid4().hex[:12]}")
+            sent += 1
+        except Exception as exc:  # noqa: BLE001 - put back: the next look sends it
+            rt.callbacks.await_done(crawl_id, spec)
+            log.error("on_done callback %s for crawl %s not sent: %s", spec["task"], crawl_id, exc)
+    return sent
+
+
 def _tell(rt: StoreDeps, entry: StoreEntry, reason: str, description: str) -> None:
     """The error handler hears of a record given up; its follow-ups go through the gate."""
     if rt.program.error_handler is None:
@@ -235,6 +273,14 @@ class _Settled:
         self.delayed: list[tuple[float, bytes]] = []
         #: Records given up, for the error handler: token -> (entry, reason, description).
         self.failures: dict[str, tuple[StoreEntry, str, str]] = {}
+        #: Page callbacks of records written, per crawl: token -> (callback, payload).
+        self.callbacks: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def stored(self, entry: StoreEntry) -> None:
+        """``entry``'s record is written: its page callback, if it has one, is due."""
+        if entry.notify is not None:
+            self.callbacks.setdefault(entry.crawl_id, {})[entry.token] = {
+                "callback": entry.notify["on_page"], "page": page_summary(entry)}
 
     def add(self, entry: StoreEntry, how: str, counts: dict[str, int], *, letter: bytes = b"",
             failure: tuple[str, str] | None = None) -> None:
@@ -250,10 +296,16 @@ class _Settled:
     def apply(self, rt: StoreDeps) -> None:
         rt.dead_letters.add(*self.letters.values())
         rt.store_queue.delay(self.delayed)
+        # Staged before the tokens settle: a worker dying after the settlement leaves them
+        # for the next delivery of this batch, which sends them.
+        left = {crawl_id: rt.callbacks.stage(crawl_id, due) for crawl_id, due in self.callbacks.items()}
         settled_now: set[str] = set()
         for crawl_id, settlements in self.by_crawl.items():
             live = rt.gate.settle(crawl_id, settlements)
             settled_now.update(s.token for s, was_live in zip(settlements, live) if was_live)
+        for crawl_id, due in self.callbacks.items():
+            _call_back(rt, crawl_id, {t: c for t, c in due.items() if t in settled_now or t in left[crawl_id]})
+            rt.callbacks.take(crawl_id, list(due))
         for token, letter in self.letters.items():
             if token not in settled_now:  # settled by an earlier delivery of the same entry
                 rt.dead_letters.remove(letter)
@@ -291,6 +343,7 @@ class Flusher:
         q, s = self.rt.store_queue, self.rt.settings
         if now or time.monotonic() >= self._next_tick:
             q.tick()
+            call_back_done(self.rt)
             self._next_tick = time.monotonic() + self.TICK_S
         raw = q.take(self.consumer, s.store_batch, s.store_flush_s, s.store_lease_s, now=now,
                      max_bytes=s.store_batch_bytes)

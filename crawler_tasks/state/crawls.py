@@ -126,6 +126,7 @@ class Crawls:
             removed += int(self.client.unlink(*batch))
         self.client.srem(self.keys.crawls(), crawl_id)
         self.client.hdel(self.keys.stats_flushed(), crawl_id)
+        self.client.hdel(self.keys.done_callbacks(), crawl_id)
         self._cache.pop(crawl_id, None)
         return removed
 

@@ -95,6 +95,16 @@ class Keys:
         """SET of task ids queued, running or waiting on a retry for one crawl."""
         return self._crawl(crawl_id, "outstanding")
 
+    def callbacks(self, crawl_id: str) -> str:
+        """HASH record token -> the page callback (JSON) staged before its record settles, taken
+        once it is sent (a worker that died in between leaves it for the next delivery)."""
+        return self._crawl(crawl_id, "callbacks")
+
+    def done_callbacks(self) -> str:
+        """HASH crawl id -> its ``on_done`` callback (JSON), until a worker finds it drained and
+        takes it to send."""
+        return f"{self.prefix}:on_done"
+
     def deliveries(self, crawl_id: str) -> str:
         """HASH task id -> times its message came back after a lost worker."""
         return self._crawl(crawl_id, "deliveries")

@@ -67,6 +67,8 @@ class StoreEntry:
     record: PageRecord
     #: Failed writes so far.
     attempts: int = 0
+    #: The callback to tell once the record is stored (the request's ``notify``), if any.
+    notify: dict[str, Any] | None = None
 
     def encode(self, *, compress: bool = False) -> bytes:
         """The entry as stored: JSON; with ``compress``, zlib-compressed above
@@ -82,8 +84,11 @@ class StoreEntry:
         return codec.encode(self._head(record), compress=compress)
 
     def _head(self, record: dict[str, Any]) -> dict[str, Any]:
-        return {"t": self.token, "c": self.crawl_id, "s": masked(self.store), "a": self.attempts,
+        head = {"t": self.token, "c": self.crawl_id, "s": masked(self.store), "a": self.attempts,
                 "r": record}
+        if self.notify is not None:
+            head["n"] = self.notify
+        return head
 
     def _streamed(self, record: dict[str, Any], tail: str) -> bytes:
         """The head, with ``record[tail]`` as the codec's text tail (and its name in ``tail``)."""
@@ -100,7 +105,7 @@ class StoreEntry:
         head, body, size = codec.decode_with_tail(raw)
         if body is not None:
             head["r"][head.pop("tail")] = body
-        entry = cls(head["t"], head["c"], head["s"], PageRecord.from_dict(head["r"]), head["a"])
+        entry = cls(head["t"], head["c"], head["s"], PageRecord.from_dict(head["r"]), head["a"], head.get("n"))
         return entry, size
 
     def failed_again(self) -> StoreEntry:

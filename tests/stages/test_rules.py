@@ -94,7 +94,7 @@ def test_pipelines_run_in_order_and_count_drops_per_reason():
         [{"price": "1.5"}, {"price": None}, {"price": "2"}],
         (Pipeline("a.first", 100, first), Pipeline("a.second", 200, second)), p)
     assert kept == [{"price": 1.5, "checked": True}, {"price": 2.0, "checked": True}]
-    assert counts == {"items/dropped/no_price": 1, "items": 2}
+    assert counts == {"items/dropped/no_price": 1, "items/kept": 2}
     assert failed is None
     assert seen == ["first", "second", "first", "first", "second"]
 
@@ -108,7 +108,7 @@ def test_a_pipeline_that_raises_drops_the_item_and_says_why():
     p, _ = page()
     kept, counts, failed = run_pipelines([{"bad": 1}, {"ok": 1}], (Pipeline("a.bug", 0, bug),), p)
     assert kept == [{"ok": 1}]
-    assert counts == {"plugin/failed/pipeline": 1, "items/dropped/pipeline_failed": 1, "items": 1}
+    assert counts == {"plugin/failed/pipeline": 1, "items/dropped/pipeline_failed": 1, "items/kept": 1}
     assert failed == ("RuntimeError", "item pipeline a.bug failed: RuntimeError: boom")
 
 

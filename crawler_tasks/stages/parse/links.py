@@ -15,7 +15,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 from ...core.errors import InvalidURL
 from ...core.limits import Limits
 from ...core.lru import memoize
-from ...core.models import CrawlRequest
+from ...core.models import CrawlRequest, inherited_notify
 from ...core.urls import SCHEMES, URL_CACHE_BYTES, url_length
 
 
@@ -79,13 +79,14 @@ def follow(req: CrawlRequest, links: list[str], limits: Limits,
     if limits.max_depth and depth > limits.max_depth:
         return [], 0
     meta = _inherited_meta(req)
+    notify = inherited_notify(req)
     out: list[CrawlRequest] = []
     too_long = 0
     for link in links:
         if not limits.allows(link, origin=req.url):
             continue
         try:
-            child = CrawlRequest(url=link, depth=depth, crawl_id=req.crawl_id, meta=meta)
+            child = CrawlRequest(url=link, depth=depth, crawl_id=req.crawl_id, meta=meta, notify=notify)
         except InvalidURL:
             continue
         if max_url_length and len(child.url) > max_url_length:  # percent-encoding made it longer
