@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 __all__ = ["app", "submit", "CrawlRequest", "PageRecord", "errors", "rule", "Request", "Page", "DropItem",
-           "DropRequest", "RetryRequest"]
+           "DropRequest", "RetryRequest", "crawl_page"]
 __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -45,6 +45,10 @@ def __getattr__(name: str) -> Any:
         from .core import errors
 
         return getattr(errors, name)
+    if name == "crawl_page":
+        from .service.tasks import crawl_page
+
+        return crawl_page
     if name == "errors":
         from .core import errors
 

@@ -27,9 +27,9 @@ NOTES = f"{REDIS}/{FAULT_DB}"
 class Receiver:
     """``celery -A tests.programs.receiver worker -Q crawl.callbacks``: the other app."""
 
-    def __init__(self, broker: str, log: Path) -> None:
-        self.notes = redis.Redis.from_url(NOTES)
-        env = {"RECEIVER_BROKER": broker, "RECEIVER_REDIS": NOTES, "PATH": str(Path(sys.executable).parent)}
+    def __init__(self, broker: str, log: Path, notes: str = NOTES) -> None:
+        self.notes = redis.Redis.from_url(notes)
+        env = {"RECEIVER_BROKER": broker, "RECEIVER_REDIS": notes, "PATH": str(Path(sys.executable).parent)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "tests.programs.receiver", "worker", "-Q", "crawl.callbacks",
              "-P", "threads", "-c", "2", "--without-mingle", "--without-gossip", "-l", "INFO"],

@@ -29,6 +29,8 @@ SEED_QUEUE = "crawl.seed"
 CALLBACK_QUEUE = "crawl.callbacks"
 
 FETCH_TASK = "crawl.fetch"
+#: One page on demand, returning its summary (for Celery's canvas).
+PAGE_TASK = "crawl.page"
 PARSE_TASK = "crawl.parse"
 STORE_TASK = "crawl.store"
 SUBMIT_TASK = "crawl.submit"
@@ -48,7 +50,7 @@ TRACKED_HEADER = "crawler_tracked"
 #: while a long-lived producer still believes them declared.
 ROUTES = {
     task: {"queue": queue}
-    for task, queue in ((FETCH_TASK, FETCH_QUEUE), (PARSE_TASK, PARSE_QUEUE),
+    for task, queue in ((FETCH_TASK, FETCH_QUEUE), (PAGE_TASK, FETCH_QUEUE), (PARSE_TASK, PARSE_QUEUE),
                         (STORE_TASK, STORE_QUEUE), (SUBMIT_TASK, SEED_QUEUE),
                         (FEED_TASK, SEED_QUEUE), (STATS_TASK, SEED_QUEUE))
 }

@@ -173,6 +173,10 @@ SPECS: tuple[Spec, ...] = (
          "Dotted path of a function called with every failure (download, middleware, rule, "
          "pipeline, store) after the crawler recorded and counted it; it may return "
          "follow-up requests. Empty: none."),
+    Spec("CRAWLER_RESULT_BACKEND", "result_backend", str, "",
+         "Celery result backend URL (`redis://...`) where `crawl.page` keeps its results, for "
+         "an app that waits on them (`group(...).get()`, `chord`); empty: none (chains need "
+         "none). The crawl's other tasks keep no results."),
     Spec("CRAWLER_MAX_ITEMS_PER_PAGE", "max_items_per_page", int, 1000,
          "Items kept from one page; the rest are counted (`items/over_cap`), not stored."),
     Spec("CRAWLER_STATS_FLUSH_S", "stats_flush_s", _number, 30.0,
@@ -388,6 +392,7 @@ class Settings:
     item_pipelines: tuple[str, ...] = _DEFAULTS["item_pipelines"]
     middlewares: tuple[str, ...] = _DEFAULTS["middlewares"]
     error_handler: str = _DEFAULTS["error_handler"]
+    result_backend: str = dataclasses.field(default=_DEFAULTS["result_backend"], repr=False)
     max_items_per_page: int = _DEFAULTS["max_items_per_page"]
     max_url_length: int = _DEFAULTS["max_url_length"]
     max_idle_connections: int = _DEFAULTS["max_idle_connections"]

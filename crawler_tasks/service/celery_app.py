@@ -59,7 +59,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_serializer": "json",
         "accept_content": ["json"],
         "result_accept_content": ["json"],
-        "task_ignore_result": True,
+        "task_ignore_result": True,  # crawl.page keeps its result, when there is a backend
+        "result_backend": settings.result_backend or None,
         "task_queues": routing.queues(),
         "task_default_queue": routing.FETCH_QUEUE,
         "task_routes": routing.ROUTES,

@@ -44,10 +44,10 @@ from kombu.exceptions import OperationalError
 
 from ..core import counters, routing
 from ..core.errors import BadInput, BrokerUnavailable, ClaimMissing, QueueFull, StateUnavailable, StoreUnavailable
-from ..core.models import CrawlRequest
-from ..core.policy import Retry, backoff
+from ..core.models import CrawlRequest, PageRecord
+from ..core.policy import Defer, Retry, backoff
 from ..core.urls import host_of
-from ..stages import enqueue, feeds, fetch, parse, seed, store
+from ..stages import enqueue, feeds, fetch, page, parse, seed, store
 from ..stages.runtime import Runtime, current
 from ..state.gate import Adoption
 
@@ -205,6 +205,51 @@ def fetch_page(self: Task, request: dict[str, Any]) -> None:
     if isinstance(outcome, Retry):
         prio = routing.broker_priority(outcome.request.priority, redis=rt.settings.broker_is_redis)
         _resend(self, args=[outcome.request.to_dict()], countdown=outcome.countdown, priority=prio)
+
+
+class PageTask(CrawlTask):
+    """``crawl.page`` retries itself while its host makes it wait: no bound of Celery's own
+    (the fetch's retries are bounded by ``CRAWLER_MAX_RETRIES`` as for any fetch)."""
+
+    max_retries = None  # type: ignore[assignment]
+
+
+@shared_task(name=routing.PAGE_TASK, bind=True, base=PageTask, ignore_result=False)
+@_shaped
+def crawl_page(self: Task, url: str | dict[str, Any], crawl_id: str | None = None, dont_filter: bool = False,
+               priority: int = 0, meta: dict[str, Any] | None = None,
+               request: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Crawl one page now and return its summary: through the gate (unless ``dont_filter``),
+    robots.txt, politeness, middlewares, rules and pipelines, written to its crawl's store.
+    For Celery's canvas: ``chain(crawl_page.s(url), myapp.handle.s())``."""
+    try:
+        req = CrawlRequest.from_dict(request) if request is not None else seed.build_requests(
+            url, crawl_id=crawl_id, dont_filter=dont_filter, priority=priority, meta=meta)[0]
+    except BadInput as exc:
+        log.error("crawl.page: refused: %s", exc)
+        return {"url": str(url)[:500], "error": str(exc), "stored": False}
+    rt = current(self.app)
+    task_id = self.request.id
+
+    def step() -> Any:
+        if not page.track(rt, req, task_id):
+            return page.summary(rt, req, None, duplicate=True)
+        return fetch.fetch_page(rt, req, task_id, inline=True)
+
+    outcome = _run(rt, req.url, step)
+    if isinstance(outcome, dict):
+        return outcome
+    if isinstance(outcome, Retry):
+        _resend(self, args=[req.url], kwargs={"request": outcome.request.to_dict()}, countdown=outcome.countdown)
+    if isinstance(outcome, Defer):  # its host is busy: this task waits, not a message in Redis
+        _resend(self, args=[req.url], kwargs={"request": req.to_dict()},
+                countdown=min(max(outcome.until - time.time(), 0.05), 30.0))
+    try:
+        page.wait_stored(rt, req, task_id, timeout=max(60.0, rt.settings.store_flush_s * 10))
+    except page.StoreTooSlow as exc:
+        log.warning("crawl.page: %s; waiting again", exc)
+        _resend(self, args=[req.url], kwargs={"request": req.to_dict()}, countdown=5.0)
+    return page.summary(rt, req, outcome if isinstance(outcome, PageRecord) else None)
 
 
 @shared_task(name=routing.PARSE_TASK, bind=True, base=CrawlTask)

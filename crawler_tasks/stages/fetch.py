@@ -49,24 +49,28 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str) -> Retry | None:
+def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *,
+               inline: bool = False) -> Retry | Defer | PageRecord | None:
     """Fetch ``req`` as task ``task_id``; a returned Retry tells the task to re-send it.
 
     Before the download, robots.txt and the host limiter have their say (a
     disallowed URL is skipped, a busy host makes the fetch wait in Redis);
     after it, the host's slot is freed with what the response told about it.
+    ``inline`` (``crawl.page``, which must answer for its own page): a fetch that
+    must wait comes back as its Defer instead of waiting in Redis, and a page
+    handed on comes back as its record.
     """
     s = rt.settings
     robots = rt.robots.check(req, task_id) if s.robotstxt_obey else ALLOW
     if robots.wait_until is not None or not robots.allowed:
         refused = before_fetch(req, robots, None)
         assert refused is not None  # robots.txt not known yet, or disallowed: never "go"
-        return apply(rt, req, task_id, refused)
+        return apply(rt, req, task_id, refused, inline=inline)
     host = host_key(req.url)
     slot = rt.hosts.acquire(host, task_id, crawl_delay=robots.crawl_delay)
     early = before_fetch(req, robots, slot)
     if early is not None:
-        return apply(rt, req, task_id, early)
+        return apply(rt, req, task_id, early, inline=inline)
     result: Download | FetchError | None = None
     release = SlotRelease(rt, host, task_id, robots.crawl_delay, slot.proxy)
     # A large body keeps its slot until its record is in the store queue (the finally).
@@ -80,7 +84,7 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str) -> Retry | None:
             chain = rt.program.middlewares_for(limits.plugins)
             step = middleware.before_download(chain, req, limits)
             if not isinstance(step, Go):
-                return apply(rt, req, task_id, step, release=release, limits=limits)
+                return apply(rt, req, task_id, step, release=release, limits=limits, inline=inline)
             go, req = step, step.request
         pool_proxy = None if go.proxy else slot.proxy  # a middleware's own proxy is not the pool's
         before = store.previous(rt, req)
@@ -107,7 +111,7 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str) -> Retry | None:
             if outcome is None:
                 outcome = decide(req, result, s, limits, previous=before)
         shown = middleware.shown_proxy(go.proxy) if go.proxy else rt.proxies.shown(slot.proxy)
-        return apply(rt, req, task_id, _via(outcome, shown), release=release, limits=limits)
+        return apply(rt, req, task_id, _via(outcome, shown), release=release, limits=limits, inline=inline)
     finally:
         release.now()  # when the outcome did not take it into its last round trip
         permit.release()
@@ -162,16 +166,19 @@ def _via(outcome: Outcome, proxy: str | None) -> Outcome:
 
 
 def apply(rt: FetchDeps, req: CrawlRequest, task_id: str, outcome: Outcome, *,
-          release: SlotRelease | None = None, limits: Limits | None = None) -> Retry | None:
+          release: SlotRelease | None = None, limits: Limits | None = None,
+          inline: bool = False) -> Retry | Defer | PageRecord | None:
     """Carry out ``outcome`` of task ``task_id``; a Retry goes back to the task layer.
 
     ``release`` (the download's host slot) joins the page's last round trip when the
     outcome ends the task here. ``limits``: the crawl's, when the caller resolved them
-    (looked up here otherwise).
+    (looked up here otherwise). ``inline``: see :func:`fetch_page`.
     """
     if isinstance(outcome, Retry):
         log.info("retry %s of %s: %s", outcome.request.retries, req.url, outcome.reason)
         rt.gate.count_once(req.crawl_id, task_id, f"retry:{outcome.request.retries}", outcome.counts)
+        return outcome
+    if isinstance(outcome, Defer) and inline:
         return outcome
     if isinstance(outcome, Defer):
         # Not a retry: the same task id (still outstanding in its crawl) waits in Redis
@@ -202,7 +209,8 @@ def apply(rt: FetchDeps, req: CrawlRequest, task_id: str, outcome: Outcome, *,
     elif isinstance(outcome, Skip):
         log.warning("skipped %s: %s", req.url, outcome.record.description)
         hand_on(rt, req, task_id, outcome.record, None, outcome.counts, release=release, limits=limits)
-    return None
+    record = getattr(outcome, "record", None)
+    return record if inline else None
 
 
 def hand_on(rt: FetchDeps, req: CrawlRequest, task_id: str, record: PageRecord,

@@ -178,6 +178,10 @@ class Gate:
         if own:
             pipe.execute()
 
+    def pending(self, crawl_id: str, ids: Sequence[str]) -> list[bool]:
+        """Whether each of ``ids`` is still in the crawl's outstanding set."""
+        return [bool(x) for x in self.client.smismember(self.keys.outstanding(crawl_id), list(ids))]
+
     def redelivered(self, crawl_id: str, task_id: str) -> int:
         """Count one more delivery of a message whose worker died or stopped under it;
         how many so far (kept as long as replay marks)."""
