@@ -50,7 +50,7 @@ def test_a_chain_hands_the_page_summary_to_another_apps_task(canvas, site):
     receiver.wait(lambda: receiver.pages(tag))
     assert receiver.pages(tag) == {url: 1}
     summary = json.loads(receiver.notes.lindex(f"receiver:{tag}:summaries", 0))
-    assert summary["status"] == 200 and summary["stored"] and not summary["duplicate"]
+    assert summary["status"] == 200 and summary["written"] and not summary["duplicate"]
     assert summary["rule"] == "tests.programs.faulty.items"  # the rules ran
     assert summary["items"] == [{"n": 1}, {"n": 2, "explode": True}]
     record = open_store(settings.store).get(summary["fingerprint"])  # written before the chain went on
@@ -67,7 +67,7 @@ def test_a_group_returns_each_pages_summary_and_the_gate_still_applies(canvas, s
     assert [r["status"] for r in results[:3]] == [200, 200, 200]
     # The same URL twice in one crawl: fetched once, the other answer says so.
     assert sorted(r["duplicate"] for r in (results[0], results[3])) == [False, True]
-    assert all(r["stored"] for r in results if not r["duplicate"])
+    assert all(r["written"] for r in results if not r["duplicate"])
     again = app.signature("crawl.page", args=[urls[1]], kwargs={"crawl_id": crawl_id, "dont_filter": True}
                           ).apply_async().get(timeout=60)
     assert again["duplicate"] is False and again["status"] == 200  # dont_filter: fetched again
@@ -84,6 +84,6 @@ def test_a_chord_gets_every_summary_once_all_pages_are_stored(canvas, site):
     receiver.wait(lambda: receiver.done(tag))
     [summaries] = receiver.done(tag)
     assert sorted(s["url"] for s in summaries) == sorted(urls)
-    assert all(s["status"] == 200 and s["stored"] for s in summaries)
+    assert all(s["status"] == 200 and s["written"] for s in summaries)
     time.sleep(0.5)
     assert len(receiver.done(tag)) == 1

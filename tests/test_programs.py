@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -283,3 +284,57 @@ def test_a_failing_error_handler_is_counted_and_changes_nothing_else(site, tmp_p
     crawl_id = crawl_id_of(done)
     stats = json.loads(run("stats", "--crawl-id", crawl_id, "--json").stdout)["crawls"][crawl_id]
     assert stats["plugin/failed/error_handler"] == 1 and stats["failures"] == 1 and stats["stored"] == 1
+
+
+def shell_block(doc: str, marker: str) -> list[str]:
+    """The lines of the ``sh`` code block of ``doc`` that holds ``marker``."""
+    for block in re.findall(r"```sh\n(.*?)```", doc, re.S):
+        if marker in block:
+            return [line.strip() for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    raise AssertionError(f"no sh block with {marker!r}")
+
+
+def test_the_cluster_walkthrough_with_a_callback_into_the_shop_app_runs_as_written(shop_dir: Path):
+    """docs/programming.md's cluster commands, line by line (the port and the Redis database
+    differ): celery workers of both apps in the background, then crawler-tasks submit."""
+    lines = shell_block((ROOT / "docs" / "programming.md").read_text(), "celery -A shop_app worker")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    shell = env()
+    shell = {k: v for k, v in shell.items() if not k.startswith("CRAWLER_") and k != "PYTHONPATH"}
+    procs: list[subprocess.Popen] = []
+    (shop_dir / "pages.jsonl").unlink(missing_ok=True)
+    try:
+        for line in lines:
+            line = line.replace("8765", str(port)).replace("redis://127.0.0.1:6379/0", f"{REDIS}/{PROGRAM_DB}")
+            line = line.replace("$PWD", str(shop_dir))
+            if line.startswith("cd "):
+                continue  # the copy of examples/shop is where every command runs
+            if line.startswith("export "):
+                shell.update(part.split("=", 1) for part in shlex.split(line)[1:])
+            elif line.endswith("&"):
+                procs.append(subprocess.Popen(shlex.split(line[:-1]), cwd=shop_dir, env=shell,
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                time.sleep(1.0 if "shop_site" in line else 0)
+            else:
+                done = subprocess.run(shlex.split(line), cwd=shop_dir, env=shell, capture_output=True, text=True,
+                                      timeout=120)
+                assert done.returncode == 0, done.stderr
+                assert "enqueued 1 of 1 URL(s)" in done.stdout
+        deadline = time.monotonic() + 90
+        told: list[dict] = []
+        while len(told) < 15:
+            assert time.monotonic() < deadline, f"{len(told)} page callbacks arrived"
+            time.sleep(0.3)
+            path = shop_dir / "pages.jsonl"
+            told = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        time.sleep(1.0)  # a duplicate would come about now
+        told = [json.loads(line) for line in (shop_dir / "pages.jsonl").read_text().splitlines()]
+        assert len(told) == len({t["url"] for t in told}) == 15
+        assert sum(t["items"] for t in told) == 10 and {t["crawl_id"] for t in told} == {"shop"}
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(60)

@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--crawl-id", default=None)
     s.add_argument("--dont-filter", action="store_true", help="bypass the gate (recrawl)")
     _plugins_option(s, "the workers must have them in CRAWLER_PLUGINS")
+    s.add_argument("--on-page", default=None, metavar="TASK",
+                   help="task of another app told of each stored page of these seeds (queue crawl.callbacks)")
+    s.add_argument("--on-page-follow", action="store_true",
+                   help="--on-page is told of the pages found from the seeds too")
+    s.add_argument("--on-done", default=None, metavar="TASK", help="task told when the crawl drains")
 
     e = sub.add_parser("export", help="write stored records as JSON lines to stdout")
     e.add_argument("--store", default=None, help="store URI (default: CRAWLER_STORE)")

@@ -11,7 +11,7 @@ from ..core.program import parse_plugins
 from ..core.settings import Settings
 from ..service.celery_app import create_app
 from ..stages.runtime import current
-from ..stages.seed import build_requests, parse_seed_line, submit_requests
+from ..stages.seed import build_requests, parse_seed_line, submit_to
 from ..state.connection import check_broker
 
 
@@ -39,11 +39,16 @@ def _read_seeds(args: argparse.Namespace) -> list[Any]:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
-    requests = build_requests(_read_seeds(args), priority=args.priority, crawl_id=args.crawl_id,
+    if args.on_page_follow and not args.on_page:
+        raise BadInput("--on-page-follow: needs --on-page")
+    seeds = _read_seeds(args)
+    plugins = parse_plugins(args.plugins or "", "--plugins")
+    requests = build_requests(seeds, priority=args.priority, crawl_id=args.crawl_id,
                               dont_filter=args.dont_filter, max_url_length=settings.max_url_length)
     check_broker(settings.broker_url)
-    plugins = parse_plugins(args.plugins or "", "--plugins")
-    accepted = submit_requests(current(create_app(settings)), requests, plugins=plugins)
+    accepted = submit_to(current(create_app(settings)), seeds, priority=args.priority, crawl_id=args.crawl_id,
+                         dont_filter=args.dont_filter, plugins=plugins, on_page=args.on_page,
+                         on_page_follow=args.on_page_follow, on_done=args.on_done)
     print(f"enqueued {accepted} of {len(requests)} URL(s) "
           f"({len(requests) - accepted} already seen)")
     return 0

@@ -23,13 +23,10 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .errors import BadInput, PluginError
 from .models import CrawlRequest, inherited_notify
-
-if TYPE_CHECKING:
-    from .settings import Settings
 
 #: What a rule may return: nothing, one item or request, or an iterable of them.
 RuleResult = Any
@@ -261,7 +258,21 @@ def load_program(plugins: tuple[str, ...], pipelines: tuple[str, ...] = (),
     return Program(plugins, RULES.of(plugins), loaded, chain, handler, error_handler)
 
 
-def program_of(settings: Settings) -> Program:
+class ProgramSettings(Protocol):
+    """The settings :func:`program_of` reads (:class:`~crawler_tasks.core.settings.Settings`
+    has them; this module is below settings, which parses its lists with it)."""
+
+    @property
+    def plugins(self) -> tuple[str, ...]: ...
+    @property
+    def item_pipelines(self) -> tuple[str, ...]: ...
+    @property
+    def middlewares(self) -> tuple[str, ...]: ...
+    @property
+    def error_handler(self) -> str: ...
+
+
+def program_of(settings: ProgramSettings) -> Program:
     """:func:`load_program` of ``CRAWLER_PLUGINS``, ``CRAWLER_ITEM_PIPELINES``,
     ``CRAWLER_MIDDLEWARES`` and ``CRAWLER_ERROR_HANDLER``."""
     return load_program(settings.plugins, settings.item_pipelines, settings.middlewares,

@@ -227,7 +227,7 @@ def crawl_page(self: Task, url: str | dict[str, Any], crawl_id: str | None = Non
             url, crawl_id=crawl_id, dont_filter=dont_filter, priority=priority, meta=meta)[0]
     except BadInput as exc:
         log.error("crawl.page: refused: %s", exc)
-        return {"url": str(url)[:500], "error": str(exc), "stored": False}
+        return {"url": str(url)[:500], "error": str(exc), "written": False}
     rt = current(self.app)
     task_id = self.request.id
 

@@ -66,7 +66,7 @@ def summary(rt: FetchDeps, req: CrawlRequest, record: PageRecord | None, *, dupl
         stored = None
     r = stored or record
     return {"url": req.url, "fingerprint": req.fingerprint, "crawl_id": req.crawl_id, "store": masked(store),
-            "duplicate": duplicate, "stored": r is not None,
+            "duplicate": duplicate, "written": r is not None,
             "status": r.status if r else None, "depth": r.depth if r else req.depth,
             "title": r.title if r else None, "description": r.description if r else None,
             "redirect_to": r.redirect_to if r else None, "rule": r.rule if r else None,
