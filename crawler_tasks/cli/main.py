@@ -1,4 +1,4 @@
-"""``crawler-tasks``: crawl, demo, submit, export, stats, seeds, dead-letters, replay-dead, purge.
+"""``crawler-tasks``: crawl, demo, submit, export, stats, seeds, dead-letters, replay-dead, purge, metrics.
 
 Every error a user can cause ends as one line on stderr and a non-zero exit:
 2 bad input, 3 broker or Redis unreachable, 1 any other crawler error,
@@ -20,6 +20,7 @@ from .common import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_UNAVAILAB
 from .crawl import cmd_crawl, cmd_demo
 from .dead_letters import cmd_dead_letters, cmd_replay_dead
 from .export import cmd_export
+from .metrics import cmd_metrics
 from .purge import cmd_purge
 from .seeds import cmd_seeds
 from .stats import cmd_stats
@@ -84,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
                                      "records stay in their store)")
     g.add_argument("--crawl-id", required=True)
     g.add_argument("--force", action="store_true", help="purge even with tasks outstanding")
+
+    m = sub.add_parser("metrics", help="serve Prometheus metrics of every crawl, read from Redis")
+    m.add_argument("--port", type=int, default=9808, help="port to listen on (default 9808)")
+    m.add_argument("--address", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    m.add_argument("--top-hosts", type=int, default=10, help="hosts labelled in the host metrics (default 10)")
     return p
 
 
@@ -142,7 +148,8 @@ def _fail(message: object, code: int) -> int:
 
 COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,
             "export": cmd_export, "stats": cmd_stats, "seeds": cmd_seeds,
-            "dead-letters": cmd_dead_letters, "replay-dead": cmd_replay_dead, "purge": cmd_purge}
+            "dead-letters": cmd_dead_letters, "replay-dead": cmd_replay_dead, "purge": cmd_purge,
+            "metrics": cmd_metrics}
 
 
 if __name__ == "__main__":

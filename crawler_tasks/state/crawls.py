@@ -9,7 +9,7 @@ running or countdown-waiting task always keeps the crawl open.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import redis
 
@@ -86,6 +86,14 @@ class Crawls:
             pipe.sismember(self.keys.crawls(), crawl_id)
             outstanding, known = pipe.execute()
         return int(outstanding), bool(known)
+
+    def outstanding_many(self, crawl_ids: Sequence[str]) -> dict[str, int]:
+        """:meth:`outstanding` of each of ``crawl_ids``, in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for crawl_id in crawl_ids:
+                pipe.scard(self.keys.outstanding(crawl_id))
+            counts = pipe.execute()
+        return {cid: int(n) for cid, n in zip(crawl_ids, counts)}
 
     def ping(self) -> None:
         """Raise a :class:`redis.RedisError` unless the state Redis answers."""

@@ -27,6 +27,10 @@ class DeadLetters:
         """Drop one copy of ``letter``."""
         self.client.lrem(self.keys.dead_letters(), 1, letter)
 
+    def count(self) -> int:
+        """How many letters wait."""
+        return int(self.client.llen(self.keys.dead_letters()))
+
     def all(self) -> list[bytes]:
         """Every letter, newest first."""
         return self.client.lrange(self.keys.dead_letters(), 0, -1)

@@ -43,6 +43,14 @@ class Stats:
                 total.update({k.decode(): int(v) for k, v in raw.items()})
         return dict(sorted(total.items()))
 
+    def read_many(self, crawl_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Counters of each of ``crawl_ids``, in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for crawl_id in crawl_ids:
+                pipe.hgetall(self.keys.stats(crawl_id))
+            raw = pipe.execute()
+        return {cid: {k.decode(): int(v) for k, v in sorted(r.items())} for cid, r in zip(crawl_ids, raw)}
+
     def flushed(self, crawl_ids: Sequence[str]) -> dict[str, bytes | None]:
         """Each crawl's counters as last written to its store's statistics (the digest
         :meth:`mark_flushed` kept), None where never; one round trip ({} for no crawl)."""

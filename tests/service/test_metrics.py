@@ -1,0 +1,93 @@
+"""``crawler-tasks metrics``: the Prometheus exporter, scraped over HTTP after a real crawl and
+parsed with prometheus-client's own parser; its figures are what ``crawler-tasks stats`` says."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ..conftest import token
+
+
+@pytest.fixture
+def exporter(settings) -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, **settings.to_env()}
+    proc = subprocess.Popen([sys.executable, "-m", "crawler_tasks.cli.main", "metrics", "--port", str(port)],
+                            env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().startswith(f"serving Prometheus metrics on http://127.0.0.1:{port}/metrics")
+        yield f"http://127.0.0.1:{port}/metrics"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def stats_json(settings, crawl_id: str) -> dict:
+    env = {**os.environ, **settings.to_env()}
+    done = subprocess.run([sys.executable, "-m", "crawler_tasks.cli.main", "stats", "--json", "--crawl-id", crawl_id],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_exporter_shows_what_stats_shows(crawl, site, settings, exporter):
+    t = token()
+    crawl([f"{site.url}/tree/{t}/0?size=12", f"{site.url}/broken/{t}", f"{site.url}/redirect/{t}/1"],
+          meta={"max_retry_times": 0})
+    crawl_id = crawl.crawl_id  # type: ignore[attr-defined]
+    report = stats_json(settings, crawl_id)
+    mine = report["crawls"][crawl_id]
+    got = scrape(exporter)
+
+    def value(name: str, **labels: str) -> float:
+        return got[(name, tuple(sorted({"crawl": crawl_id, **labels}.items())))]
+
+    twos = sum(n for k, n in mine.items() if k.startswith("status/2"))
+    assert value("crawler_pages_total", status_class="2xx") == twos == 13
+    assert value("crawler_pages_total", status_class="3xx") == sum(
+        n for k, n in mine.items() if k.startswith("status/3")) == 1
+    assert value("crawler_pages_total", status_class="5xx") == mine["status/500"] == 1
+    assert value("crawler_stored_total") == mine["stored"] == 15
+    assert value("crawler_redirects_total") == mine["redirects"] == 1
+    assert value("crawler_failures_total", reason="http_500") == mine["retry/max_reached/http_500"] == 1
+    assert value("crawler_bytes_total", direction="in") == mine["total_response_size"]
+    assert value("crawler_bytes_total", direction="out") == mine["total_request_size"]
+    assert value("crawler_outstanding") == mine["in_flight"] == 0
+    assert value("crawler_crawl_state", state="drained") == 1
+    assert value("crawler_gate_items") == mine["gate"]["items"] == 15
+    assert value("crawler_gate_bytes") == mine["gate"]["bytes"]
+    assert got[("crawler_dead_letters", ())] == 0
+    bands = {dict(labels)["band"] for (name, labels) in got if name == "crawler_queue_depth"}
+    assert bands == {str(b) for b in range(10)}
+    assert got[("crawler_scrape_seconds", ())] < 5
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(settings):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        env = {**os.environ, **settings.to_env()}
+        done = subprocess.run([sys.executable, "-m", "crawler_tasks.cli.main", "metrics", "--port", str(port)],
+                              env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"crawler-tasks: error: cannot listen on 127.0.0.1:{port}: Address already in use"]
