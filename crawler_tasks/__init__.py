@@ -13,7 +13,8 @@ import logging
 from typing import Any
 
 __all__ = ["app", "submit", "CrawlRequest", "PageRecord", "errors", "rule", "Request", "Page", "DropItem",
-           "DropRequest", "RetryRequest", "crawl_page"]
+           "DropRequest", "RetryRequest", "crawl_page",
+           "list_crawls"]
 __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -45,6 +46,10 @@ def __getattr__(name: str) -> Any:
         from .core import errors
 
         return getattr(errors, name)
+    if name == "list_crawls":
+        from .service.control import list_crawls
+
+        return list_crawls
     if name == "crawl_page":
         from .service.tasks import crawl_page
 

@@ -1,4 +1,5 @@
-"""``crawler-tasks``: crawl, demo, submit, export, stats, seeds, dead-letters, replay-dead, purge, metrics.
+"""``crawler-tasks``: crawl, demo, submit, export, stats, seeds, dead-letters, replay-dead, purge,
+crawls, metrics.
 
 Every error a user can cause ends as one line on stderr and a non-zero exit:
 2 bad input, 3 broker or Redis unreachable, 1 any other crawler error,
@@ -18,6 +19,7 @@ import redis
 from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, QueueFull
 from .common import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_UNAVAILABLE
 from .crawl import cmd_crawl, cmd_demo
+from .crawls import cmd_crawls
 from .dead_letters import cmd_dead_letters, cmd_replay_dead
 from .export import cmd_export
 from .metrics import cmd_metrics
@@ -86,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--crawl-id", required=True)
     g.add_argument("--force", action="store_true", help="purge even with tasks outstanding")
 
+    w = sub.add_parser("crawls", help="every crawl: state, started and finished times, counters")
+    w.add_argument("--json", action="store_true")
+
     m = sub.add_parser("metrics", help="serve Prometheus metrics of every crawl, read from Redis")
     m.add_argument("--port", type=int, default=9808, help="port to listen on (default 9808)")
     m.add_argument("--address", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -149,7 +154,7 @@ def _fail(message: object, code: int) -> int:
 COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,
             "export": cmd_export, "stats": cmd_stats, "seeds": cmd_seeds,
             "dead-letters": cmd_dead_letters, "replay-dead": cmd_replay_dead, "purge": cmd_purge,
-            "metrics": cmd_metrics}
+            "metrics": cmd_metrics, "crawls": cmd_crawls}
 
 
 if __name__ == "__main__":

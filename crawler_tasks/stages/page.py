@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import routing
 from ..core.errors import BadInput, StoreUnavailable
 from ..core.models import CrawlRequest, PageRecord
+from ..core.policy import now_iso
 from ..core.store_uris import masked
 from ..core.urls import host_of
 from ..state.gate import Candidate
@@ -39,6 +40,8 @@ def track(rt: FetchDeps, req: CrawlRequest, task_id: str) -> bool:
     limits = rt.limits(req.crawl_id)
     [admitted] = rt.gate.admit(req.crawl_id, [Candidate(req.fingerprint, task_id, req.dont_filter)],
                                max_pages=limits.max_pages)
+    if admitted is not None:
+        rt.crawls.running(req.crawl_id, now_iso())
     return admitted is not None
 
 

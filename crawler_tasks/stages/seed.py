@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.addresses import AddressPolicy
 from ..core.errors import BadInput, BlockedSeed
 from ..core.models import DEFAULT_CRAWL_ID, CrawlRequest, callback
+from ..core.policy import now_iso
 from ..core.program import parse_plugins
 from ..core.settings import Settings
 from ..core.urls import check_length, host_of
@@ -73,6 +74,7 @@ def submit_requests(rt: SeedDeps, requests: list[CrawlRequest], *, max_depth: in
         rt.crawls.register(crawl_id, domains={host_of(r.url) for r in reqs},
                            max_depth=max_depth, max_pages=max_pages, store=store, plugins=plugins)
         accepted += enqueue.fetches(rt, reqs)
+        rt.crawls.running(crawl_id, now_iso())  # after the seeds: never found drained before them
     return accepted
 
 

@@ -224,6 +224,14 @@ def _call_back(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> 
             log.error("page callback %s for %s not sent: %s", call["callback"]["task"], call["page"]["url"], exc)
 
 
+def note_finished(rt: StoreDeps) -> int:
+    """Note the running crawls found drained (their ``finished`` time); how many."""
+    when = now_iso()
+    running = rt.crawls.running_ids()
+    drained = [cid for cid, n in rt.crawls.outstanding_many(running).items() if n == 0]
+    return sum(rt.crawls.finished(cid, when) for cid in drained)
+
+
 def call_back_done(rt: StoreDeps) -> int:
     """Send the ``on_done`` callback of each crawl that has drained (the worker that takes
     it sends it); how many were sent."""
@@ -343,6 +351,7 @@ class Flusher:
         q, s = self.rt.store_queue, self.rt.settings
         if now or time.monotonic() >= self._next_tick:
             q.tick()
+            note_finished(self.rt)
             call_back_done(self.rt)
             self._next_tick = time.monotonic() + self.TICK_S
         raw = q.take(self.consumer, s.store_batch, s.store_flush_s, s.store_lease_s, now=now,

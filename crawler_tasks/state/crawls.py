@@ -87,6 +87,34 @@ class Crawls:
             outstanding, known = pipe.execute()
         return int(outstanding), bool(known)
 
+    def running(self, crawl_id: str, when: str) -> None:
+        """The crawl was given work (seeds, a page) at ``when`` (ISO time): it is running,
+        started then unless it started before."""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.sadd(self.keys.crawls_running(), crawl_id)
+            pipe.hsetnx(self.keys.crawl(crawl_id), "started", when)
+            pipe.hdel(self.keys.crawl(crawl_id), "finished")
+            pipe.execute()
+
+    def running_ids(self) -> list[str]:
+        """The crawls given work since they were last found drained."""
+        return sorted(m.decode() for m in self.client.smembers(self.keys.crawls_running()))
+
+    def finished(self, crawl_id: str, when: str) -> bool:
+        """Note the crawl found drained at ``when``; False when another process noted it first."""
+        if not self.client.srem(self.keys.crawls_running(), crawl_id):
+            return False
+        self.client.hset(self.keys.crawl(crawl_id), "finished", when)
+        return True
+
+    def times(self, crawl_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        """(started, finished) of each crawl, in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for crawl_id in crawl_ids:
+                pipe.hmget(self.keys.crawl(crawl_id), "started", "finished")
+            raw = pipe.execute()
+        return {cid: (_text(started), _text(finished)) for cid, (started, finished) in zip(crawl_ids, raw)}
+
     def outstanding_many(self, crawl_ids: Sequence[str]) -> dict[str, int]:
         """:meth:`outstanding` of each of ``crawl_ids``, in one round trip."""
         with self.client.pipeline(transaction=False) as pipe:
@@ -135,8 +163,13 @@ class Crawls:
         self.client.srem(self.keys.crawls(), crawl_id)
         self.client.hdel(self.keys.stats_flushed(), crawl_id)
         self.client.hdel(self.keys.done_callbacks(), crawl_id)
+        self.client.srem(self.keys.crawls_running(), crawl_id)
         self._cache.pop(crawl_id, None)
         return removed
+
+
+def _text(value: bytes | None) -> str | None:
+    return value.decode() if value is not None else None
 
 
 #: Keys asked for per SCAN call and removed per UNLINK by :meth:`Crawls.purge`.

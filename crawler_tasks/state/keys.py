@@ -115,7 +115,8 @@ class Keys:
 
     def crawl(self, crawl_id: str) -> str:
         """HASH of one crawl's configuration: max depth, max pages, store, and a
-        ``domain:<name>`` field per domain it may follow links to."""
+        ``domain:<name>`` field per domain it may follow links to; ``started`` and
+        ``finished`` (ISO times: first seeds, last found drained)."""
         return self._crawl(crawl_id, "config")
 
     def stats(self, crawl_id: str) -> str:
@@ -222,6 +223,10 @@ class Keys:
     def crawls(self) -> str:
         """SET of every crawl id seen."""
         return f"{self.prefix}:crawls"
+
+    def crawls_running(self) -> str:
+        """SET of the crawls given work since they were last found drained."""
+        return f"{self.prefix}:crawls:running"
 
     def feed(self, name: str) -> str:
         """HASH of one seed feed's status: ``last_tick``, ``last_outcome`` and its counters

@@ -1,0 +1,25 @@
+"""``crawler-tasks crawls``: every crawl with its state, times and main counters."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..core import counters
+from ..service.control import list_crawls
+from .common import state_runtime
+
+
+def cmd_crawls(args: argparse.Namespace) -> int:
+    crawls = list_crawls(state_runtime())
+    if args.json:
+        print(json.dumps(crawls, indent=2, sort_keys=True))
+        return 0
+    width = max([8, *(len(c["crawl_id"]) for c in crawls)])
+    print(f"{'crawl':<{width}}  {'state':<8}  {'started':<25}  {'finished':<25}  "
+          f"{'stored':>8}  {'failed':>7}  {'outstanding':>11}")
+    for c in crawls:
+        s = c["counters"]
+        print(f"{c['crawl_id']:<{width}}  {c['state']:<8}  {c['started'] or '-':<25}  {c['finished'] or '-':<25}  "
+              f"{s.get(counters.STORED, 0):>8}  {s.get(counters.FAILURES, 0):>7}  {c['outstanding']:>11}")
+    return 0
