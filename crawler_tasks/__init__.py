@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["app", "submit", "CrawlRequest", "PageRecord", "errors", "rule", "Request", "Page", "DropItem",
            "DropRequest", "RetryRequest", "crawl_page",
-           "list_crawls"]
+           "list_crawls", "pause", "resume", "cancel"]
 __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -46,10 +46,10 @@ def __getattr__(name: str) -> Any:
         from .core import errors
 
         return getattr(errors, name)
-    if name == "list_crawls":
-        from .service.control import list_crawls
+    if name in ("list_crawls", "pause", "resume", "cancel"):
+        from .service import control
 
-        return list_crawls
+        return getattr(control, name)
     if name == "crawl_page":
         from .service.tasks import crawl_page
 

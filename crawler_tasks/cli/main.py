@@ -1,5 +1,5 @@
 """``crawler-tasks``: crawl, demo, submit, export, stats, seeds, dead-letters, replay-dead, purge,
-crawls, metrics.
+crawls, pause, resume, cancel, metrics.
 
 Every error a user can cause ends as one line on stderr and a non-zero exit:
 2 bad input, 3 broker or Redis unreachable, 1 any other crawler error,
@@ -18,6 +18,7 @@ import redis
 
 from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, QueueFull
 from .common import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_UNAVAILABLE
+from .control import cmd_control
 from .crawl import cmd_crawl, cmd_demo
 from .crawls import cmd_crawls
 from .dead_letters import cmd_dead_letters, cmd_replay_dead
@@ -90,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("crawls", help="every crawl: state, started and finished times, counters")
     w.add_argument("--json", action="store_true")
+    for name, text in (("pause", "hold one crawl's fetches in Redis until resume"),
+                       ("resume", "run a paused crawl again"),
+                       ("cancel", "drop one crawl's queued and waiting fetches; it ends")):
+        sub.add_parser(name, help=text).add_argument("crawl_id", metavar="CRAWL_ID")
 
     m = sub.add_parser("metrics", help="serve Prometheus metrics of every crawl, read from Redis")
     m.add_argument("--port", type=int, default=9808, help="port to listen on (default 9808)")
@@ -154,7 +159,8 @@ def _fail(message: object, code: int) -> int:
 COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,
             "export": cmd_export, "stats": cmd_stats, "seeds": cmd_seeds,
             "dead-letters": cmd_dead_letters, "replay-dead": cmd_replay_dead, "purge": cmd_purge,
-            "metrics": cmd_metrics, "crawls": cmd_crawls}
+            "metrics": cmd_metrics, "crawls": cmd_crawls, "pause": cmd_control, "resume": cmd_control,
+            "cancel": cmd_control}
 
 
 if __name__ == "__main__":

@@ -106,6 +106,7 @@ SEEDS_INVALID = "seeds/invalid"
 ITEMS = "items/kept"
 ITEMS_OVER_CAP = "items/over_cap"
 REQUESTS_REPLACED = "requests/replaced"
+CANCELLED = "cancelled"
 
 # -- crawl counters: families ------------------------------------------------------------
 
@@ -230,6 +231,8 @@ REGISTRY: tuple[Counter, ...] = (
     Counter(REQUESTS_REPLACED, "requests a middleware replaced with another (sent through the gate), "
                                "neither fetched nor stored themselves"),
     PLUGIN_FAILED,
+    # crawl control
+    Counter(CANCELLED, "fetches dropped because their crawl was cancelled (neither fetched nor stored)"),
     # stores
     Counter(STORED, "records written (dead letters replayed included)"),
     Counter(STORE_RETRIES, "record writes retried while their store was down (per record and attempt)"),

@@ -51,3 +51,5 @@ class CrawlConfig:
     max_pages: int = 0
     store: str | None = None
     plugins: tuple[str, ...] = ()
+    #: ``paused`` or ``cancelled`` (crawl control); None: running as usual.
+    control: str | None = None

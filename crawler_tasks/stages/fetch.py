@@ -11,6 +11,7 @@ costs one broker message. With ``split`` the body waits in a claim check for a
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..core import routing
@@ -38,7 +39,7 @@ from ..core.policy import (
 from ..core.politeness import ALLOW, Feedback, host_key
 from ..core.responses import Download
 from ..net.download import download
-from . import enqueue, failures, middleware, parse, store
+from . import control, enqueue, failures, middleware, parse, store
 from .middleware import Go
 
 if TYPE_CHECKING:
@@ -61,6 +62,12 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *,
     handed on comes back as its record.
     """
     s = rt.settings
+    held = rt.crawls.config(req.crawl_id).control  # paused or cancelled (cached a few seconds)
+    if held is not None:
+        if inline and held == control.PAUSED:  # crawl.page waits in its own task
+            return Defer(req, time.time() + rt.crawls.CACHE_SECONDS)
+        control.controlled(rt, req, task_id, held)
+        return None
     robots = rt.robots.check(req, task_id) if s.robotstxt_obey else ALLOW
     if robots.wait_until is not None or not robots.allowed:
         refused = before_fetch(req, robots, None)

@@ -8,8 +8,10 @@ running or countdown-waiting task always keeps the crawl open.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import redis
 
@@ -69,6 +71,7 @@ class Crawls:
             max_pages=int(fields.get("max_pages", 0)),
             store=fields.get("store"),
             plugins=tuple(p for p in fields.get("plugins", "").split(",") if p),
+            control=fields.get("control") or None,
         )
         if len(self._cache) >= self.CACHE_SIZE:
             self._cache.clear()
@@ -86,6 +89,28 @@ class Crawls:
             pipe.sismember(self.keys.crawls(), crawl_id)
             outstanding, known = pipe.execute()
         return int(outstanding), bool(known)
+
+    def set_control(self, crawl_id: str, control: str | None) -> None:
+        """Pause (``paused``) or cancel (``cancelled``) the crawl, or run it again (None).
+        Workers see it within :attr:`CACHE_SECONDS`."""
+        if control is None:
+            self.client.hdel(self.keys.crawl(crawl_id), "control")
+        else:
+            self.client.hset(self.keys.crawl(crawl_id), "control", control)
+        self._cache.pop(crawl_id, None)
+
+    def hold(self, crawl_id: str, task_id: str, request: dict[str, Any]) -> None:
+        """Keep a fetch of a paused crawl (its task id stays outstanding) until it resumes."""
+        self.client.rpush(self.keys.held(crawl_id), json.dumps({"task_id": task_id, "request": request}))
+
+    def take_held(self, crawl_id: str, count: int = 500) -> list[tuple[str, dict[str, Any]]]:
+        """Up to ``count`` held fetches, taken (oldest first)."""
+        raw = self.client.lpop(self.keys.held(crawl_id), count) or []
+        return [(d["task_id"], d["request"]) for d in map(json.loads, raw)]
+
+    def held(self, crawl_id: str) -> int:
+        """How many fetches of the crawl are held while it is paused."""
+        return int(self.client.llen(self.keys.held(crawl_id)))
 
     def running(self, crawl_id: str, when: str) -> None:
         """The crawl was given work (seeds, a page) at ``when`` (ISO time): it is running,

@@ -95,6 +95,11 @@ class Keys:
         """SET of task ids queued, running or waiting on a retry for one crawl."""
         return self._crawl(crawl_id, "outstanding")
 
+    def held(self, crawl_id: str) -> str:
+        """LIST of the fetches of a paused crawl (``{"task_id", "request"}`` JSON), held until it
+        resumes (their task ids stay outstanding)."""
+        return self._crawl(crawl_id, "held")
+
     def callbacks(self, crawl_id: str) -> str:
         """HASH record token -> the page callback (JSON) staged before its record settles, taken
         once it is sent (a worker that died in between leaves it for the next delivery)."""
