@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["app", "submit", "CrawlRequest", "PageRecord", "errors", "rule", "Request", "Page", "DropItem",
            "DropRequest", "RetryRequest", "crawl_page",
-           "list_crawls", "pause", "resume", "cancel"]
+           "list_crawls", "pause", "resume", "cancel", "purge"]
 __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -46,7 +46,7 @@ def __getattr__(name: str) -> Any:
         from .core import errors
 
         return getattr(errors, name)
-    if name in ("list_crawls", "pause", "resume", "cancel"):
+    if name in ("list_crawls", "pause", "resume", "cancel", "purge"):
         from .service import control
 
         return getattr(control, name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.errors import BadInput
 from ..stages import control
 from ..stages.runtime import Runtime, current
 from .celery_app import default_app
@@ -25,6 +26,22 @@ def cancel(crawl_id: str, rt: Runtime | None = None) -> int:
     """Drop the crawl's queued, waiting and held fetches (counted ``cancelled``, no
     record); it ends once they have come up. Returns how many held ones were dropped now."""
     return control.cancel(rt or current(default_app()), crawl_id)
+
+
+def purge(crawl_id: str, rt: Runtime | None = None, *, force: bool = False) -> int:
+    """Remove the crawl's state from Redis (gate, counters, claims, configuration, held
+    fetches); returns how many keys went. :class:`~crawler_tasks.core.errors.BadInput` when
+    work is outstanding (unless ``force``) or no such crawl exists."""
+    rt = rt or current(default_app())
+    outstanding = rt.crawls.outstanding(crawl_id)
+    if outstanding and not force:
+        raise BadInput(f"crawl {crawl_id} has {outstanding} task(s) outstanding: purge it once it "
+                       "has drained, or pass --force")
+    known = rt.crawls.registered(crawl_id)
+    removed = rt.crawls.purge(crawl_id)
+    if not known and not removed:
+        raise BadInput(f"no crawl {crawl_id} in Redis")
+    return removed
 
 
 def list_crawls(rt: Runtime | None = None) -> list[dict[str, Any]]:

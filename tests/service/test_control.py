@@ -13,6 +13,7 @@ import redis
 
 from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import Workers, wait_drained
+from crawler_tasks.core.errors import BadInput
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service import control
 from crawler_tasks.service.celery_app import create_app
@@ -108,3 +109,8 @@ def test_a_cancelled_crawl_stores_nothing_more_and_ends(cluster, site):
     assert len(cluster.records(b)) == PAGES  # the other crawl is untouched
     time.sleep(1)
     assert cluster.stored(a) == stored
+    assert control.purge(a, cluster.rt) > 0  # its gate, counters, configuration...
+    assert a not in {c["crawl_id"] for c in control.list_crawls(cluster.rt)}
+    assert b in {c["crawl_id"] for c in control.list_crawls(cluster.rt)}
+    with pytest.raises(BadInput, match=f"no crawl {a} in Redis"):
+        control.purge(a, cluster.rt)
