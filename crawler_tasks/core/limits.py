@@ -22,6 +22,8 @@ class Limits:
     store: str
     #: The plugins whose rules and pipelines apply to the crawl; () = every loaded one.
     plugins: tuple[str, ...] = ()
+    #: ``paused`` or ``cancelled`` (crawl control); None: running as usual.
+    control: str | None = None
 
     def allows(self, url: str, *, origin: str) -> bool:
         """The offsite rule: may a link or redirect found on ``origin`` go to ``url``?
@@ -38,6 +40,7 @@ class Limits:
             max_pages=config.max_pages,
             store=masked(config.store or settings.store),
             plugins=config.plugins,
+            control=config.control,
         )
 
 

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import urljoin
 
 from .errors import BadInput, PluginError
 from .models import CrawlRequest, inherited_notify
@@ -52,6 +53,23 @@ def as_child(wanted: Request, parent: CrawlRequest, *, url: str, depth: int) -> 
     return CrawlRequest(url=url, method=wanted.method, headers=dict(wanted.headers), meta=dict(wanted.meta),
                         priority=int(wanted.priority), depth=depth, crawl_id=parent.crawl_id,
                         dont_filter=bool(wanted.dont_filter), notify=inherited_notify(parent))
+
+
+class Scope(Protocol):
+    """The crawl's offsite rule (:class:`~crawler_tasks.core.limits.Limits` has it)."""
+
+    def allows(self, url: str, *, origin: str) -> bool: ...
+
+
+def in_place_of(wanted: Request, parent: CrawlRequest, scope: Scope) -> CrawlRequest | None:
+    """``wanted`` (relative to ``parent``'s URL) as a request at ``parent``'s depth, taking
+    its place (a middleware's or the error handler's request); None when the crawl's
+    domains do not allow it. :class:`~crawler_tasks.core.errors.BadInput` when it cannot
+    be a request."""
+    url = urljoin(parent.url, wanted.url)
+    if not scope.allows(url, origin=parent.url):
+        return None
+    return as_child(wanted, parent, url=url, depth=parent.depth)
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,9 @@ def list_crawls(rt: Runtime | None = None) -> list[dict[str, Any]]:
     ids = rt.crawls.all_ids()
     stats = rt.stats.read_many(ids)
     left = rt.crawls.outstanding_many(ids)
-    times = rt.crawls.times(ids)
-    return [{"crawl_id": cid, "state": _state(rt.crawls.config(cid).control, left[cid]),
-             "started": times[cid][0], "finished": None if left[cid] else times[cid][1],
+    life = rt.crawls.lifecycle(ids)
+    return [{"crawl_id": cid, "state": _state(life[cid][2], left[cid]),
+             "started": life[cid][0], "finished": None if left[cid] else life[cid][1],
              "outstanding": left[cid], "counters": stats[cid]} for cid in ids]
 
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
 
 from ..core import counters
 from ..core.errors import BadInput
 from ..core.models import CrawlRequest
-from ..core.program import Failure, Program, Request, as_child
+from ..core.program import Failure, Program, Request, in_place_of
 
 if TYPE_CHECKING:
     from ..core.limits import Limits
@@ -45,16 +44,18 @@ def tell(program: Program, failure: Failure, parent: CrawlRequest,
         return [], {counters.plugin_failed("error_handler"): 1}
     out: list[CrawlRequest] = []
     counts: dict[str, int] = {}
+    offsite = counters.requests_dropped("offsite")
     for r in wanted:
-        url = urljoin(parent.url, r.url)
-        if not limits.allows(url, origin=parent.url):
-            counts[counters.requests_dropped("offsite")] = counts.get(counters.requests_dropped("offsite"), 0) + 1
-            continue
         try:
-            out.append(as_child(r, parent, url=url, depth=parent.depth))
+            child = in_place_of(r, parent, limits)
         except BadInput as exc:
             log.warning("error handler %s asked for a bad request %r: %s", program.error_handler_name, r.url, exc)
             counts[counters.plugin_failed("error_handler")] = 1
+            continue
+        if child is None:
+            counts[offsite] = counts.get(offsite, 0) + 1
+        else:
+            out.append(child)
     return out, counts
 
 

@@ -62,32 +62,30 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *,
     handed on comes back as its record.
     """
     s = rt.settings
-    held = rt.crawls.config(req.crawl_id).control  # paused or cancelled (cached a few seconds)
-    if held is not None:
-        if inline and held == control.PAUSED:  # crawl.page waits in its own task
+    limits = rt.limits(req.crawl_id)  # the crawl's limits, resolved once for the page
+    if limits.control is not None:  # paused or cancelled (seen within the config cache)
+        if inline and limits.control == control.PAUSED:  # crawl.page waits in its own task
             return Defer(req, time.time() + rt.crawls.CACHE_SECONDS)
-        control.controlled(rt, req, task_id, held)
+        control.controlled(rt, req, task_id, limits.control)
         return None
     robots = rt.robots.check(req, task_id) if s.robotstxt_obey else ALLOW
     if robots.wait_until is not None or not robots.allowed:
         refused = before_fetch(req, robots, None)
         assert refused is not None  # robots.txt not known yet, or disallowed: never "go"
-        return apply(rt, req, task_id, refused, inline=inline)
+        return apply(rt, req, task_id, refused, limits=limits, inline=inline)
     host = host_key(req.url)
     slot = rt.hosts.acquire(host, task_id, crawl_delay=robots.crawl_delay)
     early = before_fetch(req, robots, slot)
     if early is not None:
-        return apply(rt, req, task_id, early, inline=inline)
+        return apply(rt, req, task_id, early, limits=limits, inline=inline)
     result: Download | FetchError | None = None
     release = SlotRelease(rt, host, task_id, robots.crawl_delay, slot.proxy)
     # A large body keeps its slot until its record is in the store queue (the finally).
     permit = rt.large_bodies.permit()
     chain: tuple[Middleware, ...] = ()
-    limits = None  # the crawl's limits, resolved once for the rest of the page
     go = Go(req, None)
     try:
         if rt.program.middlewares:
-            limits = rt.limits(req.crawl_id)
             chain = rt.program.middlewares_for(limits.plugins)
             step = middleware.before_download(chain, req, limits)
             if not isinstance(step, Go):
@@ -108,7 +106,6 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *,
             proxied = release.now()
         outcome: Outcome | None = _rerouted(rt, req, feedback, direct=pool_proxy is None, proxied=proxied)
         if outcome is None:
-            limits = limits or rt.limits(req.crawl_id)
             if chain and isinstance(result, Download):
                 answered = middleware.after_download(chain, req, go.proxy, result, limits, s)
                 if isinstance(answered, Download):
@@ -181,6 +178,7 @@ def apply(rt: FetchDeps, req: CrawlRequest, task_id: str, outcome: Outcome, *,
     outcome ends the task here. ``limits``: the crawl's, when the caller resolved them
     (looked up here otherwise). ``inline``: see :func:`fetch_page`.
     """
+    limits = limits or rt.limits(req.crawl_id)
     if isinstance(outcome, Retry):
         log.info("retry %s of %s: %s", outcome.request.retries, req.url, outcome.reason)
         rt.gate.count_once(req.crawl_id, task_id, f"retry:{outcome.request.retries}", outcome.counts)
@@ -207,7 +205,6 @@ def apply(rt: FetchDeps, req: CrawlRequest, task_id: str, outcome: Outcome, *,
         follow: list[CrawlRequest] = []
         counts = outcome.counts
         if rt.program.error_handler is not None:
-            limits = limits or rt.limits(req.crawl_id)
             failure = failures.failure_of(outcome.kind, outcome.reason, outcome.record.description or "",
                                           req, outcome.record.status)
             follow, told = failures.tell(rt.program, failure, req, limits)
@@ -222,11 +219,9 @@ def apply(rt: FetchDeps, req: CrawlRequest, task_id: str, outcome: Outcome, *,
 
 def hand_on(rt: FetchDeps, req: CrawlRequest, task_id: str, record: PageRecord,
             body: bytes | None, counts: Counts, redirects: list[CrawlRequest] | None = None, *,
-            release: SlotRelease | None = None, limits: Limits | None = None) -> None:
+            limits: Limits, release: SlotRelease | None = None) -> None:
     """Parse (when ``body`` is HTML) and queue the page's record for the store, here or
     through the split pipeline's parse step."""
-    if limits is None:
-        limits = rt.limits(req.crawl_id)
     last = release.queue if release is not None else None
     children = list(redirects or [])
     if body is not None and rt.settings.pipeline == "split":

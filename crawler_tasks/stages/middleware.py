@@ -24,13 +24,13 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ..core import counters
 from ..core.errors import BadInput, DropRequest, MiddlewareRetry, RetryRequest
 from ..core.models import CrawlRequest
 from ..core.policy import Drop, Fail, Retry, base_record, decode_text, download_counts, on_error, response_record
-from ..core.program import Middleware, Request, as_child
+from ..core.program import Middleware, Request, in_place_of
 from ..core.responses import Download
 from .parse.rules import reason_name
 
@@ -56,6 +56,12 @@ class Outgoing:
     crawl_id: str
     #: A proxy URL for this request (``http://user:pass@host:port``); None: the crawler's choice.
     proxy: str | None = None
+
+    @classmethod
+    def of(cls, req: CrawlRequest, proxy: str | None = None) -> Outgoing:
+        """``req`` as middlewares see it (copies of its headers and meta to change)."""
+        return cls(req.url, req.method, dict(req.headers), dict(req.meta), req.priority, req.depth,
+                   req.retries, req.crawl_id, proxy)
 
 
 @dataclass
@@ -83,8 +89,7 @@ class Go:
 
 def before_download(chain: Sequence[Middleware], req: CrawlRequest, limits: Limits) -> Go | Drop | Fail:
     """``req`` through the request middlewares, in ascending priority."""
-    out = Outgoing(req.url, req.method, dict(req.headers), dict(req.meta), req.priority, req.depth,
-                   req.retries, req.crawl_id)
+    out = Outgoing.of(req)
     for mw in chain:
         if mw.process_request is None:
             continue
@@ -109,8 +114,7 @@ def before_download(chain: Sequence[Middleware], req: CrawlRequest, limits: Limi
 def after_download(chain: Sequence[Middleware], req: CrawlRequest, proxy: str | None, dl: Download,
                    limits: Limits, settings: Settings) -> Download | Drop | Fail | Retry:
     """``dl`` through the response middlewares, in descending priority."""
-    out = Outgoing(req.url, req.method, dict(req.headers), dict(req.meta), req.priority, req.depth,
-                   req.retries, req.crawl_id, proxy)
+    out = Outgoing.of(req, proxy)
     seen = Incoming(dl.url, dl.status, dict(dl.headers), dl.body)
     for mw in reversed(chain):
         if mw.process_response is None:
@@ -138,13 +142,12 @@ def replaced(mw: Middleware, wanted: Request, req: CrawlRequest, limits: Limits,
              dl: Download | None = None) -> Drop | Fail:
     """``req`` ends; ``wanted`` (relative to it, at its depth) goes through the gate when the
     crawl's domains allow it."""
-    url = urljoin(req.url, wanted.url)
-    if not limits.allows(url, origin=req.url):
-        return Drop({counters.requests_dropped("offsite"): 1})
     try:
-        child = as_child(wanted, req, url=url, depth=req.depth)
+        child = in_place_of(wanted, req, limits)
     except BadInput as exc:
         return _failed(mw, "response" if dl else "request", exc, req)
+    if child is None:
+        return Drop({counters.requests_dropped("offsite"): 1})
     return Drop({counters.REQUESTS_REPLACED: 1}, (child,))
 
 

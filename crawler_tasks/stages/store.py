@@ -236,8 +236,9 @@ def call_back_done(rt: StoreDeps) -> int:
     """Send the ``on_done`` callback of each crawl that has drained (the worker that takes
     it sends it); how many were sent."""
     sent = 0
-    for crawl_id in rt.callbacks.waiting_done():
-        if rt.crawls.outstanding(crawl_id):
+    waiting = rt.callbacks.waiting_done()
+    for crawl_id, left in rt.crawls.outstanding_many(waiting).items():
+        if left:
             continue
         spec = rt.callbacks.take_done(crawl_id)
         if spec is None:

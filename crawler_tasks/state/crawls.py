@@ -132,13 +132,14 @@ class Crawls:
         self.client.hset(self.keys.crawl(crawl_id), "finished", when)
         return True
 
-    def times(self, crawl_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
-        """(started, finished) of each crawl, in one round trip."""
+    def lifecycle(self, crawl_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None, str | None]]:
+        """(started, finished, control) of each crawl, in one round trip."""
         with self.client.pipeline(transaction=False) as pipe:
             for crawl_id in crawl_ids:
-                pipe.hmget(self.keys.crawl(crawl_id), "started", "finished")
+                pipe.hmget(self.keys.crawl(crawl_id), "started", "finished", "control")
             raw = pipe.execute()
-        return {cid: (_text(started), _text(finished)) for cid, (started, finished) in zip(crawl_ids, raw)}
+        return {cid: (_text(started), _text(finished), _text(held))
+                for cid, (started, finished, held) in zip(crawl_ids, raw)}
 
     def outstanding_many(self, crawl_ids: Sequence[str]) -> dict[str, int]:
         """:meth:`outstanding` of each of ``crawl_ids``, in one round trip."""
