@@ -265,8 +265,12 @@ SPECS: tuple[Spec, ...] = (
          "Longest a record waits in the store queue for its batch to fill (seconds); a batch "
          "also goes as soon as nothing more arrives."),
     Spec("CRAWLER_STORE_LEASE_S", "store_lease_s", _number, 30.0,
-         "Seconds a batch a worker took stays its own without a sign of life (it renews it "
-         "while alive); then another worker takes it back, e.g. after a SIGKILL."),
+         "Seconds a store task (a writer) keeps its batch without a sign of life (it renews "
+         "it while alive); then the batch goes back to the queue, e.g. after a SIGKILL, and "
+         "a writer whose task never ran is replaced."),
+    Spec("CRAWLER_STORE_WRITERS", "store_writers", int, 2,
+         "Store tasks (`crawl.store_batch`, one batch each) at work or queued at once, in "
+         "the whole cluster; more go only while full batches wait for them."),
     Spec("CRAWLER_MAX_LINKS_PER_PAGE", "max_links_per_page", int, 1000,
          "Links followed from one page (after de-duplication, in document order); the rest "
          "are counted (`links/over_cap`), not queued, so one page cannot flood the frontier."),
@@ -387,6 +391,7 @@ class Settings:
     store_batch_bytes: int = _DEFAULTS["store_batch_bytes"]
     store_flush_s: float = _DEFAULTS["store_flush_s"]
     store_lease_s: float = _DEFAULTS["store_lease_s"]
+    store_writers: int = _DEFAULTS["store_writers"]
     max_links_per_page: int = _DEFAULTS["max_links_per_page"]
     plugins: tuple[str, ...] = _DEFAULTS["plugins"]
     item_pipelines: tuple[str, ...] = _DEFAULTS["item_pipelines"]
@@ -445,7 +450,7 @@ class Settings:
             object.__setattr__(self, "_derived", (*self._derived, "start_urls_key"))
         for name in ("worker_concurrency", "stall_timeout", "start_urls_batch", "start_urls_interval",
                      "seed_interval", "bloom_capacity", "stats_flush_s", "warc_max_bytes",
-                     "store_batch", "store_flush_s", "store_lease_s", "robotstxt_ttl",
+                     "store_batch", "store_flush_s", "store_lease_s", "store_writers", "robotstxt_ttl",
                      "autothrottle_target_concurrency", "autothrottle_max_delay", "ban_threshold",
                      "proxy_bench_s", "max_url_length", "max_idle_connections",
                      "sitemap_lastmod_max"):

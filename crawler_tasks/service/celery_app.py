@@ -24,7 +24,7 @@ from ..core.errors import PluginError, SettingsError, UnknownStore
 from ..core.program import program_of
 from ..core.settings import Settings
 from ..state.connection import broker_params
-from . import tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's flusher and mover)
+from . import tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's store dispatcher and mover)
 from .beat import beat_schedule
 
 

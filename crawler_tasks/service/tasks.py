@@ -8,13 +8,16 @@ Task names are stable; other apps may ``send_task`` them:
 ``crawl.parse``   args ``[claim_id, request]`` — internal (split pipeline).
 ``crawl.store``   args ``[claim_id, request]`` — sent by earlier releases only: the
                   record of the claim joins the store queue (:mod:`crawler_tasks.stages.store`).
+``crawl.store_batch`` args ``[writer]`` — internal: write one batch of the store queue
+                  (sent by each worker's store dispatcher when a batch is due).
 ``crawl.feed``    args ``[feed]`` (optional, default ``start_urls``; or ``seed_file``,
                   ``sitemaps``) — one tick of a seed feed (Beat runs them).
 
-Records are written by each worker process's store flusher (a thread started
-with the process and drained at warm shutdown), not by the tasks. Beside it
-runs the host mover (:mod:`crawler_tasks.stages.mover`), which hands fetches that
-waited for their host back to the broker.
+Records are written by store tasks on the ``crawl.store`` queue, one batch each,
+sent by a dispatcher thread in each worker process when a batch is due; so only the
+workers that serve that queue write to the backends. Beside the dispatcher runs the
+host mover (:mod:`crawler_tasks.stages.mover`), which hands fetches that waited for
+their host back to the broker.
 
 However a crawl task ends, its id leaves its crawl's outstanding set exactly
 once: through :func:`crawler_tasks.stages.enqueue.complete` when it finished its work,
@@ -264,6 +267,21 @@ def parse_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
 def store_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     """A store message of an earlier release: its record joins the store queue."""
     _claimed_step(self, claim_id, request, store.queue_claim)
+
+
+@shared_task(name=routing.STORE_BATCH_TASK, bind=True, ignore_result=True)
+@_shaped
+def store_batch(self: Task, writer: str) -> int:
+    """Write one batch of the store queue to its stores (the writer ``writer``), then send
+    the next store task if another batch is due already. Returns how many records it took."""
+    rt = current(self.app)
+
+    def turn() -> int:
+        taken = store.write_turn(rt, writer)
+        store.dispatch(rt)
+        return taken
+
+    return _run(rt, f"store batch {writer}", turn)
 
 
 def _claimed_step(task: Task, claim_id: str, request: dict[str, Any],

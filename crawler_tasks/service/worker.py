@@ -1,8 +1,9 @@
-"""What a worker process runs beside its tasks: the store flusher and the host mover.
+"""What a worker process runs beside its tasks: the store dispatcher and the host mover.
 
 One of each per worker process: in the worker itself for the threads pool, in each
 child for prefork (a forked child must not share its parent's threads or
-connections). They stop, the flusher writing what waits, when the process shuts down.
+connections). They stop when the process shuts down; records that wait stay in Redis
+for the store tasks.
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ from typing import Any
 
 from celery import current_app, signals
 
+from ..core import routing
 from ..stages.mover import Mover
 from ..stages.runtime import current
-from ..stages.store import Flusher
+from ..stages.store import Dispatcher
 
-#: The flusher and mover running in this process, by process id (a forked child starts its own).
-_running: dict[int, tuple[Flusher, Mover]] = {}
+#: The dispatcher and mover running in this process, by process id (a forked child starts its own).
+_running: dict[int, tuple[Dispatcher, Mover]] = {}
 #: Whether this worker's pool forks children (prefork): the threads then run in each child.
 _forking_pool = False
+#: Seconds a stopping worker that serves the store queue spends writing what waits, at most.
+DRAIN_S = 15.0
 
 
 @signals.worker_init.connect
@@ -41,19 +45,27 @@ def _start_in_worker(**_: Any) -> None:
 
 
 def start() -> None:
-    """Start this process's flusher and mover (once per process), on the worker's own app."""
+    """Start this process's store dispatcher and mover (once per process), on the worker's own app."""
     if os.getpid() not in _running:
         rt = current(current_app._get_current_object())
-        _running[os.getpid()] = (Flusher(rt).start(), Mover(rt).start())
+        _running[os.getpid()] = (Dispatcher(rt).start(), Mover(rt).start())
 
 
 @signals.worker_process_shutdown.connect
 @signals.worker_shutdown.connect
 def stop(**_: Any) -> None:
     """Stop them: the mover first (what it took and did not publish goes back after its
-    lease), then the flusher, writing what waits (warm shutdown)."""
+    lease), then the dispatcher, which in a worker that serves the store queue writes
+    what waits first (warm shutdown)."""
     running = _running.pop(os.getpid(), None)
     if running is not None:
-        flusher, mover = running
+        dispatcher, mover = running
         mover.stop()
-        flusher.stop()
+        dispatcher.stop(drain_s=DRAIN_S if _serves_store() else 0.0)
+
+
+def _serves_store() -> bool:
+    """Whether this worker consumes ``crawl.store`` (all queues, or ``-Q`` naming it): its
+    warm shutdown then writes the records of the pages it finished."""
+    queues = current_app.amqp.queues
+    return routing.STORE_QUEUE in (queues.consume_from or queues)

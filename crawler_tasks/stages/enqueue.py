@@ -219,6 +219,14 @@ def publish_callback(rt: EnqueueDeps, spec: dict[str, Any], payload: dict[str, A
                      task_id=task_id, **options)
 
 
+def publish_writer(rt: EnqueueDeps, writer: str) -> None:
+    """Send a store task for ``writer`` (its id is the task's, and the consumer's in the store
+    queue), ahead of the fetches of a worker that serves both."""
+    rt.app.send_task(
+        routing.STORE_BATCH_TASK, args=[writer], task_id=writer, **routing.ROUTES[routing.STORE_BATCH_TASK],
+        priority=routing.pipeline_priority(redis=rt.settings.broker_is_redis))
+
+
 def _shown(request: CrawlRequest, *before: str) -> str:
     """What Flower and the logs show as the task's arguments: the URL, not the whole request.
 

@@ -1,6 +1,6 @@
 """The mover: hands fetches that waited for their host back to the broker when it may go.
 
-One thread per worker process (next to the store flusher). Each call of
+One thread per worker process (next to the store dispatcher). Each call of
 :meth:`~crawler_tasks.state.hosts.HostLimiter.take_due` takes the waiting fetches
 of the hosts that are due, with a slot reserved for each; the mover publishes
 them in their own band under their own task id (the crawl still counts them

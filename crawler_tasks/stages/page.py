@@ -12,6 +12,7 @@ for its record to be written before it returns.
 from __future__ import annotations
 
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from ..core import routing
@@ -22,6 +23,7 @@ from ..core.store_uris import masked
 from ..core.urls import host_of
 from ..state.gate import Candidate
 from .enqueue import stage_task_id, store_token
+from .store import write_turn
 
 if TYPE_CHECKING:
     from .deps import FetchDeps
@@ -47,15 +49,25 @@ def track(rt: FetchDeps, req: CrawlRequest, task_id: str) -> bool:
 
 def wait_stored(rt: FetchDeps, req: CrawlRequest, task_id: str, timeout: float) -> None:
     """Return once the record of task ``task_id``'s page is written (its ids have left the
-    crawl's outstanding set); :class:`StoreTooSlow` after ``timeout`` seconds."""
+    crawl's outstanding set); :class:`StoreTooSlow` after ``timeout`` seconds.
+
+    A record still waiting once a store task should have written it (a batch is due
+    after ``CRAWLER_STORE_FLUSH_S``) is written here, with its batch: a group of
+    ``crawl.page`` tasks that fills every slot of a worker must not wait on a store
+    task that finds no slot."""
     ids = [store_token(task_id)]
     if rt.settings.pipeline == "split":
         parse_id = stage_task_id(task_id, routing.PARSE_TASK)
         ids += [parse_id, store_token(parse_id)]
     deadline = time.monotonic() + timeout
+    help_at = time.monotonic() + rt.settings.store_flush_s + 0.25
     while any(rt.gate.pending(req.crawl_id, ids)):
         if time.monotonic() > deadline:
             raise StoreTooSlow(f"the record of {req.url} was not written within {timeout:.0f}s")
+        if time.monotonic() > help_at:
+            write_turn(rt, uuid.uuid4().hex)
+            help_at = time.monotonic() + rt.settings.store_flush_s
+            continue
         time.sleep(0.05)
 
 

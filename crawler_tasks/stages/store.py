@@ -1,10 +1,11 @@
 """Store stage: page records go to their crawl's store in batches, and are never lost.
 
 A finished page's record waits in the store queue (:mod:`crawler_tasks.state.store_queue`);
-a :class:`Flusher` thread in every worker process takes up to
-``CRAWLER_STORE_BATCH`` records at a time (or fewer after
-``CRAWLER_STORE_FLUSH_S``), writes each store's share in one request, and only
-then settles them: a store that is down gets the records back with backoff,
+a :class:`Dispatcher` thread in every worker process sends a store task
+(``crawl.store_batch``, on the ``crawl.store`` queue) when a batch is due, and
+that task, on whichever worker serves the queue, takes up to
+``CRAWLER_STORE_BATCH`` records (or fewer after ``CRAWLER_STORE_FLUSH_S``),
+writes each store's share in one request, and only then settles them: a store that is down gets the records back with backoff,
 and past ``CRAWLER_STORE_MAX_RETRIES`` they go to the dead letters, as does at
 once a record a backend refuses for good (with the backend's reason) and one
 whose store cannot be opened here. ``crawler-tasks replay-dead`` writes them
@@ -15,8 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
 import threading
 import time
 import uuid
@@ -323,46 +322,78 @@ class _Settled:
                 _tell(rt, entry, reason, description)
 
 
-class Flusher:
-    """Takes batches off the store queue and writes them: one thread in each worker process.
+def housekeeping(rt: StoreDeps) -> None:
+    """Once a second, in every worker process: give back the batches of dead writers, move
+    due retries, note drained crawls and send their ``on_done`` callbacks."""
+    rt.store_queue.tick()
+    note_finished(rt)
+    call_back_done(rt)
 
-    It polls (one script call) every quarter of ``CRAWLER_STORE_FLUSH_S``
-    (between 20 and 250 ms) while the queue holds less than a batch, and back
-    to back while it holds more; once a second it also gives back the batches
-    of dead workers and moves due retries. :meth:`stop` (warm shutdown) writes
-    what waits before it returns.
+
+def write_turn(rt: StoreDeps, writer: str, *, now: bool = True) -> int:
+    """One store task's work: take a batch onto ``writer``'s list (``now``: whatever waits,
+    as its task was sent because a batch was due; else only a due batch) and write it, or,
+    if nothing is left for it, give up its lease. Returns how many entries it took."""
+    s = rt.settings
+    raw = rt.store_queue.take(writer, s.store_batch, s.store_flush_s, s.store_lease_s, now=now,
+                              max_bytes=s.store_batch_bytes)
+    if raw:
+        write_batch(rt, writer, raw)
+    else:
+        rt.store_queue.release(writer)
+    return len(raw)
+
+
+def flush_once(rt: StoreDeps, writer: str, *, now: bool = True) -> int:
+    """Housekeeping, then one batch written by ``writer`` here, in this process (tests and
+    tools; workers send store tasks instead)."""
+    housekeeping(rt)
+    return write_turn(rt, writer, now=now)
+
+
+def dispatch(rt: StoreDeps) -> str | None:
+    """Send a store task if a batch is due and no writer is on it (or more full batches
+    wait than writers at work); the writer's id, or None. A broker that refuses the
+    task gives the lease back at once, so the next look sends it again."""
+    s = rt.settings
+    writer = uuid.uuid4().hex
+    if not rt.store_queue.dispatch(writer, s.store_batch, s.store_flush_s, s.store_lease_s, s.store_writers):
+        return None
+    try:
+        enqueue.publish_writer(rt, writer)
+    except Exception:
+        rt.store_queue.release(writer)
+        raise
+    return writer
+
+
+class Dispatcher:
+    """Sends store tasks when batches are due: one thread in each worker process.
+
+    It looks (one script call) every quarter of ``CRAWLER_STORE_FLUSH_S`` (between 20
+    and 250 ms), and does the :func:`housekeeping` once a second. Writing is the store
+    tasks' (``crawl.store_batch`` on ``crawl.store``), so only the workers that consume
+    that queue write to the backends.
     """
 
-    #: Seconds a stopping worker spends writing what waits in the queue, at most.
-    DRAIN_S = 15.0
-    #: Seconds between two looks for dead workers' batches and due retries (each poll
-    #: is then one script call).
+    #: Seconds between two rounds of housekeeping.
     TICK_S = 1.0
 
-    def __init__(self, rt: StoreDeps, consumer: str | None = None) -> None:
+    def __init__(self, rt: StoreDeps) -> None:
         self.rt = rt
-        self.consumer = consumer or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_tick = 0.0
 
-    def flush_once(self, *, now: bool = False) -> int:
-        """Give back dead workers' batches, then take and write one batch if one is due
-        (``now``: whatever waits). Returns how many entries it took."""
-        q, s = self.rt.store_queue, self.rt.settings
-        if now or time.monotonic() >= self._next_tick:
-            q.tick()
-            note_finished(self.rt)
-            call_back_done(self.rt)
+    def look_once(self) -> str | None:
+        """Housekeeping when its second has come, then :func:`dispatch`."""
+        if time.monotonic() >= self._next_tick:
+            housekeeping(self.rt)
             self._next_tick = time.monotonic() + self.TICK_S
-        raw = q.take(self.consumer, s.store_batch, s.store_flush_s, s.store_lease_s, now=now,
-                     max_bytes=s.store_batch_bytes)
-        if raw:
-            write_batch(self.rt, self.consumer, raw)
-        return len(raw)
+        return dispatch(self.rt)
 
-    def start(self) -> Flusher:
-        self._thread = threading.Thread(target=self._run, name="crawler-store-flusher", daemon=True)
+    def start(self) -> Dispatcher:
+        self._thread = threading.Thread(target=self._run, name="crawler-store-dispatcher", daemon=True)
         self._thread.start()
         return self
 
@@ -372,33 +403,46 @@ class Flusher:
         failures = 0
         while not self._stop.is_set():
             try:
-                taken = self.flush_once()
+                sent = self.look_once()
                 failures = 0
             except redis.RedisError as exc:
                 failures += 1
                 log.warning("store queue: state Redis failed (%s times): %s", failures, exc)
                 self._stop.wait(backoff(s, failures - 1))
                 continue
-            except Exception:
-                log.exception("store queue: unexpected error")
+            except Exception:  # a broker that refused the task, or a bug: look again later
+                log.exception("store queue: no store task sent")
                 self._stop.wait(1.0)
                 continue
-            if taken < s.store_batch:
+            if sent is None:
                 self._stop.wait(poll)
 
-    def stop(self, drain_s: float = DRAIN_S) -> None:
-        """Stop the thread, then write what waits in the queue (for up to ``drain_s``)."""
+    def stop(self, *, drain_s: float = 0.0) -> None:
+        """Stop the thread; with ``drain_s`` (a worker that serves ``crawl.store``, at its
+        warm shutdown), write what waits for up to that long first, as its store tasks
+        would have. What is left stays in Redis for the other store workers."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        deadline = time.monotonic() + drain_s
-        while time.monotonic() < deadline:
-            try:
-                if not self.flush_once(now=True):
-                    return
-            except Exception as exc:
-                log.warning("store queue not drained at shutdown (other workers will): %s", exc)
-                return
+        if drain_s > 0:
+            drain(self.rt, drain_s)
+
+
+def drain(rt: StoreDeps, seconds: float) -> int:
+    """Write what waits in the store queue here, batch after batch, for up to ``seconds``;
+    how many entries were taken."""
+    writer, taken = uuid.uuid4().hex, 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            n = flush_once(rt, writer)
+        except Exception as exc:  # noqa: BLE001 - the others will write it
+            log.warning("store queue not drained at shutdown (other workers will): %s", exc)
+            break
+        if not n:
+            break
+        taken += n
+    return taken
 
 
 #: Why a dead letter was kept: its store refused the record for good, or could not take it.

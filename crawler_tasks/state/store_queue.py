@@ -2,20 +2,26 @@
 
 A task that finished a page pushes its record here (in the same round trip as
 its completion) instead of writing it to the backend itself; the crawl keeps a
-token of the record outstanding until a batch carrying it is written. Workers
-take batches with the reliable-queue pattern:
+token of the record outstanding until a batch carrying it is written. Batches
+are written by store tasks (writers, on the ``crawl.store`` queue), which take
+them with the reliable-queue pattern:
 
 ``pending``  LIST of entries, oldest first; ``since`` holds when a worker first saw
              it non-empty (Redis time, so every node's clock agrees).
+``dispatch`` tells a worker's poll to send a writer once a batch is due: the list
+             holds a full batch, its oldest entry has waited
+             ``CRAWLER_STORE_FLUSH_S``, or nothing was added since a worker last
+             looked (a crawl's last pages, a quiet spell: no batch is coming, so
+             nobody waits for one); more writers only while more full batches wait
+             than writers hold a lease, at most ``CRAWLER_STORE_WRITERS``. The
+             writer's lease (``CRAWLER_STORE_LEASE_S``) starts then, so a writer
+             whose task was lost is replaced once it runs out.
 ``take``     moves up to ``CRAWLER_STORE_BATCH`` entries (and at most
-             ``CRAWLER_STORE_BATCH_BYTES``, or one) to the worker's own
-             ``taken:<consumer>`` list, once the list holds a full batch, its
-             oldest entry has waited ``CRAWLER_STORE_FLUSH_S``, or nothing was
-             added since a worker last looked (a crawl's last pages, a quiet
-             spell: no batch is coming, so nobody waits for one), and gives the
-             worker a lease of ``CRAWLER_STORE_LEASE_S`` (renewed while it lives).
-             A worker whose last batch did not settle (Redis failed) gets that
-             batch again first.
+             ``CRAWLER_STORE_BATCH_BYTES``, or one) to the writer's own
+             ``taken:<consumer>`` list, by the same rule (or whatever waits, for a
+             writer sent because a batch was due), and renews its lease while it
+             writes. A writer whose last batch did not settle (Redis failed, its
+             task delivered again) gets that batch again first.
 ``release``  drops the taken list once every entry in it is written, retried
              (``delayed`` ZSET, scored by when) or a dead letter.
 ``tick``     puts the taken list of a worker whose lease ran out (SIGKILL, lost
@@ -137,6 +143,7 @@ class StoreQueue:
         self._tick = scripts.register(client, "store_tick.lua")
         self._delay = scripts.register(client, "store_delay.lua")
         self._renew = scripts.register(client, "store_renew.lua")
+        self._dispatch = scripts.register(client, "store_dispatch.lua")
         #: Where the tick's script finds the taken list of a worker whose lease ran out.
         self._taken = json.dumps(template(keys.store_taken))
 
@@ -155,6 +162,15 @@ class StoreQueue:
                 self.keys.store_taken(consumer), self.keys.store_looked()]
         return self._take(keys=keys, args=[batch, flush_s, lease_s, "1" if now else "0", consumer,
                                            max_bytes])
+
+    def dispatch(self, writer: str, batch: int, flush_s: float, lease_s: float, most: int) -> bool:
+        """Whether to send a store task for ``writer``: a batch is due and no writer is on
+        it yet, or more full batches wait than writers hold a lease (at most ``most``).
+        True gives ``writer`` a lease of ``lease_s``, so that its task counts while it
+        waits in the broker and, lost, is replaced once the lease runs out."""
+        keys = [self.keys.store_pending(), self.keys.store_since(), self.keys.store_leases(),
+                self.keys.store_looked()]
+        return bool(self._dispatch(keys=keys, args=[batch, flush_s, lease_s, most, writer]))
 
     def renew(self, consumer: str, lease_s: float) -> None:
         """Extend ``consumer``'s lease on what it took (a sign of life)."""

@@ -15,7 +15,7 @@ from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages import enqueue
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-from crawler_tasks.stages.store import Flusher, dead_letters, flush_stats, replay_dead
+from crawler_tasks.stages.store import dead_letters, flush_once, flush_stats, replay_dead
 from crawler_tasks.state.gate import Candidate
 
 from ..cli.test_cli import cli
@@ -135,7 +135,7 @@ def test_replay_goes_on_past_letters_whose_store_cannot_be_opened_and_sends_them
                                 ("masked", f"elasticsearch://crawler:pw{token()}@127.0.0.1:9/pages")):
             rt.crawls.register(crawl_id, store=store)
             finish_pages(rt, 1, crawl_id=crawl_id)
-            Flusher(rt, "w1").flush_once(now=True)
+            flush_once(rt, "w1")
         assert len(dead_letters(rt)) == 3
         blocker.unlink()
 
@@ -270,7 +270,8 @@ def test_warm_shutdown_writes_the_records_of_the_pages_it_finished(batch_cluster
     workers.stop()  # SIGTERM while pages are in flight: they finish, then their records are written
     stats = rt.stats.read(crawl_id)
     assert len(list(open_store(db).records(crawl_id))) == stats["stored"] == stats["status/200"] > 3
-    assert rt.store_queue.depth().to_dict() == {"pending": 0, "delayed": 0, "taken": 0, "writers": 0}
+    depth = rt.store_queue.depth()  # (a store task sent before the stop may wait in the broker)
+    assert (depth.pending, depth.delayed, depth.taken) == (0, 0, 0)
     rt.close()
 
 

@@ -124,7 +124,7 @@ def test_a_crawl_with_its_state_on_a_redis_cluster_stores_every_page_once(cluste
 
 
 def test_the_store_queue_gives_back_a_dead_workers_batch_on_a_redis_cluster(cluster_url, tmp_path):
-    from crawler_tasks.stages.store import Flusher
+    from crawler_tasks.stages.store import flush_once
 
     from .test_store_queue import finish_pages
 
@@ -136,7 +136,7 @@ def test_the_store_queue_gives_back_a_dead_workers_batch_on_a_redis_cluster(clus
         finish_pages(rt, 5)
         assert len(rt.store_queue.take("dead", 5, 1.0, 0.5, now=True)) == 5  # then SIGKILLed
         time.sleep(0.6)
-        assert Flusher(rt, "alive").flush_once(now=True) == 5
+        assert flush_once(rt, "alive") == 5
         assert rt.stats.read("c1")["stored"] == 5 and rt.crawls.outstanding("c1") == 0
         assert len(list(open_store(settings.store).records("c1"))) == 5
     finally:

@@ -20,7 +20,7 @@ from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages import enqueue
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests
-from crawler_tasks.stages.store import Flusher, dead_letters, write_batch
+from crawler_tasks.stages.store import dead_letters, flush_once, write_batch
 from crawler_tasks.state.gate import Candidate
 from crawler_tasks.state.store_queue import StoreEntry
 
@@ -87,11 +87,36 @@ def test_a_batch_is_taken_when_full_when_its_oldest_waited_or_when_nothing_more_
     assert rt.store_queue.depth().pending == 0
 
 
+def test_a_store_task_is_sent_once_a_batch_is_due_and_more_only_for_more_full_batches(sqlite_rt):
+    rt, s = sqlite_rt, sqlite_rt.settings  # batches of 5, flush 0.3 s, lease 0.5 s
+
+    def dispatch(writer: str, most: int = 2) -> bool:
+        return rt.store_queue.dispatch(writer, s.store_batch, s.store_flush_s, s.store_lease_s, most)
+
+    assert not dispatch("w0")  # nothing waits
+    finish_pages(rt, 3)
+    assert not dispatch("w1")  # records are arriving: wait for a batch
+    assert dispatch("w1")  # nothing came since the last look: the batch is due
+    assert not dispatch("w2")  # a writer is on it
+    assert rt.store_queue.depth().writers == 1
+    finish_pages(rt, 12, crawl_id="c2")  # 15 wait: three full batches
+    assert dispatch("w2")  # more full batches than writers
+    assert not dispatch("w3")  # at most two writers at once
+    assert dispatch("w3", most=3) and not dispatch("w4", most=5)  # three writers for three batches
+    time.sleep(s.store_lease_s + 0.1)  # their tasks never ran (lost): others replace them
+    assert dispatch("w5") and dispatch("w6") and not dispatch("w7")
+    # A writer sent because a batch was due takes whatever waits, however little.
+    assert flush_once(rt, "w5") == 5 and flush_once(rt, "w6") == 5 and flush_once(rt, "w7") == 5
+    assert not dispatch("w8") and rt.store_queue.depth().to_dict() == {
+        "pending": 0, "delayed": 0, "taken": 0, "writers": 0}
+    assert rt.stats.read("c1")["stored"] == 3 and rt.stats.read("c2")["stored"] == 12
+
+
 def test_records_leave_the_crawl_only_once_written_and_are_counted_once(sqlite_rt):
     rt = sqlite_rt
     records = finish_pages(rt, 4)
     assert rt.crawls.outstanding("c1") == 4  # the fetches ended; their records wait
-    assert Flusher(rt, "w1").flush_once(now=True) == 4
+    assert flush_once(rt, "w1") == 4
     assert rt.crawls.outstanding("c1") == 0
     assert rt.stats.read("c1")["stored"] == 4
     assert [r.url for r in rt.store(rt.settings.store).records("c1")] == [r.url for r in records]
@@ -103,7 +128,7 @@ def test_an_entry_delivered_twice_leaves_one_record_counted_once(sqlite_rt):
     finish_pages(rt, 2)
     twice = rt.redis.lrange(rt.keys.store_pending(), 0, -1)
     rt.redis.rpush(rt.keys.store_pending(), *twice)  # as a replayed completion pushes again
-    Flusher(rt, "w1").flush_once(now=True)
+    flush_once(rt, "w1")
     assert rt.stats.read("c1")["stored"] == 2
     assert len(list(rt.store(rt.settings.store).records("c1"))) == 2
 
@@ -112,9 +137,9 @@ def test_a_dead_workers_batch_comes_back_in_order_after_its_lease(sqlite_rt):
     rt, s = sqlite_rt, sqlite_rt.settings
     records = finish_pages(rt, 5)
     assert len(rt.store_queue.take("dead", 5, s.store_flush_s, s.store_lease_s)) == 5  # then killed
-    assert Flusher(rt, "w2").flush_once(now=True) == 0  # its lease still runs
+    assert flush_once(rt, "w2") == 0  # its lease still runs
     time.sleep(s.store_lease_s + 0.1)
-    assert Flusher(rt, "w2").flush_once(now=True) == 5
+    assert flush_once(rt, "w2") == 5
     assert [r.url for r in rt.store(s.store).records("c1")] == [r.url for r in records]
     assert rt.crawls.outstanding("c1") == 0 and rt.stats.read("c1")["stored"] == 5
     assert not rt.redis.exists(rt.keys.store_taken("dead"))
@@ -137,15 +162,14 @@ def test_a_store_that_is_down_gets_its_batch_back_with_backoff_then_dead_letters
     rt = queue_rt(str(blocker / "pages.db"), store_max_retries=2, retry_backoff=0.2)
     try:
         finish_pages(rt, 3)
-        flusher = Flusher(rt, "w1")
-        assert flusher.flush_once(now=True) == 3
+        assert flush_once(rt, "w1") == 3
         depth = rt.store_queue.depth()
         assert (depth.pending, depth.delayed, depth.taken) == (0, 3, 0)
-        assert flusher.flush_once(now=True) == 0  # not due yet
+        assert flush_once(rt, "w1") == 0  # not due yet
         time.sleep(0.25)
-        assert flusher.flush_once(now=True) == 3  # retry 2
+        assert flush_once(rt, "w1") == 3  # retry 2
         time.sleep(0.45)
-        assert flusher.flush_once(now=True) == 3  # past the retries: dead letters
+        assert flush_once(rt, "w1") == 3  # past the retries: dead letters
         stats = rt.stats.read("c1")
         assert (stats["store/retries"], stats["store/failed"], stats["store/dead_letters"]) == (6, 3, 3)
         assert rt.crawls.outstanding("c1") == 0
@@ -197,8 +221,7 @@ def test_a_batch_takes_at_most_store_batch_bytes_and_writes_large_records_a_part
             finish_pages(rt, 7, body="x" * 300_000)  # 300 KB entries, as JSON
             finish_pages(rt, 3, crawl_id="c2", body="y" * 1_200_000)  # compressed: 1.2 MB each read
             es.clear_requests()
-            flusher = Flusher(rt, "w1")
-            assert [flusher.flush_once(now=True) for _ in range(4)] == [3, 3, 4, 0]
+            assert [flush_once(rt, "w1") for _ in range(4)] == [3, 3, 4, 0]
             bulks = [r for r in es.received if r.path.endswith("/_bulk")]
             assert [len(r.body.splitlines()) // 2 for r in bulks] == [3, 3, 1, 1, 1, 1]
             assert len(es.documents("pages")) == 10
@@ -213,8 +236,7 @@ def test_one_elasticsearch_bulk_request_per_batch():
         try:
             finish_pages(rt, 250)
             es.clear_requests()
-            flusher = Flusher(rt, "w1")
-            assert flusher.flush_once(now=True) == 200 and flusher.flush_once(now=True) == 50
+            assert flush_once(rt, "w1") == 200 and flush_once(rt, "w1") == 50
             bulks = [r for r in es.received if r.path.endswith("/_bulk")]
             assert [len(r.body.splitlines()) // 2 for r in bulks] == [200, 50]  # action + source
             assert len(es.documents("pages")) == 250
@@ -228,9 +250,9 @@ def test_one_hbase_thrift_batch_per_batch():
         rt = queue_rt(f"hbase://{hbase.host}:{hbase.port}/pages", store_batch=200)
         try:
             finish_pages(rt, 250)
-            Flusher(rt, "w1").flush_once(now=True)  # creates the table, writes 200
+            flush_once(rt, "w1")  # creates the table, writes 200
             hbase.clear_calls()
-            Flusher(rt, "w1").flush_once(now=True)
+            flush_once(rt, "w1")
             assert hbase.calls.count("mutateRows") == 1
             [call] = [c for c in hbase.requests if c.method == "mutateRows"]
             assert len(call.args["rowBatches"]) == 100  # the last 50 pages and their index rows
@@ -247,7 +269,7 @@ def test_an_entry_delivered_twice_to_a_dead_store_leaves_one_dead_letter(tmp_pat
         finish_pages(rt, 2, body="page text " * 2000)
         twice = rt.redis.lrange(rt.keys.store_pending(), 0, -1)
         rt.redis.rpush(rt.keys.store_pending(), *twice)
-        assert Flusher(rt, "w1").flush_once(now=True) == 4
+        assert flush_once(rt, "w1") == 4
         letters = dead_letters(rt, "c1")
         assert sorted(e["record"]["url"] for e in letters) == \
             ["http://site.test/c1/0", "http://site.test/c1/1"]
@@ -291,7 +313,7 @@ def test_redis_holds_the_store_masked_and_the_worker_writes_with_its_password():
             assert {StoreEntry.decode(raw).store for raw in rt.redis.lrange(rt.keys.store_pending(), 0, -1)} \
                 == {shown}
             assert secret.encode() not in kept_in_redis(rt)
-            assert Flusher(rt, "w1").flush_once(now=True) == 3
+            assert flush_once(rt, "w1") == 3
             assert len(es.documents("pages")) == rt.stats.read("c1")["stored"] == 3
         finally:
             rt.close()
@@ -303,7 +325,7 @@ def test_a_masked_store_this_worker_was_not_configured_with_keeps_its_records_as
     try:
         rt.crawls.register("c1", store=f"elasticsearch://crawler:{secret}@127.0.0.1:9/pages")
         finish_pages(rt, 2)
-        assert Flusher(rt, "w1").flush_once(now=True) == 2
+        assert flush_once(rt, "w1") == 2
         letters = dead_letters(rt, "c1")
         assert len(letters) == 2 and {e["kind"] for e in letters} == {"failed"}
         assert {e["error"] for e in letters} == {

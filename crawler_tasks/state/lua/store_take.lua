@@ -15,6 +15,7 @@
 -- ARGV[6] most bytes taken (0 = no cap; the first entry always goes)
 -- Returns the entries taken (none when no batch is due).
 -- include: now.lua
+-- include: store_due.lua
 if redis.call('LLEN', KEYS[4]) > 0 then  -- what this worker took before and did not settle
   redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[5])
   return redis.call('LRANGE', KEYS[4], 0, -1)
@@ -22,14 +23,7 @@ end
 local len = redis.call('LLEN', KEYS[1])
 if len == 0 then return {} end
 local n = tonumber(ARGV[1])
-local since = tonumber(redis.call('GET', KEYS[2]))
-if not since then
-  since = now
-  redis.call('SET', KEYS[2], now)
-end
-local before = tonumber(redis.call('GETSET', KEYS[5], len))
-local idle = before == len  -- nothing arrived since the last look: nobody is adding to it
-if len < n and ARGV[4] ~= '1' and not idle and now - since < tonumber(ARGV[2]) then return {} end
+if not batch_due(len, KEYS[2], KEYS[5], n, tonumber(ARGV[2])) and ARGV[4] ~= '1' then return {} end
 local items = redis.call('LRANGE', KEYS[1], 0, n - 1)
 local budget, size = tonumber(ARGV[6]), 0
 if budget > 0 then
