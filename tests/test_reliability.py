@@ -1,7 +1,8 @@
 """Faults against real processes: each crawl ends with every page stored exactly once and
 the counters equal to what the store holds.
 
-A worker SIGKILLed (Redis broker and RabbitMQ), the Redis restarted (with AOF),
+A worker SIGKILLed (Redis broker and RabbitMQ), three nodes with one SIGKILLed and one
+stopped warm mid-crawl, the Redis restarted (with AOF),
 RabbitMQ restarted (durable queues), the store locked for 30 s, and a broker
 that is down when seeds are submitted.
 """
@@ -139,6 +140,22 @@ def test_sigkilled_worker_loses_no_page_and_counts_none_twice(broker, make_crawl
     crawl.wait_drained()
     assert time.monotonic() - killed_at < 60  # the visibility timeout (10 s) plus the rest
     crawl.assert_exact()
+
+
+@pytest.mark.slow
+def test_three_nodes_one_sigkilled_one_stopped_warm_store_every_page_once(make_crawl, tmp_path):
+    crawl = make_crawl(broker=f"{REDIS}/{FAULT_DB}")
+    crawl.submit()
+    killed, stopped, last = (crawl.start_workers() for _ in range(3))  # three node names, one Redis
+    crawl.wait_stored(8)
+    killed.kill()  # its tasks in flight, and any batch it was writing, come back to the others
+    stopped.stop()  # warm: its running tasks finish, and it writes the records that wait
+    assert not killed.alive() and not stopped.alive() and last.alive()
+    assert crawl.stored() < PAGES
+    crawl.wait_drained()
+    crawl.assert_exact()
+    logs = [(tmp_path / f"w{n}.log").read_text() for n in (1, 2, 3)]
+    assert all("crawl.fetch" in log for log in logs)  # each node took part
 
 
 class AofRedis:

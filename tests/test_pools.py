@@ -1,0 +1,49 @@
+"""A deployment with a pool per stage: fetch, parse and store nodes apart, on one Redis.
+
+Each node is a plain ``celery -A crawler_tasks worker -Q ...``: fetch nodes serve
+``crawl.fetch`` (and the seeds), parse nodes ``crawl.parse`` (the split pipeline),
+store nodes ``crawl.store``. The crawl ends with every page stored once, and each
+node ran only its own stage's tasks: only the store node wrote to the store.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+
+from crawler_tasks.cli.local import Workers
+from crawler_tasks.core import routing
+
+from .conftest import REDIS
+from .test_reliability import FAULT_DB, PAGES, make_crawl  # noqa: F401  (the fixture)
+
+GEVENT = importlib.util.find_spec("gevent") is not None
+
+
+def tasks_run(log: str) -> set[str]:
+    """The names of the tasks a worker's log shows it ran."""
+    return set(re.findall(r"Task (crawl\.[a-z_]+)\[[^\]]+\] succeeded", log))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fetch_pool", ["threads", pytest.param("gevent", marks=pytest.mark.skipif(
+    not GEVENT, reason="gevent is not installed"))])
+def test_fetch_parse_and_store_nodes_apart_store_every_page_once(make_crawl, tmp_path, fetch_pool):
+    crawl = make_crawl(broker=f"{REDIS}/{FAULT_DB}", pipeline="split")
+    nodes = {
+        "fetch": ((routing.FETCH_QUEUE, routing.SEED_QUEUE), fetch_pool, 16),
+        "parse": ((routing.PARSE_QUEUE,), "prefork", 2),
+        "store": ((routing.STORE_QUEUE,), "threads", 2),
+    }
+    for role, (queues, pool, concurrency) in nodes.items():
+        crawl.workers.append(Workers(crawl.settings, name=f"{role}-{crawl.crawl_id}@%h", queues=queues,
+                                     pool=pool, concurrency=concurrency, loglevel="INFO",
+                                     log_path=str(tmp_path / f"{role}.log")).start())
+    crawl.submit()
+    crawl.wait_drained(timeout=120)
+    crawl.assert_exact()
+    ran = {role: tasks_run((tmp_path / f"{role}.log").read_text()) for role in nodes}
+    assert ran == {"fetch": {routing.FETCH_TASK}, "parse": {routing.PARSE_TASK},
+                   "store": {routing.STORE_BATCH_TASK}}, ran
