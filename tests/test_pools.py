@@ -17,7 +17,7 @@ from crawler_tasks.cli.local import Workers
 from crawler_tasks.core import routing
 
 from .conftest import REDIS
-from .test_reliability import FAULT_DB, PAGES, make_crawl  # noqa: F401  (the fixture)
+from .test_reliability import FAULT_DB, make_crawl  # noqa: F401  (the fixture)
 
 GEVENT = importlib.util.find_spec("gevent") is not None
 
@@ -30,7 +30,7 @@ def tasks_run(log: str) -> set[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("fetch_pool", ["threads", pytest.param("gevent", marks=pytest.mark.skipif(
     not GEVENT, reason="gevent is not installed"))])
-def test_fetch_parse_and_store_nodes_apart_store_every_page_once(make_crawl, tmp_path, fetch_pool):
+def test_fetch_parse_and_store_nodes_apart_store_every_page_once(make_crawl, tmp_path, fetch_pool):  # noqa: F811
     crawl = make_crawl(broker=f"{REDIS}/{FAULT_DB}", pipeline="split")
     nodes = {
         "fetch": ((routing.FETCH_QUEUE, routing.SEED_QUEUE), fetch_pool, 16),

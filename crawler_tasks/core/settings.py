@@ -342,8 +342,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_STALL_TIMEOUT", "stall_timeout", _number, 300.0,
          "`crawler-tasks crawl` gives up (exit 1, saying what is stuck) when nothing moved "
          "this many seconds while work was outstanding."),
-    Spec("CRAWLER_TASK_EVENTS", "task_events", _bool, False,
-         "Send task events from the start (Flower turns them on by itself when it runs)."),
+    Spec("CRAWLER_TASK_EVENTS", "task_events", _bool, True,
+         "Workers send task events from the start, so Flower, started at any time, names "
+         "every task and shows its URL; 0 leaves them off until Flower turns them on."),
 )
 
 

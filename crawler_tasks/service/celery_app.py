@@ -79,8 +79,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_pool": settings.worker_pool,
         "worker_concurrency": settings.worker_concurrency,
         "worker_max_memory_per_child": settings.worker_max_memory * 1024 or None,  # KiB
-        # Events cost a broker publish per task state; Flower switches the
-        # workers' on by itself (enable_events), CRAWLER_TASK_EVENTS=1 from the start.
+        # On from the start: a task received before Flower switched events on
+        # (enable_events) would show in Flower with no name and no arguments.
         "worker_send_task_events": settings.task_events,
         "task_send_sent_event": settings.task_events,
         "worker_hijack_root_logger": True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -11,9 +12,17 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from crawler_tasks.cli.local import free_port
+from crawler_tasks.cli.local import Workers, free_port, wait_drained
+from crawler_tasks.core.settings import Settings
+from crawler_tasks.service.celery_app import create_app
+from crawler_tasks.stages.runtime import Runtime
+from crawler_tasks.stages.seed import build_requests, submit_requests
 
-from ..conftest import token
+from ..conftest import REDIS, UNTHROTTLED, flush, token
+from .test_metrics import scrape, serving, stats_json
+
+#: The Redis database of the test that starts Flower before its own workers.
+FLOWER_DB = int(os.environ.get("CRAWLER_FLOWER_TEST_DB", "2"))
 
 
 def start_flower(tmp_path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
@@ -28,15 +37,16 @@ def start_flower(tmp_path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
 
 @pytest.fixture
 def flower(worker, tmp_path) -> Iterator[str]:
-    proc, url = start_flower(tmp_path, {"FLOWER_UNAUTHENTICATED_API": "true"})
+    with flower_running(tmp_path, {"FLOWER_UNAUTHENTICATED_API": "true"}) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def flower_running(tmp_path, env: dict[str, str]) -> Iterator[str]:
+    """A Flower process, answering its health check; its URL."""
+    proc, url = start_flower(tmp_path, env)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"{url}/healthcheck", timeout=1).text == "OK":
-                    break
-            except requests.ConnectionError:
-                time.sleep(0.2)
+        assert poll(lambda: _status(f"{url}/healthcheck") == 200, 30)
         yield url
     finally:
         proc.terminate()
@@ -96,3 +106,44 @@ def _status(url: str, **kwargs) -> int | None:
         return requests.get(url, timeout=5, **kwargs).status_code
     except requests.ConnectionError:
         return None
+
+
+@pytest.mark.slow
+def test_flower_started_first_names_every_task_and_the_metrics_equal_stats(site, tmp_path):
+    """As a new user runs it: Flower first, then the workers, then a crawl. Flower lists every
+    task by name with its URL, and the exporter's counts are what ``crawler-tasks stats`` says."""
+    flush(FLOWER_DB)
+    s = Settings.from_env(broker_url=f"{REDIS}/{FLOWER_DB}", redis_url=f"{REDIS}/{FLOWER_DB}",
+                          key_prefix=f"fl{token()}", store=str(tmp_path / "pages.db"), **UNTHROTTLED)
+    t, pages = token(), 24
+    with flower_running(tmp_path, {**s.to_env(), "FLOWER_UNAUTHENTICATED_API": "true"}) as flower, \
+            serving(s) as exporter:
+        workers = Workers(s, concurrency=4, name=f"flower{t}@%h", log_path=str(tmp_path / "w.log")).start()
+        rt = Runtime(s, create_app(s))
+        try:
+            crawl_id = f"fl-{t}"
+            submit_requests(rt, build_requests(f"{site.url}/tree/{t}/0?size={pages}", crawl_id=crawl_id))
+            wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=60, workers=workers)
+            urls = {r.url for r in rt.store(s.store).records(crawl_id)}
+            assert len(urls) == pages
+
+            def seen() -> dict:  # Flower has had every task's last event
+                tasks = requests.get(f"{flower}/api/tasks", params={"limit": 10000}, timeout=10).json()
+                done = [x for x in tasks.values() if x["state"] == "SUCCESS"]
+                return tasks if sum(x["name"] == "crawl.fetch" for x in done) >= pages else {}
+
+            tasks = poll(seen, 30)
+            assert tasks and all(x["name"] for x in tasks.values()), [x for x in tasks.values() if not x["name"]]
+            fetches = [x for x in tasks.values() if x["name"] == "crawl.fetch"]
+            assert {eval(x["args"])[0] for x in fetches} == urls  # noqa: S307 - Flower shows a repr
+            assert {x["name"] for x in tasks.values()} == {"crawl.fetch", "crawl.store_batch"}
+
+            stats = stats_json(s, crawl_id)["crawls"][crawl_id]
+            got = scrape(exporter)
+            labels = tuple(sorted({"crawl": crawl_id, "status_class": "2xx"}.items()))
+            assert got[("crawler_pages_total", labels)] == stats["status/200"] == pages
+            assert got[("crawler_stored_total", (("crawl", crawl_id),))] == stats["stored"] == pages
+            assert got[("crawler_outstanding", (("crawl", crawl_id),))] == 0
+        finally:
+            workers.stop()
+            rt.close()

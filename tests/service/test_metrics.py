@@ -3,6 +3,7 @@ parsed with prometheus-client's own parser; its figures are what ``crawler-tasks
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -19,6 +20,13 @@ from ..conftest import token
 
 @pytest.fixture
 def exporter(settings) -> Iterator[str]:
+    with serving(settings) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(settings) -> Iterator[str]:
+    """``crawler-tasks metrics`` running with ``settings``; its URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
