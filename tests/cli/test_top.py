@@ -1,15 +1,21 @@
 """``crawler-tasks top``: its figures after a real crawl are what ``stats`` says, one plain
 line at a time off a terminal, one line and exit 2 for a crawl Redis does not know; the
-view itself (a page budget's bar and time left) rendered to a recorded console."""
+view itself (a page budget's bar and time left) rendered to a recorded console; and
+``crawl`` drawing the same view on a real pseudo-terminal."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
 import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
+import threading
 
 from rich.console import Console
 
@@ -152,3 +158,37 @@ def test_a_rate_covers_the_last_window_only():
     assert time_left(figures(230, max_pages=250), shown["c1"]) == 4.0
     assert time_left(figures(230, max_pages=250), None) is None
     assert time_left(figures(250, max_pages=250), None) == 0.0
+
+
+# -- crawl on a terminal ------------------------------------------------------------------
+
+def test_crawl_on_a_terminal_draws_the_live_view_of_its_crawl(tmp_path):
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # an embedded Redis: nothing shared is touched
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 36, WIDTH, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "crawler_tasks.cli.main", "demo", "--pages", "30",
+                             "--max-pages", "20", "--workers", "1", "--store", str(tmp_path / "demo.db")],
+                            env={**os.environ, "CRAWLER_BROKER_URL": dead, "CRAWLER_REDIS_URL": "",
+                                 "TERM": "xterm-256color"},
+                            stdout=subprocess.PIPE, stderr=slave, text=True)
+    os.close(slave)
+    screen: list[bytes] = []
+    reader = threading.Thread(target=_drain, args=(master, screen))
+    reader.start()
+    out, _ = proc.communicate(timeout=120)
+    reader.join(10)
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(screen).decode(errors="replace"))
+    assert proc.returncode == 0, shown
+    assert "20 of 20 pages (100%) · finished" in shown and "╭─ responses" in shown
+    assert "pages stored        20" in out
+
+
+def _drain(fd: int, into: list[bytes]) -> None:
+    """Everything written to the terminal, until its last writer has closed it."""
+    try:
+        while chunk := os.read(fd, 65536):
+            into.append(chunk)
+    except OSError:  # EIO: the other side is closed
+        pass
+    finally:
+        os.close(fd)
