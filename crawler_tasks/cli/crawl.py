@@ -10,11 +10,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis
+from rich.console import Console
 
 from ..backends import open_store
 from ..core import counters
 from ..core.addresses import parse_allowlist
-from ..core.errors import BadInput, CrawlStateLost, StoreUnavailable
+from ..core.errors import BadInput, CrawlerError, CrawlStateLost, StoreUnavailable
 from ..core.program import parse_plugins, program_of
 from ..core.settings import Settings
 from ..core.store_uris import masked
@@ -26,6 +27,7 @@ from ..stages.store import flush_stats
 from .common import absolute_store
 from .demo_site import DemoSite
 from .local import CrawlWatch, EmbeddedRedis, Workers, reachable, wait_drained
+from .top import TTY_INTERVAL, LiveView
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
@@ -116,16 +118,15 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
         accepted = submit_requests(rt, requests, max_depth=args.max_depth,
                                    max_pages=args.max_pages, store=settings.store,
                                    plugins=args.plugins)
-        progress = _Progress(rt, crawl_id, started, quiet=args.quiet)
-        watch = CrawlWatch(rt, crawl_id, settings.stall_timeout, say=progress.say)
-        try:
-            wait_drained(watch.drained, tick=progress, workers=workers)
-        except CrawlStateLost as exc:
-            raise CrawlStateLost(f"{exc}: {_stored_count(settings.store, crawl_id)} of its pages are "
-                                 f"stored in {masked(settings.store)}; run the same command with "
-                                 f"--crawl-id {crawl_id} to go on (stored pages are kept, the rest "
-                                 "is fetched again)") from None
-        progress.done()
+        with _Progress(rt, crawl_id, started, quiet=args.quiet) as progress:
+            watch = CrawlWatch(rt, crawl_id, settings.stall_timeout, say=progress.say)
+            try:
+                wait_drained(watch.drained, tick=progress, workers=workers)
+            except CrawlStateLost as exc:
+                raise CrawlStateLost(f"{exc}: {_stored_count(settings.store, crawl_id)} of its pages are "
+                                     f"stored in {masked(settings.store)}; run the same command with "
+                                     f"--crawl-id {crawl_id} to go on (stored pages are kept, the rest "
+                                     "is fetched again)") from None
         elapsed = time.monotonic() - started
         stats = rt.stats.read(crawl_id)
         _flush_stats(rt, crawl_id)
@@ -175,38 +176,59 @@ def _shut_down(settings: Settings, workers: Any, embedded: Any) -> None:
 
 
 class _Progress:
-    """A progress line on a terminal (refreshed), or a line every 5 s otherwise."""
+    """On a terminal, the live view of the crawl (:class:`~crawler_tasks.cli.top.LiveView`)
+    on stderr; otherwise a line every 5 s. A context manager: the view stays on screen
+    with the crawl's last figures."""
 
     def __init__(self, rt: Any, crawl_id: str, started: float, *, quiet: bool) -> None:
         self.rt, self.crawl_id, self.started = rt, crawl_id, started
         self.quiet = quiet
         self.tty = sys.stderr.isatty()
+        self.view = LiveView(rt, crawl_id, Console(stderr=True)) if self.tty and not quiet else None
         self.last = 0.0 if self.tty else started
 
+    def __enter__(self) -> _Progress:
+        if self.view is not None:
+            self.view.__enter__()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if self.view is not None:
+            if kind is None:
+                self._refresh()  # the figures as the crawl ended
+            self.view.__exit__(kind, exc, tb)
+
     def say(self, message: str) -> None:
-        """A line of its own (ending the refreshed progress line first)."""
-        print(f"\r{message}\033[K" if self.tty else message, file=sys.stderr, flush=True)
+        """A line of its own (above the live view)."""
+        if self.view is not None:
+            self.view.say(message)
+        else:
+            print(message, file=sys.stderr, flush=True)
 
     def __call__(self) -> None:
         now = time.monotonic()
-        if self.quiet or now - self.last < (0.5 if self.tty else 5.0):
+        if self.quiet or now - self.last < (TTY_INTERVAL if self.tty else 5.0):
             return
         self.last = now
+        if self.view is not None:
+            self._refresh()
+            return
         try:
             s = self.rt.stats.read(self.crawl_id)
             in_flight = self.rt.crawls.outstanding(self.crawl_id)
         except redis.RedisError:  # the watch says so; no progress line meanwhile
             return
         stored = s.get(counters.STORED, 0)
-        line = (f"stored {stored} · in flight {in_flight}"
-                f" · failed {s.get(counters.FAILURES, 0)} · duplicates {s.get(counters.DUPLICATES, 0)}"
-                f" · {stored / max(now - self.started, 1e-6):.1f} pages/s")
-        print(f"\r{line}\033[K" if self.tty else line, end="" if self.tty else "\n",
-              file=sys.stderr, flush=True)
+        print(f"stored {stored} · in flight {in_flight}"
+              f" · failed {s.get(counters.FAILURES, 0)} · duplicates {s.get(counters.DUPLICATES, 0)}"
+              f" · {stored / max(now - self.started, 1e-6):.1f} pages/s", file=sys.stderr, flush=True)
 
-    def done(self) -> None:
-        if self.tty and not self.quiet and self.last:  # end the refreshed line
-            print(file=sys.stderr)
+    def _refresh(self) -> None:
+        assert self.view is not None
+        try:
+            self.view.refresh()
+        except CrawlerError:  # the crawl's state gone from Redis: the watch says so
+            pass
 
 
 def _print_summary(summary: dict[str, Any]) -> None:

@@ -1,5 +1,5 @@
 """``crawler-tasks``: crawl, demo, submit, export, stats, seeds, dead-letters, replay-dead, purge,
-crawls, pause, resume, cancel, metrics.
+crawls, pause, resume, cancel, metrics, top.
 
 Every error a user can cause ends as one line on stderr and a non-zero exit:
 2 bad input, 3 broker or Redis unreachable, 1 any other crawler error,
@@ -28,6 +28,7 @@ from .purge import cmd_purge
 from .seeds import cmd_seeds
 from .stats import cmd_stats
 from .submit import cmd_submit
+from .top import cmd_top
 
 
 class _Parser(argparse.ArgumentParser):
@@ -100,6 +101,14 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--port", type=int, default=9808, help="port to listen on (default 9808)")
     m.add_argument("--address", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     m.add_argument("--top-hosts", type=int, default=10, help="hosts labelled in the host metrics (default 10)")
+
+    o = sub.add_parser("top", help="a live view of one crawl, or of every running crawl and the cluster")
+    o.add_argument("crawl_id", nargs="?", default=None, metavar="CRAWL_ID",
+                   help="the crawl to show (default: every running crawl)")
+    o.add_argument("--interval", type=float, default=None,
+                   help="seconds between two reads (default 2 on a terminal, 5 otherwise)")
+    o.add_argument("--once", action="store_true", help="print the view once and exit")
+    o.add_argument("--hosts", type=int, default=10, help="busiest and waiting hosts shown (default 10)")
     return p
 
 
@@ -160,7 +169,7 @@ COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,
             "export": cmd_export, "stats": cmd_stats, "seeds": cmd_seeds,
             "dead-letters": cmd_dead_letters, "replay-dead": cmd_replay_dead, "purge": cmd_purge,
             "metrics": cmd_metrics, "crawls": cmd_crawls, "pause": cmd_control, "resume": cmd_control,
-            "cancel": cmd_control}
+            "cancel": cmd_control, "top": cmd_top}
 
 
 if __name__ == "__main__":

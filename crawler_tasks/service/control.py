@@ -3,6 +3,7 @@ cancel one of them (:mod:`crawler_tasks.stages.control`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..core.errors import BadInput
@@ -44,13 +45,14 @@ def purge(crawl_id: str, rt: Runtime | None = None, *, force: bool = False) -> i
     return removed
 
 
-def list_crawls(rt: Runtime | None = None) -> list[dict[str, Any]]:
-    """Every crawl the cluster knows: ``crawl_id``, ``state`` (``running`` while work is
-    outstanding, else ``finished``; ``paused``, ``cancelling``, ``cancelled``), ``started`` and ``finished`` (ISO times: its first
-    seeds, when a worker last found it drained), ``outstanding`` tasks and its
-    ``counters``. ``rt``: this process's runtime of the default app when not given."""
+def list_crawls(rt: Runtime | None = None, crawl_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Every crawl the cluster knows (or those of ``crawl_ids``): ``crawl_id``, ``state``
+    (``running`` while work is outstanding, else ``finished``; ``paused``, ``cancelling``,
+    ``cancelled``), ``started`` and ``finished`` (ISO times: its first seeds, when a worker
+    last found it drained), ``outstanding`` tasks and its ``counters``. ``rt``: this
+    process's runtime of the default app when not given."""
     rt = rt or current(default_app())
-    ids = rt.crawls.all_ids()
+    ids = rt.crawls.all_ids() if crawl_ids is None else list(crawl_ids)
     stats = rt.stats.read_many(ids)
     left = rt.crawls.outstanding_many(ids)
     life = rt.crawls.lifecycle(ids)

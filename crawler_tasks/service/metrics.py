@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..core import counters
+from ..core import counters, figures
 from ..state.queues import queue_depths
 
 if TYPE_CHECKING:
@@ -86,21 +86,13 @@ class CrawlCollector(Collector):
         state = GaugeMetricFamily("crawler_crawl_state", "1 for the crawl's state", labels=["crawl", "state"])
         for cid in ids:
             s = stats.get(cid, {})
-            classes: dict[str, int] = {}
-            for name, n in s.items():
-                if counters.STATUS.matches(name):
-                    key = f"{name[len(counters.STATUS.prefix)][:1]}xx"
-                    classes[key] = classes.get(key, 0) + n
-            for key, n in sorted(classes.items()):
+            for key, n in figures.status_classes(s).items():
                 pages.add_metric([cid, key], n)
             volume.add_metric([cid, "in"], s.get(counters.TOTAL_RESPONSE_SIZE, 0))
             volume.add_metric([cid, "out"], s.get(counters.TOTAL_REQUEST_SIZE, 0))
-            by_reason = {name[len(counters.RETRY_MAX_REACHED.prefix):]: n for name, n in s.items()
-                         if counters.RETRY_MAX_REACHED.matches(name)}
-            other = s.get(counters.FAILURES, 0) - sum(by_reason.values())
-            for reason, n in sorted({**by_reason, **({"other": other} if other > 0 else {})}.items()):
+            for reason, n in figures.failure_reasons(s).items():
                 failures.add_metric([cid, reason], n)
-            store_errors.add_metric([cid], s.get(counters.STORE_FAILED, 0) + s.get(counters.STORE_REFUSED, 0))
+            store_errors.add_metric([cid], figures.store_errors(s))
             for name, (counter, _) in SIMPLE.items():
                 simple[name].add_metric([cid], s.get(counter, 0))
             left.add_metric([cid], outstanding.get(cid, 0))

@@ -149,6 +149,14 @@ class Crawls:
             counts = pipe.execute()
         return {cid: int(n) for cid, n in zip(crawl_ids, counts)}
 
+    def budgets(self, crawl_ids: Sequence[str]) -> dict[str, int]:
+        """Each crawl's page budget (``max_pages``; 0 = none), in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for crawl_id in crawl_ids:
+                pipe.hget(self.keys.crawl(crawl_id), "max_pages")
+            raw = pipe.execute()
+        return {cid: int(n or 0) for cid, n in zip(crawl_ids, raw)}
+
     def ping(self) -> None:
         """Raise a :class:`redis.RedisError` unless the state Redis answers."""
         self.client.ping()
