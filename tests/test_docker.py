@@ -1,49 +1,410 @@
-"""The docker/ files, checked without a Docker engine (none runs here): the compose file's
-services and what they run exist in the package, exactly one Beat, and every metric the
-Grafana dashboard and the Prometheus alerts read is one the exporter serves."""
+"""The docker/ files, checked without a Docker engine (none runs here).
+
+The compose model comes from ``docker compose config`` when a Compose v2 CLI is at
+hand (``docker compose`` or ``docker-compose``), else from the YAML, interpolated and
+normalised to the same shapes here. Every check reads that model: the services and
+profiles, what each runs (commands, flags, settings, queues) and its healthcheck. The
+crawler's own services are then started from their compose commands on this machine,
+and their healthchecks are run against them, alive and stopped. The image is checked
+by building the package's wheel from exactly the files the Dockerfile copies.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import pytest
+import redis
+import requests
 import yaml
 
-from crawler_tasks.cli.main import COMMANDS
-from crawler_tasks.core.settings import SPECS
+from crawler_tasks.cli.local import free_port
+from crawler_tasks.cli.main import COMMANDS, _parser
+from crawler_tasks.core import routing
+from crawler_tasks.core.settings import PIPELINES, SPECS, Settings
 from crawler_tasks.service.metrics import CrawlCollector
 
-DOCKER = Path(__file__).resolve().parent.parent / "docker"
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER = ROOT / "docker"
+#: What compose needs set to interpolate the file (it refuses to go on without them).
+SECRETS = {"FLOWER_BASIC_AUTH": "admin:test-secret", "GRAFANA_ADMIN_PASSWORD": "grafana-secret"}
+PROFILES = {"elasticsearch": {"elasticsearch"}, "hbase": {"hbase"}, "pools": {"fetcher", "parser", "storer"}}
+CORE = {"redis", "worker", "beat", "flower", "metrics", "prometheus", "grafana"}
+POOLS = PROFILES["pools"]
 
 
-def compose() -> dict:
+# --- the compose model -------------------------------------------------------------------
+
+def compose_cli() -> list[str] | None:
+    """A Compose v2 command line, or None when there is none (then the YAML is parsed here)."""
+    for cli in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(cli[0]) is None:
+            continue
+        try:
+            out = subprocess.run([*cli, "version"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.returncode == 0 and re.search(r"\bv?2\.\d+", out.stdout):
+            return cli
+    return None
+
+
+def run_compose(cli: list[str], *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in SECRETS and not k.startswith("CRAWLER_")}
+    return subprocess.run([*cli, "-f", str(DOCKER / "compose.yml"), *args], capture_output=True,
+                          text=True, timeout=60, env={**clean, **env})
+
+
+def raw() -> dict[str, Any]:
     return yaml.safe_load((DOCKER / "compose.yml").read_text())
 
 
-def test_the_cluster_has_its_services_and_exactly_one_beat():
-    services = compose()["services"]
-    assert set(services) == {"redis", "worker", "beat", "flower", "metrics", "prometheus", "grafana"}
-    beats = [name for name, s in services.items() if "beat" in (s.get("command") or [])]
-    assert beats == ["beat"] and "deploy" not in services["beat"]
-    assert services["metrics"]["entrypoint"] == ["crawler-tasks"]
-    assert services["metrics"]["command"][0] in COMMANDS
+INTERPOLATION = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<name>\w+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}|(?P<bare>\w+))")
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """Compose's interpolation of ``${VAR}``, ``${VAR:-default}``, ``${VAR:?error}``; ``$$``
+    stays ``$$``, as in ``docker compose config``."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def sub(m: re.Match) -> str:
+        if m["escaped"]:
+            return "$$"
+        name, op, arg = m["name"] or m["bare"], m["op"], m["arg"]
+        unset = env.get(name) is None or (op in (":-", ":?") and not env.get(name))
+        if unset and op in (":?", "?"):
+            raise ValueError(f"required variable {name} is missing a value: {arg}")
+        return arg if unset and op in (":-", "-") else env.get(name, "")
+
+    return INTERPOLATION.sub(sub, value)
+
+
+def _short_port(spec: str) -> dict[str, Any]:
+    parts = spec.split(":")
+    host_ip = parts[0] if len(parts) == 3 else ""
+    return {"host_ip": host_ip, "published": parts[-2] if len(parts) > 1 else "", "target": int(parts[-1])}
+
+
+def _short_volume(spec: str) -> dict[str, Any]:
+    source, target, *mode = spec.split(":")
+    bind = source.startswith((".", "/"))
+    return {"type": "bind" if bind else "volume", "source": str((DOCKER / source).resolve()) if bind else source,
+            "target": target, **({"read_only": True} if mode == ["ro"] else {})}
+
+
+def normalise(service: dict[str, Any]) -> dict[str, Any]:
+    """One service in the shapes ``docker compose config --format json`` gives, with the
+    keys it leaves out when empty."""
+    s = dict(service)
+    env = s.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env if "=" in item)
+    s["environment"] = {k: str(v) for k, v in env.items() if v is not None}
+    deps = s.get("depends_on") or {}
+    if isinstance(deps, list):
+        deps = {name: {"condition": "service_started"} for name in deps}
+    s["depends_on"] = {name: {"required": True, **d} for name, d in deps.items()}
+    s["ports"] = [_short_port(p) if isinstance(p, str) else p for p in s.get("ports") or []]
+    s["volumes"] = [_short_volume(v) if isinstance(v, str) else v for v in s.get("volumes") or []]
+    for key in ("command", "entrypoint"):
+        if isinstance(s.get(key), str):
+            s[key] = shlex.split(s[key])
+    check = s.get("healthcheck")
+    if check and isinstance(check.get("test"), str):
+        s["healthcheck"] = {**check, "test": ["CMD-SHELL", check["test"]]}
+    return s
+
+
+@functools.cache
+def model(*profiles: str) -> dict[str, dict[str, Any]]:
+    """The services compose runs with these profiles on (``"*"``: all of them)."""
+    cli = compose_cli()
+    if cli is not None:
+        args = [a for p in profiles for a in ("--profile", p)]
+        out = run_compose(cli, *args, "config", "--format", "json", env=SECRETS)
+        assert out.returncode == 0, out.stderr
+        return {name: normalise(s) for name, s in json.loads(out.stdout)["services"].items()}  # fills defaults
+    services = interpolate(raw()["services"], SECRETS)
+    return {name: normalise(s) for name, s in services.items()
+            if not s.get("profiles") or "*" in profiles or set(s["profiles"]) & set(profiles)}
+
+
+def services() -> dict[str, dict[str, Any]]:
+    return model("*")
+
+
+def crawler_services() -> dict[str, dict[str, Any]]:
+    """The services that run the image built from docker/Dockerfile."""
+    return {name: s for name, s in services().items() if s.get("build")}
+
+
+def argv(service: dict[str, Any]) -> list[str]:
+    """What the container runs: its entrypoint and command, or the image's."""
+    image = dockerfile_stages()[-1]
+    return [*(service.get("entrypoint") or image["ENTRYPOINT"]), *(service.get("command") or image["CMD"])]
+
+
+def option(args: list[str], *names: str) -> str | None:
+    """The value of the first of ``names`` in ``args`` (``-Q x`` or ``--queues=x``)."""
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag in names:
+            return value if eq else args[i + 1]
+    return None
+
+
+def queues_of(service: dict[str, Any]) -> set[str]:
+    """The queues a worker consumes: its -Q, else every queue the app declares."""
+    listed = option(argv(service), "-Q", "--queues")
+    return set(listed.split(",")) if listed else set(routing.QUEUE_ORDER)
+
+
+def is_worker(service: dict[str, Any]) -> bool:
+    return bool(service.get("build")) and argv(service)[:4] == ["celery", "-A", "crawler_tasks", "worker"]
+
+
+# --- the Dockerfile ------------------------------------------------------------------------
+
+@functools.cache
+def dockerfile_stages() -> list[dict[str, Any]]:
+    """Each stage's instructions: {"FROM": ..., "RUN": [...], "COPY": [...], "USER": ..., ...}."""
+    text = re.sub(r"\\\n", " ", (DOCKER / "Dockerfile").read_text())
+    stages: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        word, _, rest = line.partition(" ")
+        word, rest = word.upper(), rest.strip()
+        if word == "FROM":
+            stages.append({"FROM": rest, "RUN": [], "COPY": []})
+        elif word in ("RUN", "COPY"):
+            stages[-1][word].append(rest)
+        elif word in ("ENTRYPOINT", "CMD"):
+            stages[-1][word] = json.loads(rest)
+        else:
+            stages[-1][word] = rest
+    return stages
+
+
+def copied_sources() -> list[str]:
+    """What the build stage copies from the build context (the repository root)."""
+    build = dockerfile_stages()[0]
+    sources = []
+    for copy in build["COPY"]:
+        parts = [p for p in copy.split() if not p.startswith("--")]
+        sources += parts[:-1]
+    return sources
+
+
+# --- the compose file ----------------------------------------------------------------------
+
+def test_the_cluster_has_its_services_and_each_profile_adds_its_own():
+    assert set(model()) == CORE
+    for profile, added in PROFILES.items():
+        assert set(model(profile)) == CORE | added, profile
+        for name in added:
+            assert services()[name]["profiles"] == [profile]
+    assert set(services()) == CORE.union(*PROFILES.values())
+
+
+def test_every_service_has_a_healthcheck_and_starts_once_what_it_needs_is_healthy():
+    all_services = services()
+    for name, service in all_services.items():
+        check = service.get("healthcheck") or {}
+        assert check.get("test", ["NONE"])[0] in ("CMD", "CMD-SHELL"), f"{name} has no healthcheck"
+        assert not check.get("disable"), name
+        for dep, how in service["depends_on"].items():
+            assert dep in all_services, f"{name} depends on {dep}, which is no service"
+            assert how["condition"] == "service_healthy", f"{name} waits for {dep} to start only"
+            # A dependency outside every profile the service is in is optional.
+            assert how["required"] is (not all_services[dep].get("profiles")), (name, dep)
+    for name, service in crawler_services().items():
+        assert "redis" in service["depends_on"], name
+    assert set(all_services["prometheus"]["depends_on"]) == {"metrics"}
+    assert set(all_services["grafana"]["depends_on"]) == {"prometheus"}
+    for name in ("worker", *POOLS):  # the workers wait for the stores that run
+        assert set(all_services[name]["depends_on"]) == {"redis", "elasticsearch", "hbase"}
+
+
+def test_the_crawler_healthchecks_run_tools_the_image_has():
+    for name, service in crawler_services().items():
+        test = service["healthcheck"]["test"]
+        first = shlex.split(test[1])[0] if test[0] == "CMD-SHELL" else test[1]
+        assert first in ("celery", "python", "crawler-tasks"), (name, first)
+
+
+def test_exactly_one_beat():
+    beats = [name for name, s in crawler_services().items() if "beat" in argv(s)]
+    assert beats == ["beat"]
+    assert "deploy" not in services()["beat"] and "scale" not in services()["beat"]
+
+
+def test_flower_and_grafana_refuse_to_start_without_their_passwords():
+    env = raw()["services"]
+    assert re.fullmatch(r"\$\{FLOWER_BASIC_AUTH:\?[^}]+\}", env["flower"]["environment"]["FLOWER_BASIC_AUTH"])
+    assert re.fullmatch(r"\$\{GRAFANA_ADMIN_PASSWORD:\?[^}]+\}",
+                        env["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"])
+    assert services()["flower"]["environment"]["FLOWER_BASIC_AUTH"] == SECRETS["FLOWER_BASIC_AUTH"]
+    cli = compose_cli()
+    for missing in SECRETS:
+        env_without = {k: v for k, v in SECRETS.items() if k != missing}
+        if cli is None:
+            with pytest.raises(ValueError, match=missing):
+                interpolate(raw()["services"], env_without)
+        else:
+            out = run_compose(cli, "config", "--quiet", env=env_without)
+            assert out.returncode != 0 and missing in out.stderr, out.stderr
+
+
+def test_redis_keeps_its_data_and_never_evicts():
+    redis_service = services()["redis"]
+    command = redis_service["command"]
+    assert option(command, "--appendonly") == "yes"
+    assert option(command, "--maxmemory-policy") == "noeviction"
+    assert [v["target"] for v in redis_service["volumes"]] == ["/data"]
+    assert "redis-cli ping" in redis_service["healthcheck"]["test"][1]
+
+
+def test_workers_scale_and_every_published_port_is_on_loopback_and_its_own():
+    published = []
+    for name, service in services().items():
+        assert "container_name" not in service, f"{name} cannot scale with a fixed container name"
+        if is_worker(service):
+            assert not service["ports"], f"{name} publishes ports: two replicas would clash"
+        for port in service["ports"]:
+            assert port["host_ip"] == "127.0.0.1", (name, port)
+            published.append(int(port["published"]))
+    assert len(published) == len(set(published)), sorted(published)
+    assert {name for name, s in services().items() if is_worker(s)} == {"worker", *POOLS}
+
+
+def test_every_image_is_pinned_and_the_crawler_services_share_one():
+    for name, service in services().items():
+        image = service["image"]
+        assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), (name, image)
+    builds = {json.dumps(s["build"], sort_keys=True) for s in crawler_services().values()}
+    assert len(builds) == 1 and {s["image"] for s in crawler_services().values()} == {"crawler-tasks:local"}
+    assert set(crawler_services()) == {"worker", "beat", "flower", "metrics", *POOLS}
+
+
+def test_every_crawler_setting_exists_and_parses():
     known = {spec.env for spec in SPECS}
-    for name, service in services.items():
-        env = service.get("environment") or {}
-        assert not {k for k in env if k.startswith("CRAWLER_")} - known, name  # every setting exists
-        for mount in service.get("volumes") or []:
-            source = mount.split(":", 1)[0]
-            if source.startswith("./"):
-                assert (DOCKER / source).exists(), f"{name} mounts {source}, which is missing"
+    for name, service in crawler_services().items():
+        env = service["environment"]
+        assert not {k for k in env if k.startswith("CRAWLER_")} - known, name
+        Settings.from_env(env)  # refuses a value it cannot parse (SettingsError)
+    for name, service in services().items():
+        if name not in crawler_services():
+            assert not [k for k in service["environment"] if k.startswith("CRAWLER_")], name
+
+
+def _options(command: Any) -> set[str]:
+    return {o for p in command.params for o in (*p.opts, *getattr(p, "secondary_opts", []))}
+
+
+def _flags(args: list[str]) -> list[str]:
+    return [a.partition("=")[0] for a in args if a.startswith("-")]
+
+
+def test_every_command_and_flag_exists():
+    import flower.options  # noqa: F401  (defines Flower's options)
+    import tornado.options
+    from celery.bin.beat import beat
+    from celery.bin.celery import celery
+    from celery.bin.control import inspect
+    from celery.bin.worker import worker
+
+    for name, service in crawler_services().items():
+        args = argv(service)
+        if args[0] == "crawler-tasks":
+            assert args[1] in COMMANDS, name
+            _parser().parse_args(args[1:])  # exits (SystemExit) on an unknown flag
+            continue
+        assert args[:3] == ["celery", "-A", "crawler_tasks"], name
+        sub, rest = args[3], args[4:]
+        if sub == "flower":
+            assert all(flag.lstrip("-").replace("-", "_") in tornado.options.options for flag in _flags(rest)), name
+        else:
+            assert set(_flags(rest)) <= _options({"worker": worker, "beat": beat}[sub]), (name, sub)
+        check = service["healthcheck"]["test"]
+        if check[0] == "CMD-SHELL" and " inspect " in check[1]:
+            words = shlex.split(check[1])
+            assert words[:4] == ["celery", "-A", "crawler_tasks", "inspect"] and words[4] == "ping", name
+            assert set(_flags(words[5:])) <= _options(inspect), name
+            # The node it pings is this container's: <name given by -n>@$HOSTNAME.
+            node = option(rest, "-n", "--hostname") or ("celerybeat@%h" if sub == "beat" else "celery@%h")
+            assert option(words, "-d", "--destination") == node.replace("%h", "$$HOSTNAME"), name
+    assert {"-A"} <= _options(celery)
+
+
+def test_the_pools_split_the_queues_between_them():
+    all_services = services()
+    consumed = {name: queues_of(all_services[name]) for name in ("worker", *POOLS)}
+    served = set(routing.QUEUE_ORDER)
+    for name, queues in consumed.items():
+        assert queues <= served, f"{name} consumes {queues - served}, which no crawler task uses"
+        assert routing.CALLBACK_QUEUE not in queues, f"{name} would take the calling app's callbacks"
+    assert consumed["worker"] == served
+    assert set().union(*(consumed[p] for p in POOLS)) == served
+    assert sum(len(consumed[p]) for p in POOLS) == len(served), "a queue is served by two pools"
+    assert consumed["fetcher"] == {routing.FETCH_QUEUE, routing.SEED_QUEUE}
+    assert consumed["parser"] == {routing.PARSE_QUEUE}
+    assert routing.STORE_QUEUE in consumed["storer"]
+    pools = {name: (option(argv(all_services[name]), "-P", "--pool"), option(argv(all_services[name]), "-c"))
+             for name in POOLS}
+    assert pools == {"fetcher": ("threads", "64"), "parser": ("prefork", "2"), "storer": (None, "4")}
+    for name in POOLS:
+        assert all_services[name]["environment"]["CRAWLER_PIPELINE"] == "split" and "split" in PIPELINES
+    assert "CRAWLER_PIPELINE" not in all_services["worker"]["environment"]  # local: parse in the fetch task
+
+
+def test_the_stores_run_in_their_profiles():
+    all_services = services()
+    es = all_services["elasticsearch"]
+    assert es["image"].split(":")[-1].startswith("9.")
+    assert es["environment"]["discovery.type"] == "single-node"
+    assert es["environment"]["xpack.security.enabled"] == "false"
+    assert "_cluster/health" in " ".join(es["healthcheck"]["test"])
+    hbase = all_services["hbase"]
+    assert [p["target"] for p in hbase["ports"]] == [9090]  # Thrift; its host port is not Prometheus'
+    assert "9090" in " ".join(hbase["healthcheck"]["test"])
+    # The store URIs the compose file suggests name the services and ports that run.
+    suggested = re.search(r"CRAWLER_STORE=(\S+)", (DOCKER / "compose.yml").read_text())[1]
+    assert "elasticsearch://elasticsearch:9200/" in suggested and "hbase://hbase:9090/" in suggested
+    Settings.from_env({"CRAWLER_STORE": suggested})
+
+
+def test_every_mounted_file_exists():
+    for name, service in services().items():
+        for mount in service["volumes"]:
+            if mount["type"] == "bind":
+                assert Path(mount["source"]).exists(), f"{name} mounts {mount['source']}, which is missing"
 
 
 def test_prometheus_scrapes_the_exporter_it_runs():
-    services = compose()["services"]
-    port = services["metrics"]["command"][services["metrics"]["command"].index("--port") + 1]
+    command = services()["metrics"]["command"]
     config = yaml.safe_load((DOCKER / "prometheus" / "prometheus.yml").read_text())
     [job] = config["scrape_configs"]
-    assert job["static_configs"][0]["targets"] == [f"metrics:{port}"]
+    assert job["static_configs"][0]["targets"] == [f"metrics:{option(command, '--port')}"]
     assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
 
 
@@ -67,3 +428,165 @@ def test_the_dashboard_and_the_alerts_read_metrics_the_exporter_serves(rt):
         assert wanted in titles
     assert {r["alert"] for g in rules["groups"] for r in g["rules"]} == {
         "CrawlerThroughputZero", "CrawlerDeadLetters", "CrawlerCrawlStalled"}
+
+
+# --- the image -----------------------------------------------------------------------------
+
+def test_the_image_runs_as_an_unprivileged_user_who_owns_its_volumes():
+    final = dockerfile_stages()[-1]
+    user = final.get("USER", "root")
+    assert user.split(":")[0] not in ("root", "0")
+    runs = " ".join(final["RUN"])
+    assert re.search(rf"useradd\b[^&]*\b{user}\b", runs)
+    for name, service in crawler_services().items():
+        for mount in service["volumes"]:
+            if mount["type"] == "volume":  # a new volume takes the owner of the image's directory
+                target = re.escape(mount["target"])
+                assert re.search(rf"mkdir[^&]* {target}\b", runs) and re.search(rf"chown {user}\S* {target}\b", runs), \
+                    f"{mount['target']} ({name}) is not the user's in the image"
+
+
+def test_the_build_context_lets_in_what_the_image_copies():
+    ignore = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+              if line.strip() and not line.startswith("#")]
+    assert ignore[0] == "*"
+    for source in copied_sources():
+        assert f"!{source}" in ignore, f"{source} is copied but .dockerignore keeps it out"
+
+
+def test_the_package_builds_from_exactly_the_files_the_image_copies(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for source in copied_sources():  # as .dockerignore lets them in: no bytecode
+        path = ROOT / source
+        if path.is_dir():
+            shutil.copytree(path, src / source, ignore=shutil.ignore_patterns("__pycache__", "*.py[co]"))
+        else:
+            shutil.copy2(path, src / source)
+    build_runs = " ".join(dockerfile_stages()[0]["RUN"])
+    assert "pip wheel" in build_runs and "--no-deps" in build_runs
+    assert any("pip install" in r and "/wheels/" in r for r in dockerfile_stages()[-1]["RUN"])
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir",
+                          str(tmp_path / "wheels"), str(src)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    [wheel] = (tmp_path / "wheels").glob("crawler_tasks-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    wanted = {str(p.relative_to(ROOT)) for p in (ROOT / "crawler_tasks").rglob("*")
+              if p.suffix in (".py", ".lua") and "__pycache__" not in p.parts}
+    assert wanted and not wanted - names, sorted(wanted - names)
+    assert "beat_schedule.py" in names
+    dist_info = {n.rsplit("/", 1)[-1]: zipfile.ZipFile(wheel).read(n).decode() for n in names if ".dist-info/" in n}
+    assert "crawler-tasks = crawler_tasks.cli.main:main" in dist_info["entry_points.txt"]
+    # pyproject's readme: setuptools builds without the file, leaving the description empty.
+    assert (ROOT / "README.md").read_text().splitlines()[0] in dist_info["METADATA"]
+
+
+# --- the services, run on this machine -----------------------------------------------------
+
+class Local:
+    """A container's command line on this machine: its paths under ``tmp``, its ports free
+    ones, its listen address loopback, ``$HOSTNAME`` this host's name (Docker sets it to
+    the container's, which Celery's ``%h`` expands to)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.ports: dict[str, str] = {}
+        for sub in ("tmp", "data"):
+            (tmp / sub).mkdir(exist_ok=True)
+
+    def listen_on(self, port: str) -> None:
+        self.ports.setdefault(port, str(free_port()))
+
+    def text(self, value: str) -> str:
+        value = value.replace("0.0.0.0", "127.0.0.1")
+        for port, local in self.ports.items():
+            value = re.sub(rf"(?<!\d){port}(?!\d)", local, value)
+        return re.sub(r"(?<![\w.-])/(tmp|data)/", lambda m: f"{self.tmp}/{m[1]}/", value)
+
+    def env(self, service: dict[str, Any]) -> dict[str, str]:
+        env = {**os.environ, **{k: self.text(v) for k, v in service["environment"].items()}}
+        env.update({k: os.environ[k] for k in ("CRAWLER_BROKER_URL", "CRAWLER_REDIS_URL")})  # the tests' Redis
+        env["HOSTNAME"] = socket.gethostname()
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        return env
+
+    def healthcheck(self, service: dict[str, Any]) -> list[str]:
+        kind, *test = service["healthcheck"]["test"]
+        test = [self.text(t).replace("$$", "$") for t in test]
+        return ["sh", "-c", test[0]] if kind == "CMD-SHELL" else test
+
+
+def healthy(cmd: list[str], env: dict[str, str], cwd: Path) -> bool:
+    try:
+        return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, timeout=60).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def test_the_crawler_services_start_from_their_compose_commands_and_pass_their_healthchecks(rt, tmp_path):
+    local = Local(tmp_path)
+    chosen = crawler_services()
+    for service in chosen.values():
+        port = option(argv(service), "--port")
+        if port:
+            local.listen_on(port)
+    procs: dict[str, subprocess.Popen] = {}
+    envs = {name: local.env(service) for name, service in chosen.items()}
+    try:
+        for name, service in chosen.items():
+            args = [local.text(a) for a in argv(service)]
+            args[0] = shutil.which(args[0], path=envs[name]["PATH"])
+            log = open(tmp_path / f"{name}.log", "wb")
+            procs[name] = subprocess.Popen(args, env=envs[name], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+
+        def until_healthy(name: str) -> bool:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and procs[name].poll() is None:
+                if healthy(local.healthcheck(chosen[name]), envs[name], tmp_path):
+                    return True
+                time.sleep(1)
+            return False
+
+        with ThreadPoolExecutor(len(chosen)) as pool:
+            results = dict(zip(chosen, pool.map(until_healthy, chosen), strict=True))
+        logs = {n: (tmp_path / f"{n}.log").read_text(errors="replace")[-2000:] for n, ok in results.items() if not ok}
+        assert all(results.values()), logs
+        # Flower, as compose runs it, wants the password for everything but its healthcheck.
+        flower_url = f"http://127.0.0.1:{local.ports['5555']}"
+        assert requests.get(f"{flower_url}/api/workers", timeout=10).status_code == 401
+        user, _, password = SECRETS["FLOWER_BASIC_AUTH"].partition(":")
+        assert requests.get(f"{flower_url}/api/workers", auth=(user, password), timeout=10).ok
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+        for proc in procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    # With the service gone, its healthcheck fails.
+    with ThreadPoolExecutor(len(chosen)) as pool:
+        after = dict(zip(chosen, pool.map(lambda n: healthy(local.healthcheck(chosen[n]), envs[n], tmp_path), chosen),
+                         strict=True))
+    assert not any(after.values()), after
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server on this machine")
+def test_redis_runs_its_compose_command_and_its_healthcheck_tells_when_it_is_down(tmp_path):
+    service = services()["redis"]
+    port = str(free_port())
+    proc = subprocess.Popen([*service["command"], "--port", port, "--bind", "127.0.0.1", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    check = ["sh", "-c", service["healthcheck"]["test"][1].replace("redis-cli", f"redis-cli -p {port}")]
+    try:
+        deadline = time.monotonic() + 10
+        while not healthy(check, dict(os.environ), tmp_path):
+            assert time.monotonic() < deadline and proc.poll() is None, "redis did not come up"
+            time.sleep(0.1)
+        r = redis.Redis(port=int(port))
+        assert r.config_get("appendonly") == {"appendonly": "yes"}
+        assert r.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert not healthy(check, dict(os.environ), tmp_path)
