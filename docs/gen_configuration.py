@@ -24,7 +24,7 @@ from crawler_tasks.core.settings import SPECS  # noqa: E402  (the one import of 
 SECTIONS: tuple[tuple[str, tuple[str, str], tuple[str, ...]], ...] = (
     ("Broker, Redis and workers", ("running on several nodes", "deployment.md"), (
         "CRAWLER_BROKER_URL", "CRAWLER_REDIS_URL", "CRAWLER_KEY_PREFIX", "CRAWLER_WORKER_POOL",
-        "CRAWLER_WORKER_CONCURRENCY", "CRAWLER_WORKER_MAX_MEMORY", "CRAWLER_PIPELINE",
+        "CRAWLER_WORKER_CONCURRENCY", "CRAWLER_WORKER_MAX_MEMORY", "CRAWLER_MALLOC_ARENAS", "CRAWLER_PIPELINE",
         "CRAWLER_CLAIM_TTL", "CRAWLER_VISIBILITY_TIMEOUT", "CRAWLER_STATE_MAX_RETRIES",
         "CRAWLER_STALL_TIMEOUT", "CRAWLER_TASK_EVENTS")),
     ("Downloads and pages", ("hostile pages", "reliability.md#hostile-pages"), (

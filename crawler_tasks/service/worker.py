@@ -8,6 +8,9 @@ for the store tasks.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import logging
 import os
 from typing import Any
 
@@ -24,6 +27,29 @@ _running: dict[int, tuple[Dispatcher, Mover]] = {}
 _forking_pool = False
 #: Seconds a stopping worker that serves the store queue spends writing what waits, at most.
 DRAIN_S = 15.0
+
+
+log = logging.getLogger(__name__)
+#: mallopt's parameter number for the most arenas (glibc's malloc.h).
+M_ARENA_MAX = -8
+
+
+def cap_malloc_arenas(n: int) -> bool:
+    """Cap glibc's malloc arenas of this process (and the children it forks) at ``n``;
+    False where the C library is not glibc or refuses."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(M_ARENA_MAX, n))
+    except (OSError, AttributeError):
+        return False
+
+
+@signals.worker_init.connect
+def _malloc_arenas(sender: Any = None, **_: Any) -> None:
+    """``CRAWLER_MALLOC_ARENAS``, before the pool starts its threads or children."""
+    settings = getattr(getattr(sender, "app", None), "crawler_settings", None)
+    if settings is not None and settings.malloc_arenas > 0 and not cap_malloc_arenas(settings.malloc_arenas):
+        log.info("CRAWLER_MALLOC_ARENAS: not glibc, left as it is")
 
 
 @signals.worker_init.connect
