@@ -55,7 +55,7 @@ ROUTES = {
     task: {"queue": queue}
     for task, queue in ((FETCH_TASK, FETCH_QUEUE), (PAGE_TASK, FETCH_QUEUE), (PARSE_TASK, PARSE_QUEUE),
                         (STORE_TASK, STORE_QUEUE), (STORE_BATCH_TASK, STORE_QUEUE), (SUBMIT_TASK, SEED_QUEUE),
-                        (FEED_TASK, SEED_QUEUE), (STATS_TASK, SEED_QUEUE))
+                        (FEED_TASK, SEED_QUEUE), (STATS_TASK, STORE_QUEUE))
 }
 
 MIN_BAND, NORMAL_BAND, MAX_BAND = 0, 5, 9

@@ -110,6 +110,18 @@ def _refuse(message: str) -> None:
     raise SystemExit(2)
 
 
+#: Flower's task list shows these columns unless told otherwise: the arguments (a page's
+#: URL) among them, which Flower leaves out by default.
+FLOWER_TASKS_COLUMNS = "name,uuid,state,args,received,started,runtime,worker"
+
+
+def _flower_defaults() -> None:
+    """Under ``celery -A crawler_tasks flower``: Flower reads ``FLOWER_*`` variables after
+    it loaded this app, and its own flags after those; a default given here yields to both."""
+    if _is_celery_command() and "flower" in sys.argv[1:]:
+        os.environ.setdefault("FLOWER_TASKS_COLUMNS", FLOWER_TASKS_COLUMNS)
+
+
 def _settings_from_env() -> Settings:
     try:
         return Settings.from_env()
@@ -170,6 +182,7 @@ def default_app() -> Celery:
     if _default is None:
         with _default_lock:
             if _default is None:
+                _flower_defaults()
                 _default = create_app(_settings_from_env())
     return _default
 

@@ -132,6 +132,8 @@ def test_flower_started_first_names_every_task_and_the_metrics_equal_stats(site,
                 done = [x for x in tasks.values() if x["state"] == "SUCCESS"]
                 return tasks if sum(x["name"] == "crawl.fetch" for x in done) >= pages else {}
 
+            page = requests.get(f"{flower}/tasks", timeout=10).text  # the list, as a person opens it
+            assert '<th data-column="args">' in page  # no flag needed for a page's URL to show
             tasks = poll(seen, 30)
             assert tasks and all(x["name"] for x in tasks.values()), [x for x in tasks.values() if not x["name"]]
             fetches = [x for x in tasks.values() if x["name"] == "crawl.fetch"]
