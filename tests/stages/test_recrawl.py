@@ -88,7 +88,7 @@ def test_a_recrawl_revalidates_and_a_304_keeps_the_stored_page(recrawler, site, 
                 if rec.rec_type == "response" and rec.rec_headers.get_header("WARC-Target-URI") == url:
                     responses.append((rec.rec_headers.get_header("WARC-Date"),
                                       rec.http_headers.get_statuscode(), rec.content_stream().read()))
-    # One file per worker process, and whichever process's flusher took a batch wrote it:
+    # One file per worker process, and whichever process's store task took a batch wrote it:
     # the archive's order is the WARC-Date of the records, not the order of the files.
     responses = [(code, body) for _, code, body in sorted(responses)]
     assert [code for code, _ in responses] == ["200", "304", "200"]
