@@ -82,7 +82,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # On from the start: a task received before Flower switched events on
         # (enable_events) would show in Flower with no name and no arguments.
         "worker_send_task_events": settings.task_events,
-        "task_send_sent_event": settings.task_events,
+        # A fourth event per task, from its sender, for a state Flower shows as queued;
+        # its name and URL come with the worker's "received" event.
+        "task_send_sent_event": False,
         "worker_hijack_root_logger": True,
         "beat_schedule": beat_schedule(settings),
         "timezone": "UTC",
