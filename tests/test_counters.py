@@ -111,6 +111,8 @@ ELSEWHERE = {
     ("backends/elasticsearch/documents.py", "truncated"): "the record field, in the pages index's mapping",
     ("cli/stats.py", "requests"): "a HostState field of `stats --json`'s busiest hosts",
     ("cli/stats.py", "throttled"): "a HostState field of `stats --json`'s busiest hosts",
+    ("cli/top_view.py", "failed"): "the label of the failures row in `top`'s responses panel",
+    ("cli/top_view.py", "cancelled"): "a crawl's state (service.control), styled in `top`",
 }
 
 #: Calls whose arguments are counts (name -> amount), and the functions that take them.
