@@ -227,14 +227,17 @@ def _ratio(a: float | None, b: float) -> str:
 
 
 def _redis(runs: list[BroadRun]) -> tuple[str, str]:
-    """(peak used_memory MB, bytes per waiting fetch) medians; dashes without a Redis."""
-    figs = [r.result.notes.get("redis") for r in runs]
-    if not any(figs):
+    """(peak used_memory MB, bytes per waiting fetch: direct, slope, at the peak count) medians."""
+    figs = [f for f in (r.result.notes.get("redis") for r in runs) if f]
+    if not figs:
         return DASH, DASH
-    peak = _median([f["used_memory_peak"] / 2**20 for f in figs if f])
-    per = _median([f["bytes_per_waiting"] for f in figs if f])
-    waiting = max(f["peak_waiting"] for f in figs if f)
-    return _num(peak, 1), (DASH if per is None else f"{per:,.0f} (peak {waiting:,} waiting)")
+    peak = _median([f["used_memory_peak"] / 2**20 for f in figs])
+    direct = _median([f["rooms_bytes"] / f["peak_waiting"] if f["peak_waiting"] else None for f in figs])
+    per = _median([f["bytes_per_waiting"] for f in figs])
+    waiting = max(f["peak_waiting"] for f in figs)
+    if direct is None:
+        return _num(peak, 1), DASH
+    return _num(peak, 1), f"{direct:,.0f} / {_num(per)} (peak {waiting:,} waiting)"
 
 
 MAIN_HEADER = ("| Row | Pages | Elapsed s | Pages/s | Steady pages/s | Ideal pages/s | Overall ÷ ideal "
@@ -312,8 +315,9 @@ def notes(runs: list[BroadRun]) -> list[str]:
             out.append(f"⚠ {tag}: {r.result.pages:,} pages counted of the site's {r.expected:,} "
                        f"(the server answered {r.log.pages:,} distinct pages)")
         if r.log.gaps_under_delay:
-            out.append(f"{tag}: {r.log.gaps_under_delay} gaps under d (min {r.log.min_gap_s:.4f}s, "
-                       f"host {r.log.min_gap_host})")
+            pair = DASH if r.log.min_pair_gap_s is None else f"{r.log.min_pair_gap_s:.4f}s"
+            out.append(f"{tag}: {r.log.gaps_under_delay} of {r.log.gaps} gaps under d (min {r.log.min_gap_s:.4f}s, "
+                       f"host {r.log.min_gap_host}); least mean of two consecutive gaps {pair}")
     return out
 
 

@@ -56,6 +56,7 @@ class LogFigures:
     min_gap_host: str = ""
     gaps_under_tolerance: int = 0  # gaps < GAP_TOLERANCE × delay
     gaps_under_delay: int = 0  # gaps < delay
+    min_pair_gap_s: float | None = None  # least mean of two consecutive gaps to one host
     max_in_flight_per_host: int = 0
     small_done_s: float | None = None  # last request to a host but the big one, from the first request
     big_requests: int = 0
@@ -106,6 +107,9 @@ def _politeness(fig: LogFigures, hosts: dict[str, list[Hit]], delay: float) -> N
         fig.gaps_under_delay += sum(g < delay for g in gaps)
         if gaps and (fig.min_gap_s is None or min(gaps) < fig.min_gap_s):
             fig.min_gap_s, fig.min_gap_host = min(gaps), host
+        pairs = [(a + b) / 2 for a, b in zip(gaps, gaps[1:], strict=False)]
+        if pairs and (fig.min_pair_gap_s is None or min(pairs) < fig.min_pair_gap_s):
+            fig.min_pair_gap_s = min(pairs)
         fig.max_in_flight_per_host = max(fig.max_in_flight_per_host, max_in_flight(hits))
 
 

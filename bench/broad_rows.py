@@ -76,6 +76,7 @@ class RedisFigures:
 
     used_memory_peak: int = 0  # INFO used_memory_peak at the end
     peak_waiting: int = 0  # most fetches waiting for their host at one sample
+    rooms_bytes: int = 0  # MEMORY USAGE of the waiting rooms at that sample
     bytes_per_waiting: float | None = None  # slope of used_memory against waiting, after that peak
     samples: list[tuple[float, int, int]] = field(default_factory=list)  # (monotonic, used_memory, waiting)
 
@@ -124,25 +125,42 @@ class RedisWatch:
             fig.used_memory_peak = int(self.client.info("memory")["used_memory_peak"])
         if fig.samples:
             peak = max(range(len(fig.samples)), key=lambda i: fig.samples[i][2])
-            fig.peak_waiting = fig.samples[peak][2]
             fig.bytes_per_waiting = slope([(w, m) for _, m, w in fig.samples[peak:]])
         self.client.close()
         return fig
 
-    def waiting(self) -> int:
-        """Fetches waiting for their host, over every host (as ``HostLimiter.waiting``)."""
+    def rooms(self) -> list[str]:
+        """The waiting rooms of the due hosts, and the movers' set."""
         hosts = self.client.zrange(self.keys.hosts_due(), 0, -1)
+        return [*(self.keys.host_wait(h.decode()) for h in hosts), self.keys.hosts_moving()]
+
+    def waiting(self, rooms: list[str]) -> int:
+        """Fetches waiting for their host, over every host (as ``HostLimiter.waiting``)."""
         with self.client.pipeline(transaction=False) as pipe:
-            for host in hosts:
-                pipe.zcard(self.keys.host_wait(host.decode()))
-            pipe.zcard(self.keys.hosts_moving())
+            for key in rooms:
+                pipe.zcard(key)
             return sum(pipe.execute())
+
+    def rooms_bytes(self, rooms: list[str]) -> int:
+        """``MEMORY USAGE … SAMPLES 0`` of the waiting rooms, summed."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for key in rooms:
+                pipe.memory_usage(key, samples=0)
+            return sum(n or 0 for n in pipe.execute())
+
+    def sample(self) -> None:
+        """One sample; at a new peak of waiting fetches, the size of their waiting rooms too."""
+        used = int(self.client.info("memory")["used_memory"])
+        rooms = self.rooms()
+        waiting = self.waiting(rooms)
+        self.figures.samples.append((time.monotonic(), used, waiting))
+        if waiting > self.figures.peak_waiting:
+            self.figures.peak_waiting, self.figures.rooms_bytes = waiting, self.rooms_bytes(rooms)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(redis.RedisError):
-                used = int(self.client.info("memory")["used_memory"])
-                self.figures.samples.append((time.monotonic(), used, self.waiting()))
+                self.sample()
             self._stop.wait(self.interval)
 
 
