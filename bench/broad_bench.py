@@ -307,6 +307,11 @@ def notes(runs: list[BroadRun]) -> list[str]:
         if not r.ok:
             out.append(f"{tag}: failed: {r.result.error}")
             continue
+        redis_fig = r.result.notes.get("redis")
+        if redis_fig and r.result.pages:
+            parked = redis_fig["host_counters"].get("deferred", 0)
+            out.append(f"{tag}: {parked:,} fetches parked in a waiting room ({parked / r.result.pages:.2f} per "
+                       f"page); Redis CPU {1000 * redis_fig['cpu_s'] / r.result.pages:.2f} ms/page")
         if r.result.notes.get("problems"):
             out.append(f"{tag}: {', '.join(r.result.notes['problems'])}")
         if r.log.refetches or r.log.not_found:
@@ -332,6 +337,7 @@ def render(rows: list[Row], runs: list[BroadRun], variants: list[Variant], args:
              f"Machine: {os.cpu_count()} CPUs shared by the site server, Redis and the crawlers; crawler_tasks: "
              f"{os.environ.get('BENCH_CONCURRENCY', '32')} threads per worker process, host concurrency 1, "
              f"one Redis; Scrapy: CONCURRENT_REQUESTS {meta['scrapy_concurrency']}, 1 per domain  ",
+             f"Load average (1 min) before the first run: {meta['load_before']:.2f}  ",
              f"Versions: {vers}"]
     for variant in variants:
         site = meta["sites"].get(variant.name, {})
@@ -385,12 +391,13 @@ def _broad(args: argparse.Namespace, rows: list[Row], workdir: Path, argv: list[
 
     started = time.monotonic()
     scrapy_python, scrapy_error = _scrapy(rows)
+    load_before = os.getloadavg()[0]  # anything else busy on the machine shows in every figure
     variants = [Variant("uniform", 1.0)] + ([Variant(f"skew {args.skew:g}", args.skew)] if args.skew else [])
     runs = rounds(Setup(workdir, scrapy_python, scrapy_error), args, rows, variants)
     sites = {v.name: _site_meta(v, runs) for v in variants}
     meta = {"command": "bench/broad " + shlex.join(argv) if argv else "bench/broad",
             "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "versions": versions(scrapy_python),
-            "scrapy_concurrency": SCRAPY_CONCURRENCY, "sites": sites, "minutes": (time.monotonic() - started) / 60}
+            "scrapy_concurrency": SCRAPY_CONCURRENCY, "sites": sites, "load_before": load_before, "minutes": (time.monotonic() - started) / 60}
     print(render(rows, runs, variants, args, meta))
     if args.json:
         _dump_json(Path(args.json), args, meta, runs, variants)

@@ -78,6 +78,8 @@ class RedisFigures:
     peak_waiting: int = 0  # most fetches waiting for their host at one sample
     rooms_bytes: int = 0  # MEMORY USAGE of the waiting rooms at that sample
     bytes_per_waiting: float | None = None  # slope of used_memory against waiting, after that peak
+    cpu_s: float = 0.0  # Redis's own CPU (used_cpu_user + used_cpu_sys) while watched
+    host_counters: dict[str, int] = field(default_factory=dict)  # summed over the hosts' hashes
     samples: list[tuple[float, int, int]] = field(default_factory=list)  # (monotonic, used_memory, waiting)
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,10 +113,25 @@ class RedisWatch:
         self.figures = RedisFigures()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="redis-watch", daemon=True)
+        self._cpu_before = self.cpu()
 
     def start(self) -> RedisWatch:
         self._thread.start()
         return self
+
+    def cpu(self) -> float:
+        """Redis's CPU seconds so far."""
+        info = self.client.info("cpu")
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+    def host_counters(self) -> dict[str, int]:
+        """The counters of every host's hash (``requests``, ``deferred``: fetches parked...), summed."""
+        totals: dict[str, int] = {}
+        for key in self.client.scan_iter(match=self.keys.host("*"), count=1000):
+            for name, value in self.client.hgetall(key).items():
+                with contextlib.suppress(ValueError):
+                    totals[name.decode()] = totals.get(name.decode(), 0) + int(value)
+        return {k: totals[k] for k in ("requests", "deferred", "throttled", "blocked") if k in totals}
 
     def stop(self) -> RedisFigures:
         """Stop sampling; the figures (read before the Redis goes away)."""
@@ -123,6 +140,8 @@ class RedisWatch:
         fig = self.figures
         with contextlib.suppress(redis.RedisError):
             fig.used_memory_peak = int(self.client.info("memory")["used_memory_peak"])
+            fig.cpu_s = self.cpu() - self._cpu_before
+            fig.host_counters = self.host_counters()
         if fig.samples:
             peak = max(range(len(fig.samples)), key=lambda i: fig.samples[i][2])
             fig.bytes_per_waiting = slope([(w, m) for _, m, w in fig.samples[peak:]])
