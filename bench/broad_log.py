@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 #: A gap under this fraction of the delay counts as impolite (clock and network jitter aside).
 GAP_TOLERANCE = 0.95
+#: Seconds per bucket of the rate series.
+SERIES_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class LogFigures:
     big_rate: float | None = None  # requests/s to the big host, its first to its last request
     big_max_gap_s: float | None = None
     big_done_s: float | None = None  # last request to the big host, from the first request
+    rate_series: list[float] = field(default_factory=list)  # new pages/s in each SERIES_S from the first request
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,6 +78,16 @@ def steady_rate(times: list[float], low: float = 0.1, high: float = 0.9) -> floa
     i, j = math.ceil(low * len(times)), math.floor(high * len(times)) - 1
     span = times[j] - times[i]
     return (j - i) / span if span > 0 and j > i else None
+
+
+def rate_series(times: list[float], start: float, bucket: float = SERIES_S) -> list[float]:
+    """Events per second in consecutive ``bucket``-second windows from ``start``."""
+    if not times:
+        return []
+    counts = [0] * (int((times[-1] - start) // bucket) + 1)
+    for t in times:
+        counts[int((t - start) // bucket)] += 1
+    return [round(n / bucket, 1) for n in counts]
 
 
 def by_host(hits: list[Hit]) -> dict[str, list[Hit]]:
@@ -143,6 +156,7 @@ def analyse(hits: list[Hit], delay: float, big_host: str = "") -> LogFigures:
     fig.pages = len(page_times)
     fig.span_s = hits[-1].arrived - hits[0].arrived
     fig.steady_pages_per_s = steady_rate(page_times)
+    fig.rate_series = rate_series(page_times, hits[0].arrived)
     hosts = by_host(hits)
     _politeness(fig, hosts, delay)
     if big_host:
