@@ -80,11 +80,17 @@ class RedisFigures:
     bytes_per_waiting: float | None = None  # slope of used_memory against waiting, after that peak
     cpu_s: float = 0.0  # Redis's own CPU (used_cpu_user + used_cpu_sys) while watched
     host_counters: dict[str, int] = field(default_factory=dict)  # summed over the hosts' hashes
-    samples: list[tuple[float, int, int]] = field(default_factory=list)  # (monotonic, used_memory, waiting)
+    #: (monotonic, used_memory, waiting for their host, fetch messages queued in the broker)
+    samples: list[tuple[float, int, int, int]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """Everything but the samples, and the waiting and queued counts every 5 s."""
         data = asdict(self)
         data["samples"] = len(self.samples)
+        if self.samples:
+            t0, step = self.samples[0][0], 5.0
+            data["every_5s"] = [(round(t - t0), w, q) for n, (t, _, w, q) in enumerate(self.samples)
+                                if n == 0 or int((t - t0) // step) > int((self.samples[n - 1][0] - t0) // step)]
         return data
 
 
@@ -144,7 +150,7 @@ class RedisWatch:
             fig.host_counters = self.host_counters()
         if fig.samples:
             peak = max(range(len(fig.samples)), key=lambda i: fig.samples[i][2])
-            fig.bytes_per_waiting = slope([(w, m) for _, m, w in fig.samples[peak:]])
+            fig.bytes_per_waiting = slope([(w, m) for _, m, w, _ in fig.samples[peak:]])
         self.client.close()
         return fig
 
@@ -160,6 +166,15 @@ class RedisWatch:
                 pipe.zcard(key)
             return sum(pipe.execute())
 
+    def queued(self) -> int:
+        """Fetch messages in the broker's fetch queue, every band."""
+        from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND, MIN_BAND, redis_list
+
+        with self.client.pipeline(transaction=False) as pipe:
+            for band in range(MIN_BAND, MAX_BAND + 1):
+                pipe.llen(redis_list(FETCH_QUEUE, band))
+            return sum(pipe.execute())
+
     def rooms_bytes(self, rooms: list[str]) -> int:
         """``MEMORY USAGE … SAMPLES 0`` of the waiting rooms, summed."""
         with self.client.pipeline(transaction=False) as pipe:
@@ -172,7 +187,7 @@ class RedisWatch:
         used = int(self.client.info("memory")["used_memory"])
         rooms = self.rooms()
         waiting = self.waiting(rooms)
-        self.figures.samples.append((time.monotonic(), used, waiting))
+        self.figures.samples.append((time.monotonic(), used, waiting, self.queued()))
         if waiting > self.figures.peak_waiting:
             self.figures.peak_waiting, self.figures.rooms_bytes = waiting, self.rooms_bytes(rooms)
 
