@@ -26,10 +26,10 @@ from types import FrameType
 from typing import Any
 
 from broad_log import GAP_TOLERANCE, LogFigures, analyse, read_log
-from broad_rows import ROWS, ROWS_BY_KEY, BroadContext, run_broad_row
+from broad_rows import DEFAULT_ROWS, ROWS, ROWS_BY_KEY, BroadContext, BroadRow, run_broad_row
 from broad_site import addresses, pages_per_host
 from harness import ensure_scrapy_venv, versions
-from rows import Row, RunResult
+from rows import RunResult
 from servers import BENCH_DIR, BenchError, Children, SiteServer, kill_everything, read_line, watch_dir
 
 DASH = "–"
@@ -46,7 +46,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--delay", type=float, default=1.0, help="politeness delay d in seconds (default 1.0)")
     p.add_argument("--latency", type=float, default=0.02, help="seconds before each response (default 0.02)")
     p.add_argument("--runs", type=int, default=1, help="rounds; each row runs once per round (default 1)")
-    p.add_argument("--only", default="", help=f"comma list of rows: {','.join(ROWS_BY_KEY)}")
+    p.add_argument("--only", default="", help=f"comma list of rows: {','.join(ROWS_BY_KEY)} "
+                   f"(default: {','.join(DEFAULT_ROWS)})")
     p.add_argument("--skew", type=float, default=0.0,
                    help="also crawl a site whose first host holds SKEW × K pages, and compare (e.g. 20)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per run before it fails (default 900)")
@@ -60,11 +61,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def selected_rows(only: str) -> list[Row]:
-    """The rows of ``--only`` (all by default)."""
-    if not only:
-        return list(ROWS)
-    keys = [k.strip() for k in only.split(",") if k.strip()]
+def selected_rows(only: str) -> list[BroadRow]:
+    """The rows of ``--only`` (:data:`DEFAULT_ROWS` without it)."""
+    keys = [k.strip() for k in only.split(",") if k.strip()] or list(DEFAULT_ROWS)
     unknown = [k for k in keys if k not in ROWS_BY_KEY]
     if unknown:
         raise SystemExit(f"bench/broad: unknown row(s) {', '.join(unknown)}; rows: {', '.join(ROWS_BY_KEY)}")
@@ -112,7 +111,7 @@ class SiteRun:
 
 def start_site(group: Children, args: argparse.Namespace, variant: Variant, log: Path) -> SiteRun:
     """bench/broad_site.py in its own process, listening on every host's address."""
-    cmd = [sys.executable, BENCH_DIR / "broad_site.py", "--hosts", str(args.hosts), "--pages-per-host",
+    cmd: list[str | os.PathLike[str]] = [sys.executable, BENCH_DIR / "broad_site.py", "--hosts", str(args.hosts), "--pages-per-host",
            str(args.pages_per_host), "--skew", f"{variant.skew:g}", "--latency", f"{args.latency:g}",
            "--seed", str(args.seed), "--log", log]
     child = group.spawn(cmd, name="site server", stdout=subprocess.PIPE)
@@ -133,7 +132,7 @@ def start_site(group: Children, args: argparse.Namespace, variant: Variant, log:
 class BroadRun:
     """One run of one row on one variant: the crawler's numbers and the server's."""
 
-    row: Row
+    row: BroadRow
     variant: Variant
     result: RunResult
     expected: int
@@ -165,7 +164,7 @@ class Setup:
                             seeds=site.seeds, delay=args.delay)
 
 
-def one_run(setup: Setup, args: argparse.Namespace, row: Row, variant: Variant, round_no: int) -> BroadRun:
+def one_run(setup: Setup, args: argparse.Namespace, row: BroadRow, variant: Variant, round_no: int) -> BroadRun:
     """A fresh site server, one crawl of it, the server stopped and its log read."""
     log = setup.workdir / f"requests-{variant.name.replace(' ', '-')}-{row.key}-r{round_no}.log"
     with Children() as group:
@@ -191,7 +190,7 @@ def _brief(run: BroadRun) -> str:
             f"{f.gaps_under_tolerance} gaps < {GAP_TOLERANCE:g} d, max {f.max_in_flight_per_host} in flight/host")
 
 
-def rounds(setup: Setup, args: argparse.Namespace, rows: list[Row], variants: list[Variant]) -> list[BroadRun]:
+def rounds(setup: Setup, args: argparse.Namespace, rows: list[BroadRow], variants: list[Variant]) -> list[BroadRun]:
     """Round 1 runs every row on every variant, then round 2, ..."""
     runs = []
     for round_no in range(1, args.runs + 1):
@@ -245,7 +244,7 @@ MAIN_HEADER = ("| Row | Pages | Elapsed s | Pages/s | Steady pages/s | Ideal pag
                "| Min gap s | Gaps < 0.95 d | Max in flight/host |")
 
 
-def main_line(row: Row, runs: list[BroadRun], ideal: float) -> str:
+def main_line(row: BroadRow, runs: list[BroadRun], ideal: float) -> str:
     """One row of the main table: medians over the good runs, the worst politeness."""
     ok = [r for r in runs if r.ok]
     label = row.label + (f" ({len(runs) - len(ok)} of {len(runs)} runs failed)" if len(ok) < len(runs) else "")
@@ -264,7 +263,7 @@ def main_line(row: Row, runs: list[BroadRun], ideal: float) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def main_table(rows: list[Row], runs: list[BroadRun], variant: Variant, args: argparse.Namespace) -> str:
+def main_table(rows: list[BroadRow], runs: list[BroadRun], variant: Variant, args: argparse.Namespace) -> str:
     """The markdown table of one variant."""
     ideal = variant.ideal_pages_per_s(args)
     lines = [MAIN_HEADER, "|" + "---|" * (MAIN_HEADER.count(" | ") + 1)]
@@ -277,7 +276,7 @@ SKEW_HEADER = ("| Row | Small hosts done, no big host s | Small hosts done, with
                "| Big host requests/s (ideal {rate}) | Big host max gap s | Big host done s (ideal {big}) |")
 
 
-def skew_line(row: Row, runs: list[BroadRun], variants: list[Variant], ideal_small: float) -> str:
+def skew_line(row: BroadRow, runs: list[BroadRun], variants: list[Variant], ideal_small: float) -> str:
     """One row of the fairness table: when the small hosts were done, on both sites."""
     base = [r for r in runs if r.row == row and r.variant == variants[0] and r.ok]
     skew = [r for r in runs if r.row == row and r.variant == variants[1] and r.ok]
@@ -289,7 +288,7 @@ def skew_line(row: Row, runs: list[BroadRun], variants: list[Variant], ideal_sma
     return "| " + " | ".join(cells) + " |"
 
 
-def skew_table(rows: list[Row], runs: list[BroadRun], variants: list[Variant], args: argparse.Namespace) -> str:
+def skew_table(rows: list[BroadRow], runs: list[BroadRun], variants: list[Variant], args: argparse.Namespace) -> str:
     """The fairness table of ``--skew``: both variants side by side."""
     big = pages_per_host(args.hosts, args.pages_per_host, args.skew)[0]
     header = SKEW_HEADER.format(rate=f"{1 / args.delay:g}", big=f"{(big - 1) * args.delay:g}")
@@ -319,14 +318,14 @@ def notes(runs: list[BroadRun]) -> list[str]:
         if r.result.pages != r.expected:
             out.append(f"⚠ {tag}: {r.result.pages:,} pages counted of the site's {r.expected:,} "
                        f"(the server answered {r.log.pages:,} distinct pages)")
-        if r.log.gaps_under_delay:
+        if r.log.gaps_under_delay and r.row.polite:
             pair = DASH if r.log.min_pair_gap_s is None else f"{r.log.min_pair_gap_s:.4f}s"
             out.append(f"{tag}: {r.log.gaps_under_delay} of {r.log.gaps} gaps under d (min {r.log.min_gap_s:.4f}s, "
                        f"host {r.log.min_gap_host}); least mean of two consecutive gaps {pair}")
     return out
 
 
-def render(rows: list[Row], runs: list[BroadRun], variants: list[Variant], args: argparse.Namespace,
+def render(rows: list[BroadRow], runs: list[BroadRun], variants: list[Variant], args: argparse.Namespace,
            meta: dict[str, Any]) -> str:
     """The whole report: a header, a table per variant, the fairness table, the footnotes."""
     vers = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
@@ -376,7 +375,7 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _scrapy(rows: list[Row]) -> tuple[Path | None, str]:
+def _scrapy(rows: list[BroadRow]) -> tuple[Path | None, str]:
     if all(row.is_crawler_tasks for row in rows):
         return None, ""
     try:
@@ -386,7 +385,7 @@ def _scrapy(rows: list[Row]) -> tuple[Path | None, str]:
         return None, str(exc)
 
 
-def _broad(args: argparse.Namespace, rows: list[Row], workdir: Path, argv: list[str]) -> int:
+def _broad(args: argparse.Namespace, rows: list[BroadRow], workdir: Path, argv: list[str]) -> int:
     from broad_rows import SCRAPY_CONCURRENCY
 
     started = time.monotonic()

@@ -35,6 +35,7 @@ from rows import (
     _stop_workers,
     _submit,
     _tail,
+    _text,
     _wait_drained,
     _wait_line,
     parse_summary,
@@ -43,13 +44,24 @@ from servers import BENCH_DIR, BenchError, Child, RedisServer
 
 SCRAPY_CONCURRENCY = 256
 
-ROWS: tuple[Row, ...] = (
-    Row("cli-1", "`crawler-tasks crawl --workers 1`", "cli", 1),
-    Row("cli-2", "`crawler-tasks crawl --workers 2`", "cli", 2),
-    Row("celery-2", "`celery worker` ×2 + `submit()`", "celery", 2),
-    Row("scrapy-1", "Scrapy, 1 process", "scrapy", 1),
+@dataclass(frozen=True)
+class BroadRow(Row):
+    """A row of bench/broad; ``polite=False``: no delay and no host cap (what politeness costs)."""
+
+    polite: bool = True
+
+
+ROWS: tuple[BroadRow, ...] = (
+    BroadRow("cli-1", "`crawler-tasks crawl --workers 1`", "cli", 1),
+    BroadRow("cli-2", "`crawler-tasks crawl --workers 2`", "cli", 2),
+    BroadRow("celery-2", "`celery worker` ×2 + `submit()`", "celery", 2),
+    BroadRow("scrapy-1", "Scrapy, 1 process", "scrapy", 1),
+    BroadRow("cli-1-free", "`crawler-tasks crawl --workers 1`, no delay, no host cap", "cli", 1, polite=False),
+    BroadRow("cli-2-free", "`crawler-tasks crawl --workers 2`, no delay, no host cap", "cli", 2, polite=False),
 )
 ROWS_BY_KEY = {row.key: row for row in ROWS}
+#: The rows run without ``--only``.
+DEFAULT_ROWS = ("cli-1", "cli-2", "celery-2", "scrapy-1")
 
 
 @dataclass
@@ -61,9 +73,11 @@ class BroadContext(Context):
 
     def crawler_env(self, broker: RedisServer, state: RedisServer, store: Path,
                     row: Row | None = None) -> dict[str, str]:
-        """bench/compare's environment, polite: the delay, one request per host at a time."""
+        """bench/compare's environment, polite: the delay, one request per host at a time
+        (bench/compare's own, no delay and no host cap, for a row that is not polite)."""
         env = super().crawler_env(broker, state, store, row)
-        env.update(CRAWLER_DOWNLOAD_DELAY=f"{self.delay:g}", CRAWLER_HOST_CONCURRENCY="1")
+        if not isinstance(row, BroadRow) or row.polite:
+            env.update(CRAWLER_DOWNLOAD_DELAY=f"{self.delay:g}", CRAWLER_HOST_CONCURRENCY="1")
         return env
 
 
@@ -136,7 +150,7 @@ class RedisWatch:
         for key in self.client.scan_iter(match=self.keys.host("*"), count=1000):
             for name, value in self.client.hgetall(key).items():
                 with contextlib.suppress(ValueError):
-                    totals[name.decode()] = totals.get(name.decode(), 0) + int(value)
+                    totals[_text(name)] = totals.get(_text(name), 0) + int(value)
         return {k: totals[k] for k in ("requests", "deferred", "throttled", "blocked") if k in totals}
 
     def stop(self) -> RedisFigures:
@@ -156,7 +170,7 @@ class RedisWatch:
 
     def rooms(self) -> list[str]:
         """The waiting rooms of the due hosts, and the movers' set."""
-        hosts = self.client.zrange(self.keys.hosts_due(), 0, -1)
+        hosts: list[bytes] = self.client.zrange(self.keys.hosts_due(), 0, -1)  # type: ignore[assignment]
         return [*(self.keys.host_wait(h.decode()) for h in hosts), self.keys.hosts_moving()]
 
     def waiting(self, rooms: list[str]) -> int:

@@ -116,7 +116,8 @@ class RequestLog:
     """Lines kept in memory and appended to the log file every half second."""
 
     def __init__(self, out: TextIO) -> None:
-        self.out, self.lines = out, []
+        self.out = out
+        self.lines: list[str] = []
 
     def add(self, arrived: float, answered: float, host: str, status: int, path: bytes) -> None:
         self.lines.append(f"{arrived:.6f} {answered:.6f} {host} {status} {path.decode(errors='replace')}\n")
