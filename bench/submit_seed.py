@@ -1,10 +1,10 @@
-"""Seed a crawl with ``crawler_tasks.submit()`` once the workers answer (used by bench/compare).
+"""Seed a crawl with ``crawler_tasks.submit()`` once the workers answer (bench/compare, bench/broad).
 
-    CRAWLER_BROKER_URL=... CRAWLER_REDIS_URL=... python bench/submit_seed.py URL --crawl-id ID --workers N
+    CRAWLER_BROKER_URL=... CRAWLER_REDIS_URL=... python bench/submit_seed.py URL [URL ...] --crawl-id ID --workers N
 
 Imports crawler_tasks with the environment it was started with, pings until
 ``--workers`` workers answer, prints ``ready``, waits for a line on stdin, then
-submits and prints ``{"t0": <time.time() before submit>, "accepted": <n>}``.
+submits (the URLs in one call) and prints ``{"t0": <time.time() before submit>, "accepted": <n>}``.
 The harness reads the Redis counters between ``ready`` and its go line, so
 start-up and pings are not counted as crawl traffic.
 """
@@ -19,7 +19,7 @@ import time
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("url")
+    parser.add_argument("urls", nargs="+", metavar="URL")
     parser.add_argument("--crawl-id", required=True)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=120.0)
@@ -39,7 +39,7 @@ def main() -> int:
     if not sys.stdin.readline():
         return 1
     t0 = time.time()
-    accepted = submit(args.url, crawl_id=args.crawl_id)
+    accepted = submit(args.urls[0] if len(args.urls) == 1 else args.urls, crawl_id=args.crawl_id)
     print(json.dumps({"t0": t0, "accepted": accepted}), flush=True)
     return 0
 

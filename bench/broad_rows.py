@@ -1,0 +1,334 @@
+"""The rows of bench/broad: how each crawler is run on the many-host site, politely.
+
+Built on bench/rows.py: one :class:`~rows.Run` per run (its directory, processes,
+CPU at reaping, the process-tree sampler, the deadline), and its helpers for the
+CLI's summary, the crawl's counters, the ``submit()`` helper and the Scrapy report.
+What differs from bench/compare: many seeds, ``CRAWLER_DOWNLOAD_DELAY`` = the delay
+and ``CRAWLER_HOST_CONCURRENCY=1``, and ONE private redis-server as broker and state,
+watched by :class:`RedisWatch` while the crawl runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+from rows import (
+    Context,
+    CrawlKeys,
+    Row,
+    Run,
+    RunResult,
+    _one_line,
+    _scrapy_problems,
+    _scrapy_report,
+    _seconds,
+    _stop_workers,
+    _submit,
+    _tail,
+    _text,
+    _wait_drained,
+    _wait_line,
+    parse_summary,
+)
+from servers import BENCH_DIR, BenchError, Child, RedisServer
+
+SCRAPY_CONCURRENCY = 256
+
+@dataclass(frozen=True)
+class BroadRow(Row):
+    """A row of bench/broad; ``polite=False``: no delay and no host cap (what politeness costs)."""
+
+    polite: bool = True
+
+
+ROWS: tuple[BroadRow, ...] = (
+    BroadRow("cli-1", "`crawler-tasks crawl --workers 1`", "cli", 1),
+    BroadRow("cli-2", "`crawler-tasks crawl --workers 2`", "cli", 2),
+    BroadRow("celery-2", "`celery worker` ×2 + `submit()`", "celery", 2),
+    BroadRow("scrapy-1", "Scrapy, 1 process", "scrapy", 1),
+    BroadRow("cli-1-free", "`crawler-tasks crawl --workers 1`, no delay, no host cap", "cli", 1, polite=False),
+    BroadRow("cli-2-free", "`crawler-tasks crawl --workers 2`, no delay, no host cap", "cli", 2, polite=False),
+)
+ROWS_BY_KEY = {row.key: row for row in ROWS}
+#: The rows run without ``--only``.
+DEFAULT_ROWS = ("cli-1", "cli-2", "celery-2", "scrapy-1")
+
+
+@dataclass
+class BroadContext(Context):
+    """bench/compare's context plus the seeds and the politeness of this benchmark."""
+
+    seeds: tuple[str, ...] = ()
+    delay: float = 1.0
+
+    def crawler_env(self, broker: RedisServer, state: RedisServer, store: Path,
+                    row: Row | None = None) -> dict[str, str]:
+        """bench/compare's environment, polite: the delay, one request per host at a time
+        (bench/compare's own, no delay and no host cap, for a row that is not polite)."""
+        env = super().crawler_env(broker, state, store, row)
+        if not isinstance(row, BroadRow) or row.polite:
+            env.update(CRAWLER_DOWNLOAD_DELAY=f"{self.delay:g}", CRAWLER_HOST_CONCURRENCY="1")
+        return env
+
+
+# --------------------------------------------------------------------------- Redis while it crawls
+
+
+@dataclass
+class RedisFigures:
+    """Redis memory over one crawl: peaks, and what one fetch waiting for its host costs."""
+
+    used_memory_peak: int = 0  # INFO used_memory_peak at the end
+    peak_waiting: int = 0  # most fetches waiting for their host at one sample
+    rooms_bytes: int = 0  # MEMORY USAGE of the waiting rooms at that sample
+    bytes_per_waiting: float | None = None  # slope of used_memory against waiting, after that peak
+    cpu_s: float = 0.0  # Redis's own CPU (used_cpu_user + used_cpu_sys) while watched
+    host_counters: dict[str, int] = field(default_factory=dict)  # summed over the hosts' hashes
+    #: (monotonic, used_memory, waiting for their host, fetch messages queued in the broker)
+    samples: list[tuple[float, int, int, int]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the samples, and the waiting and queued counts every 5 s."""
+        data = asdict(self)
+        data["samples"] = len(self.samples)
+        if self.samples:
+            t0, step = self.samples[0][0], 5.0
+            data["every_5s"] = [(round(t - t0), w, q) for n, (t, _, w, q) in enumerate(self.samples)
+                                if n == 0 or int((t - t0) // step) > int((self.samples[n - 1][0] - t0) // step)]
+        return data
+
+
+def slope(points: list[tuple[int, int]]) -> float | None:
+    """Least-squares slope of y on x; None when x hardly varies."""
+    if len(points) < 5:
+        return None
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    if max(xs) - min(xs) < 50 or var == 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
+
+
+class RedisWatch:
+    """Samples ``used_memory`` and the fetches waiting for their host (the waiting rooms of the
+    host limiter, :mod:`crawler_tasks.state.hosts`) every ``interval`` seconds, on its own thread
+    and connection."""
+
+    def __init__(self, server: RedisServer, prefix: str, interval: float = 0.5) -> None:
+        from crawler_tasks.state.keys import Keys
+
+        self.keys, self.interval = Keys(prefix), interval
+        self.client = redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=10)
+        self.figures = RedisFigures()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="redis-watch", daemon=True)
+        self._cpu_before = self.cpu()
+
+    def start(self) -> RedisWatch:
+        self._thread.start()
+        return self
+
+    def cpu(self) -> float:
+        """Redis's CPU seconds so far."""
+        info = self.client.info("cpu")
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+    def host_counters(self) -> dict[str, int]:
+        """The counters of every host's hash (``requests``, ``deferred``: fetches parked...), summed."""
+        totals: dict[str, int] = {}
+        for key in self.client.scan_iter(match=self.keys.host("*"), count=1000):
+            for name, value in self.client.hgetall(key).items():
+                with contextlib.suppress(ValueError):
+                    totals[_text(name)] = totals.get(_text(name), 0) + int(value)
+        return {k: totals[k] for k in ("requests", "deferred", "throttled", "blocked") if k in totals}
+
+    def stop(self) -> RedisFigures:
+        """Stop sampling; the figures (read before the Redis goes away)."""
+        self._stop.set()
+        self._thread.join()
+        fig = self.figures
+        with contextlib.suppress(redis.RedisError):
+            fig.used_memory_peak = int(self.client.info("memory")["used_memory_peak"])
+            fig.cpu_s = self.cpu() - self._cpu_before
+            fig.host_counters = self.host_counters()
+        if fig.samples:
+            peak = max(range(len(fig.samples)), key=lambda i: fig.samples[i][2])
+            fig.bytes_per_waiting = slope([(w, m) for _, m, w, _ in fig.samples[peak:]])
+        self.client.close()
+        return fig
+
+    def rooms(self) -> list[str]:
+        """The waiting rooms of the due hosts, and the movers' set."""
+        hosts: list[bytes] = self.client.zrange(self.keys.hosts_due(), 0, -1)  # type: ignore[assignment]
+        return [*(self.keys.host_wait(h.decode()) for h in hosts), self.keys.hosts_moving()]
+
+    def waiting(self, rooms: list[str]) -> int:
+        """Fetches waiting for their host, over every host (as ``HostLimiter.waiting``)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for key in rooms:
+                pipe.zcard(key)
+            return sum(pipe.execute())
+
+    def queued(self) -> int:
+        """Fetch messages in the broker's fetch queue, every band."""
+        from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND, MIN_BAND, redis_list
+
+        with self.client.pipeline(transaction=False) as pipe:
+            for band in range(MIN_BAND, MAX_BAND + 1):
+                pipe.llen(redis_list(FETCH_QUEUE, band))
+            return sum(pipe.execute())
+
+    def rooms_bytes(self, rooms: list[str]) -> int:
+        """``MEMORY USAGE … SAMPLES 0`` of the waiting rooms, summed."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for key in rooms:
+                pipe.memory_usage(key, samples=0)
+            return sum(n or 0 for n in pipe.execute())
+
+    def sample(self) -> None:
+        """One sample; at a new peak of waiting fetches, the size of their waiting rooms too."""
+        used = int(self.client.info("memory")["used_memory"])
+        rooms = self.rooms()
+        waiting = self.waiting(rooms)
+        self.figures.samples.append((time.monotonic(), used, waiting, self.queued()))
+        if waiting > self.figures.peak_waiting:
+            self.figures.peak_waiting, self.figures.rooms_bytes = waiting, self.rooms_bytes(rooms)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(redis.RedisError):
+                self.sample()
+            self._stop.wait(self.interval)
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def run_broad_row(ctx: BroadContext, row: Row, round_no: int) -> RunResult:
+    """Run ``row`` once (as :func:`rows.run_row`); never raises for a crawler failure."""
+    run = Run(ctx, row, round_no)
+    try:
+        result = _attempt(ctx, row, run)
+    finally:
+        usage = run.close()
+    result.wall_s = time.monotonic() - run.started
+    result.cpu_reaped_s = run.cpu.seconds
+    result.cpu_sampled_s = usage.cpu_seconds
+    result.cpu_s = max(result.cpu_reaped_s, result.cpu_sampled_s)
+    result.peak_rss_mb = usage.peak_rss_bytes / 2**20
+    return result
+
+
+def _attempt(ctx: BroadContext, row: Row, run: Run) -> RunResult:
+    try:
+        return RUNNERS[row.kind](ctx, row, run)
+    except BenchError as exc:
+        return RunResult(row.key, run.round, error=_one_line(str(exc)))
+    except (OSError, ValueError, KeyError, redis.RedisError, subprocess.SubprocessError) as exc:
+        return RunResult(row.key, run.round, error=_one_line(f"{type(exc).__name__}: {exc}"))
+
+
+def _result(run: Run, counters: dict[str, int], elapsed: float, redis_fig: RedisFigures,
+            **notes: Any) -> RunResult:
+    pages = counters.get("stored", 0)
+    if pages <= 0:
+        raise BenchError("no page stored")
+    problems = [f"{counters[name]} {name}" for name in ("failures", "failed") if counters.get(name)]
+    return RunResult(run.row.key, run.round, pages=pages, elapsed_s=elapsed,
+                     notes={**notes, "stats": counters, "problems": problems, "redis": redis_fig.to_dict()})
+
+
+def run_cli(ctx: BroadContext, row: Row, run: Run) -> RunResult:
+    """``crawler-tasks crawl SEEDS --workers N``: its own summary gives pages and elapsed."""
+    server = run.redis("crawl")
+    store = run.dir / "pages.db"
+    env = ctx.crawler_env(server, server, store, row)
+    cmd = [ctx.program("crawler-tasks"), "crawl", *ctx.seeds, "--workers", str(row.procs), "--quiet",
+           "--store", store, "--crawl-id", run.crawl_id]
+    out, err = run.dir / "stdout.txt", run.dir / "stderr.txt"
+    watch = RedisWatch(server, ctx.key_prefix).start()
+    started = time.monotonic()
+    try:
+        child = run.spawn_crawler(cmd, name="crawler-tasks crawl", env=env, log=err, stdout=out,
+                                  stop_signal=signal.SIGINT)
+        code = run.wait(child)
+    finally:
+        redis_fig = watch.stop()
+    wall = time.monotonic() - started
+    if code != 0:
+        raise BenchError(f"crawler-tasks exited with code {code}: {_tail(err) or _tail(out)}")
+    summary = parse_summary(out.read_text(errors="replace"))
+    counters = CrawlKeys(ctx.key_prefix, run.crawl_id).counters(server.client())
+    if not counters.get("stored") and summary.get("pages stored", "").isdigit():
+        counters["stored"] = int(summary["pages stored"])
+    elapsed = _seconds(summary.get("elapsed")) or wall
+    return _result(run, counters, elapsed, redis_fig, command_wall_s=wall, summary=summary)
+
+
+def run_celery(ctx: BroadContext, row: Row, run: Run) -> RunResult:
+    """N ``celery worker`` processes; the seeds go in through one ``submit()`` once they answer."""
+    server = run.redis("crawl")
+    env = ctx.crawler_env(server, server, run.dir / "pages.db", row)
+    log = run.dir / "workers.log"
+    workers = [run.spawn_crawler([ctx.program("celery"), "-A", "crawler_tasks", "worker", "-l", "WARNING",
+                                  "-n", f"broad{k}@%h", "--without-mingle", "--without-gossip"],
+                                 name=f"celery worker {k}", env=env, log=log)
+               for k in range(1, row.procs + 1)]
+    watch: RedisWatch | None = None
+    try:
+        helper = _start_submit_helper(ctx, run, env, len(workers), log)
+        _wait_line(run, helper, workers, log, expect="ready")
+        watch = RedisWatch(server, ctx.key_prefix).start()
+        t0 = _submit(run, helper, workers, log)
+        keys = CrawlKeys(ctx.key_prefix, run.crawl_id)
+        _wait_drained(run, keys, server, workers)
+        t_end = time.time()
+        counters = keys.counters(server.client())
+    finally:
+        redis_fig = watch.stop() if watch else RedisFigures()
+        _stop_workers(workers)
+    return _result(run, counters, t_end - t0, redis_fig)
+
+
+def _start_submit_helper(ctx: BroadContext, run: Run, env: dict[str, str], workers: int, log: Path) -> Child:
+    """bench/submit_seed.py with every seed."""
+    with open(log, "ab") as err:
+        return run.group.spawn([sys.executable, BENCH_DIR / "submit_seed.py", *ctx.seeds,
+                                "--crawl-id", run.crawl_id, "--workers", str(workers),
+                                "--timeout", f"{max(10.0, min(120.0, run.left())):.0f}"],
+                               name="submit helper", env=env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=err)
+
+
+def run_scrapy(ctx: BroadContext, row: Row, run: Run) -> RunResult:
+    """Scrapy in one process (bench/scrapy_bench/broad.py); elapsed from its first request to its last item."""
+    python = ctx.require_scrapy()
+    seeds, out, log = run.dir / "seeds.txt", run.dir / "report.json", run.dir / "log.txt"
+    seeds.write_text("\n".join(ctx.seeds) + "\n")
+    cmd = [python, "-m", "scrapy_bench.broad", "--seeds", seeds, "--delay", f"{ctx.delay:g}",
+           "--concurrency", str(SCRAPY_CONCURRENCY), "--out", out]
+    child = run.spawn_crawler(cmd, name="scrapy", env=ctx.scrapy_env(), log=log)
+    code = run.wait(child)
+    if code != 0:
+        raise BenchError(f"scrapy exited with code {code}: {_tail(log)}")
+    report = _scrapy_report(out, child, log)
+    stats = report.get("stats", {})
+    return RunResult(row.key, run.round, pages=int(report["items"]),
+                     elapsed_s=report["last_item_at"] - report["started_at"],
+                     notes={**stats, "problems": _scrapy_problems(stats, report)})
+
+
+RUNNERS: dict[str, Callable[[BroadContext, Row, Run], RunResult]] = {
+    "cli": run_cli, "celery": run_celery, "scrapy": run_scrapy,
+}
