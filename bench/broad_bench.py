@@ -22,13 +22,12 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from broad_log import GAP_TOLERANCE, LogFigures, analyse, read_log
 from broad_rows import DEFAULT_ROWS, ROWS, ROWS_BY_KEY, BroadContext, BroadRow, run_broad_row
 from broad_site import addresses, pages_per_host
-from harness import ensure_scrapy_venv, versions
+from harness import _log, _on_sigterm, ensure_scrapy_venv, versions
 from rows import RunResult
 from servers import BENCH_DIR, BenchError, Children, SiteServer, kill_everything, read_line, watch_dir
 
@@ -68,14 +67,6 @@ def selected_rows(only: str) -> list[BroadRow]:
     if unknown:
         raise SystemExit(f"bench/broad: unknown row(s) {', '.join(unknown)}; rows: {', '.join(ROWS_BY_KEY)}")
     return [row for row in ROWS if row.key in keys]
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 # --------------------------------------------------------------------------- the site of one run

@@ -28,7 +28,6 @@ from rows import (
     Row,
     Run,
     RunResult,
-    _one_line,
     _scrapy_problems,
     _scrapy_report,
     _seconds,
@@ -39,6 +38,7 @@ from rows import (
     _wait_drained,
     _wait_line,
     parse_summary,
+    run_row,
 )
 from servers import BENCH_DIR, BenchError, Child, RedisServer
 
@@ -216,27 +216,8 @@ class RedisWatch:
 
 
 def run_broad_row(ctx: BroadContext, row: Row, round_no: int) -> RunResult:
-    """Run ``row`` once (as :func:`rows.run_row`); never raises for a crawler failure."""
-    run = Run(ctx, row, round_no)
-    try:
-        result = _attempt(ctx, row, run)
-    finally:
-        usage = run.close()
-    result.wall_s = time.monotonic() - run.started
-    result.cpu_reaped_s = run.cpu.seconds
-    result.cpu_sampled_s = usage.cpu_seconds
-    result.cpu_s = max(result.cpu_reaped_s, result.cpu_sampled_s)
-    result.peak_rss_mb = usage.peak_rss_bytes / 2**20
-    return result
-
-
-def _attempt(ctx: BroadContext, row: Row, run: Run) -> RunResult:
-    try:
-        return RUNNERS[row.kind](ctx, row, run)
-    except BenchError as exc:
-        return RunResult(row.key, run.round, error=_one_line(str(exc)))
-    except (OSError, ValueError, KeyError, redis.RedisError, subprocess.SubprocessError) as exc:
-        return RunResult(row.key, run.round, error=_one_line(f"{type(exc).__name__}: {exc}"))
+    """Run ``row`` once (:func:`rows.run_row` with this benchmark's runners)."""
+    return run_row(ctx, row, round_no, RUNNERS)
 
 
 def _result(run: Run, counters: dict[str, int], elapsed: float, redis_fig: RedisFigures,

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,11 +211,16 @@ class Run:
         return usage
 
 
-def run_row(ctx: Context, row: Row, round_no: int) -> RunResult:
-    """Run ``row`` once; never raises for a crawler failure (KeyboardInterrupt passes)."""
+#: How a row of one kind runs: (context, row, run) -> its result.
+Runner = Callable[[Any, Row, Run], RunResult]
+
+
+def run_row(ctx: Any, row: Row, round_no: int, runners: Mapping[str, Runner] | None = None) -> RunResult:
+    """Run ``row`` once with its kind's runner (of :data:`RUNNERS` unless ``runners`` are
+    given); never raises for a crawler failure (KeyboardInterrupt passes)."""
     run = Run(ctx, row, round_no)
     try:
-        result = _attempt(ctx, row, run)
+        result = _attempt(ctx, row, run, RUNNERS if runners is None else runners)
     finally:
         usage = run.close()
     result.wall_s = time.monotonic() - run.started
@@ -226,9 +231,9 @@ def run_row(ctx: Context, row: Row, round_no: int) -> RunResult:
     return result
 
 
-def _attempt(ctx: Context, row: Row, run: Run) -> RunResult:
+def _attempt(ctx: Any, row: Row, run: Run, runners: Mapping[str, Runner]) -> RunResult:
     try:
-        return RUNNERS[row.kind](ctx, row, run)
+        return runners[row.kind](ctx, row, run)
     except BenchError as exc:
         return RunResult(row.key, run.round, error=_one_line(str(exc)))
     except (OSError, ValueError, KeyError, redis.RedisError, subprocess.SubprocessError) as exc:
@@ -529,7 +534,7 @@ def run_scrapy_redis(ctx: Context, row: Row, run: Run) -> RunResult:
                                                                       if left_queued else [])})
 
 
-RUNNERS: dict[str, Callable[[Context, Row, Run], RunResult]] = {
+RUNNERS: dict[str, Runner] = {
     "cli": run_cli, "celery": run_celery, "scrapy": run_scrapy,
     "scrapy-redis": run_scrapy_redis, "floor": run_floor,
 }

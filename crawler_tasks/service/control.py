@@ -49,7 +49,8 @@ def list_crawls(rt: Runtime | None = None, crawl_ids: Sequence[str] | None = Non
     """Every crawl the cluster knows (or those of ``crawl_ids``): ``crawl_id``, ``state``
     (``running`` while work is outstanding, else ``finished``; ``paused``, ``cancelling``,
     ``cancelled``), ``started`` and ``finished`` (ISO times: its first seeds, when a worker
-    last found it drained), ``outstanding`` tasks and its ``counters``. ``rt``: this
+    last found it drained), ``outstanding`` tasks, its ``counters`` and its page budget
+    ``max_pages`` (0: none). ``rt``: this
     process's runtime of the default app when not given."""
     rt = rt or current(default_app())
     ids = rt.crawls.all_ids() if crawl_ids is None else list(crawl_ids)
@@ -58,7 +59,7 @@ def list_crawls(rt: Runtime | None = None, crawl_ids: Sequence[str] | None = Non
     life = rt.crawls.lifecycle(ids)
     return [{"crawl_id": cid, "state": _state(life[cid][2], left[cid]),
              "started": life[cid][0], "finished": None if left[cid] else life[cid][1],
-             "outstanding": left[cid], "counters": stats[cid]} for cid in ids]
+             "outstanding": left[cid], "counters": stats[cid], "max_pages": life[cid][3]} for cid in ids]
 
 
 def _state(held: str | None, outstanding: int) -> str:

@@ -4,7 +4,7 @@ and dead letters.
 
 A read costs a bounded number of round trips, as a scrape of the exporter
 (:mod:`crawler_tasks.service.metrics`) does: one pipeline each for the crawls' counters,
-outstanding sets, times and budgets, one for the queue depths, two for the store
+outstanding sets, and times and budgets, one for the queue depths, two for the store
 queue, two for the 200 hosts last active, one ``LLEN`` for the dead letters; never a
 scan of a large key.
 """
@@ -74,10 +74,9 @@ def read_snapshot(rt: Runtime, crawl_id: str | None = None) -> Snapshot:
     if crawl_id is not None and not rt.crawls.registered(crawl_id):
         raise BadInput(f"no crawl {crawl_id} in Redis")
     ids = [crawl_id] if crawl_id is not None else rt.crawls.running_ids()
-    budgets = rt.crawls.budgets(ids)
     last = next(iter(rt.crawls.errors(crawl_id, 1)), None) if crawl_id is not None else None
     crawls = tuple(CrawlFigures(crawl_id=c["crawl_id"], state=c["state"], outstanding=c["outstanding"],
-                                counters=c["counters"], max_pages=budgets[c["crawl_id"]],
+                                counters=c["counters"], max_pages=c["max_pages"],
                                 started=c["started"], finished=c["finished"], last_error=last)
                    for c in list_crawls(rt, ids))
     return Snapshot(at=time.monotonic(), crawl_id=crawl_id, crawls=crawls,

@@ -433,9 +433,14 @@ def drain(rt: StoreDeps, seconds: float) -> int:
     how many entries were taken."""
     writer, taken = uuid.uuid4().hex, 0
     deadline = time.monotonic() + seconds
+    try:
+        housekeeping(rt)  # dead writers' batches and due retries join what waits
+    except Exception as exc:  # noqa: BLE001 - the others will write it
+        log.warning("store queue not drained at shutdown (other workers will): %s", exc)
+        return 0
     while time.monotonic() < deadline:
         try:
-            n = flush_once(rt, writer)
+            n = write_turn(rt, writer)
         except Exception as exc:  # noqa: BLE001 - the others will write it
             log.warning("store queue not drained at shutdown (other workers will): %s", exc)
             break

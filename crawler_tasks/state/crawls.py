@@ -132,14 +132,15 @@ class Crawls:
         self.client.hset(self.keys.crawl(crawl_id), "finished", when)
         return True
 
-    def lifecycle(self, crawl_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None, str | None]]:
-        """(started, finished, control) of each crawl, in one round trip."""
+    def lifecycle(self, crawl_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None, str | None, int]]:
+        """(started, finished, control, max_pages) of each crawl, in one round trip
+        (``max_pages`` 0: no page budget)."""
         with self.client.pipeline(transaction=False) as pipe:
             for crawl_id in crawl_ids:
-                pipe.hmget(self.keys.crawl(crawl_id), "started", "finished", "control")
+                pipe.hmget(self.keys.crawl(crawl_id), "started", "finished", "control", "max_pages")
             raw = pipe.execute()
-        return {cid: (_text(started), _text(finished), _text(held))
-                for cid, (started, finished, held) in zip(crawl_ids, raw)}
+        return {cid: (_text(started), _text(finished), _text(held), int(budget or 0))
+                for cid, (started, finished, held, budget) in zip(crawl_ids, raw)}
 
     def outstanding_many(self, crawl_ids: Sequence[str]) -> dict[str, int]:
         """:meth:`outstanding` of each of ``crawl_ids``, in one round trip."""
@@ -148,14 +149,6 @@ class Crawls:
                 pipe.scard(self.keys.outstanding(crawl_id))
             counts = pipe.execute()
         return {cid: int(n) for cid, n in zip(crawl_ids, counts)}
-
-    def budgets(self, crawl_ids: Sequence[str]) -> dict[str, int]:
-        """Each crawl's page budget (``max_pages``; 0 = none), in one round trip."""
-        with self.client.pipeline(transaction=False) as pipe:
-            for crawl_id in crawl_ids:
-                pipe.hget(self.keys.crawl(crawl_id), "max_pages")
-            raw = pipe.execute()
-        return {cid: int(n or 0) for cid, n in zip(crawl_ids, raw)}
 
     def ping(self) -> None:
         """Raise a :class:`redis.RedisError` unless the state Redis answers."""
