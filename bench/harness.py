@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import dataclasses
 import json
 import os
 import shlex
@@ -45,20 +46,53 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--server", choices=("auto", "nginx", "python"), default="auto",
                    help="what serves the site (auto: nginx if installed and no latency)")
     p.add_argument("--json", metavar="PATH", help="write the raw per-run numbers here")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=ROW,VAR=VALUE,...",
+                   help="one more row: crawler_tasks row ROW with more environment, e.g. "
+                        "gevent=cli-1,CRAWLER_WORKER_POOL=gevent (repeatable)")
+    p.add_argument("--before", metavar="CHECKOUT",
+                   help="for every crawler_tasks row, one more row running the crawler_tasks of "
+                        "CHECKOUT (PYTHONPATH), beside this one: a change measured in one run")
+    p.add_argument("--split-redis", action="store_true",
+                   help="a Redis each for broker and state (default: one for both, as a user runs it); "
+                        "the bytes column is then the broker's alone")
     args = p.parse_args(argv)
     if args.pages < 10 or args.runs < 1 or args.latency < 0 or args.timeout <= 0:
         p.error("--pages >= 10, --runs >= 1, --latency >= 0, --timeout > 0")
     return args
 
 
-def selected_rows(only: str) -> list[Row]:
-    if not only:
-        return list(ROWS)
-    keys = [k.strip() for k in only.split(",") if k.strip()]
-    unknown = [k for k in keys if k not in ROWS_BY_KEY]
-    if unknown:
-        raise SystemExit(f"bench/compare: unknown row(s) {', '.join(unknown)}; rows: {', '.join(ROWS_BY_KEY)}")
-    return [row for row in ROWS if row.key in keys]
+def selected_rows(only: str, variants: list[str] | None = None, before: str | None = None) -> list[Row]:
+    """The rows of ``--only`` (all by default), then each ``--variant``, then with ``--before``
+    an ``@before`` twin of every crawler_tasks row."""
+    rows = list(ROWS)
+    if only:
+        keys = [k.strip() for k in only.split(",") if k.strip()]
+        unknown = [k for k in keys if k not in ROWS_BY_KEY]
+        if unknown:
+            raise SystemExit(f"bench/compare: unknown row(s) {', '.join(unknown)}; rows: {', '.join(ROWS_BY_KEY)}")
+        rows = [row for row in ROWS if row.key in keys]
+    for spec in variants or []:
+        name, _, rest = spec.partition("=")
+        base, *pairs = rest.split(",")
+        if base not in ROWS_BY_KEY or not ROWS_BY_KEY[base].is_crawler_tasks or not all("=" in p for p in pairs):
+            raise SystemExit(f"bench/compare: --variant {spec!r}: NAME=ROW,VAR=VALUE,... with a crawler_tasks ROW")
+        env = tuple(tuple(p.split("=", 1)) for p in pairs)
+        shown = ", ".join(f"{k}={v}" for k, v in env)
+        row = ROWS_BY_KEY[base]
+        rows.append(dataclasses.replace(row, key=name, label=f"{row.label}, {shown}", env=env))  # type: ignore[arg-type]
+    if before:
+        rev = _revision(before)
+        rows += [dataclasses.replace(row, key=f"{row.key}@before", label=f"{row.label} (at {rev})",
+                                     env=(*row.env, ("PYTHONPATH", str(Path(before).resolve()))))
+                 for row in list(rows) if row.is_crawler_tasks]
+    return rows
+
+
+def _revision(checkout: str) -> str:
+    if not (Path(checkout) / "crawler_tasks").is_dir():
+        raise SystemExit(f"bench/compare: --before {checkout}: no crawler_tasks package there")
+    done = subprocess.run(["git", "-C", checkout, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or checkout
 
 
 def _log(message: str) -> None:
@@ -111,7 +145,7 @@ def versions(scrapy_python: Path | None) -> dict[str, str]:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    rows = selected_rows(args.only)
+    rows = selected_rows(args.only, args.variant, args.before)
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
     atexit.register(kill_everything)
@@ -150,12 +184,12 @@ def _compare(args: argparse.Namespace, rows: list[Row], workdir: Path, argv: lis
         ctx = Context(site=server, expected_pages=site.expected_urls, timeout=args.timeout, workdir=workdir,
                       project_bin=Path(sys.executable).parent,
                       key_prefix=os.environ.get("CRAWLER_KEY_PREFIX", "crawler"),
-                      scrapy_python=scrapy_python, scrapy_error=scrapy_error)
+                      scrapy_python=scrapy_python, scrapy_error=scrapy_error, split_redis=args.split_redis)
         results = _rounds(ctx, rows, args.runs)
     summaries = [Summary(row, [r for r in results if r.row == row.key]) for row in rows]
     meta = {"command": command, "site": site, "server": server.kind, "ceiling": ceiling, "ceiling_how": how,
             "versions": versions(scrapy_python), "runs": args.runs, "latency": args.latency,
-            "minutes": (time.monotonic() - started) / 60}
+            "minutes": (time.monotonic() - started) / 60, "split_redis": args.split_redis}
     print(render(summaries, meta))
     if args.json:
         _dump_json(Path(args.json), args, meta, summaries)
@@ -187,12 +221,14 @@ def _brief(r: RunResult) -> str:
 def render(summaries: list[Summary], meta: dict[str, Any]) -> str:
     site: Site = meta["site"]
     latency = f"{meta['latency'] * 1000:g} ms per response" if meta["latency"] else "no added latency"
-    body, notes = table(summaries, site.expected_urls)
+    body, notes = table(summaries, site.expected_urls, split_redis=meta.get("split_redis", False))
     vers = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
     lines = [
         f"### {site.pages:,} pages, {latency}, {meta['runs']} run(s) per row",
         "",
         f"Command: `{meta['command']}`  ",
+        ("Redis: a private redis-server each for broker and state  " if meta.get("split_redis") else
+         "Redis: one private redis-server as broker and state (as a user runs it)  "),
         f"Site: {site.pages:,} pages ({site.expected_urls:,} distinct URLs with the query variants), "
         f"mean {site.mean_page_kb:.1f} KB, served by {meta['server']}  ",
         f"Server ceiling: {meta['ceiling']:,.0f} req/s ({meta['ceiling_how']})  ",

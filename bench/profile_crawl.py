@@ -38,6 +38,46 @@ def serve(root: Path) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{port}/"
 
 
+LAYERS = (  # a frame's file (py-spy gives it relative to its sys.path entry) names its layer
+    ("celery/kombu", ("celery/", "kombu/", "billiard/", "vine/", "amqp/")),
+    ("redis-py", ("redis/", "hiredis")),
+    ("requests/urllib3", ("requests/", "urllib3/", "charset_normalizer/", "idna/")),
+    ("lxml", ("lxml/",)),
+    ("sqlite", ("sqlite3/",)),
+    ("crawler_tasks", ("crawler_tasks/",)),
+)
+
+
+def layer_of(frames: list[str]) -> str:
+    """The layer of a sample: its innermost library frame's; stdlib work (json, sockets,
+    threading) counts for the library that called it, shown in brackets when it is json."""
+    json_below = frames[-1].split("(")[-1].startswith("json/")
+    for frame in reversed(frames):
+        path = frame.rpartition("(")[2]
+        for name, marks in LAYERS:
+            if path.startswith(marks):
+                return f"{name} (json)" if json_below else name
+    return "stdlib, no library caller (threads, idle loops)"
+
+
+def layer_table(raw: Path) -> str:
+    """Markdown table: the share of samples spent in each layer."""
+    own: collections.Counter[str] = collections.Counter()
+    samples = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = [f for f in stack.split(";") if not f.startswith(("process ", "thread "))]
+        if not frames:
+            continue
+        samples += int(count)
+        own[layer_of(frames)] += int(count)
+    rows = ["| layer | % of samples |", "|---|---|"]
+    rows += [f"| {name} | {100 * n / samples:.1f} |" for name, n in own.most_common()]
+    return "\n".join(rows)
+
+
 def top_table(raw: Path, limit: int = 20) -> str:
     """Markdown table of the functions with the most samples (self and total)."""
     own: collections.Counter[str] = collections.Counter()
@@ -62,11 +102,19 @@ def top_table(raw: Path, limit: int = 20) -> str:
     return "\n".join(rows)
 
 
+def report(raw: Path) -> str:
+    return f"{layer_table(raw)}\n\n{top_table(raw)}\n"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pages", type=int, default=3000)
     p.add_argument("--out", type=Path, default=HERE / "profile")
+    p.add_argument("--report", type=Path, help="only print the tables of an earlier run's profile.raw.txt")
     args = p.parse_args()
+    if args.report:
+        print(report(args.report))
+        return 0
     from site_gen import ensure_site
 
     from crawler_tasks.cli.local import EmbeddedRedis, Workers
@@ -76,7 +124,10 @@ def main() -> int:
     broker = EmbeddedRedis().start()
     args.out.mkdir(parents=True, exist_ok=True)
     store = os.path.join(tempfile.mkdtemp(prefix="profile-"), "pages.db")
+    # As bench/compare's crawler_tasks rows: one Redis, no delay, no host cap, no robots.txt.
     os.environ.update({"CRAWLER_BROKER_URL": broker.url, "CRAWLER_STORE": store,
+                       "CRAWLER_DOWNLOAD_DELAY": "0", "CRAWLER_HOST_CONCURRENCY": "0",
+                       "CRAWLER_ROBOTSTXT_OBEY": "0", "CRAWLER_TASK_EVENTS": os.environ.get("CRAWLER_TASK_EVENTS", "auto"),
                        "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8"})  # the site is on loopback
     from crawler_tasks.core.settings import Settings
     from crawler_tasks.service.celery_app import app
@@ -118,7 +169,8 @@ def profile(args: argparse.Namespace, site, url: str, rt, settings, workers) -> 
         f"({settings.worker_pool}, {settings.worker_concurrency}). py-spy samples of the thread holding the GIL (--gil) "
         f", i.e. where the CPU goes; self = in that function, total = "
         f"in it or below. Flame graph: `py-spy record --format flamegraph` on the same run.\n\n"
-        f"{table}\n")
+        f"{layer_table(raw)}\n\n{table}\n")
+    print(layer_table(raw))
     print(table)
     return 0
 

@@ -82,10 +82,12 @@ HEADER = ("| Row | Pages | Pages/s (median, min–max) | CPU ms/page | Peak RSS 
           "| Broker B/page | Speed ÷ Scrapy | Speed ÷ scrapy-redis | CPU ÷ Scrapy | CPU ÷ scrapy-redis |")
 
 
-def table(summaries: list[Summary], expected: int) -> tuple[str, list[str]]:
-    """The markdown table and its footnotes."""
+def table(summaries: list[Summary], expected: int, *, split_redis: bool = True) -> tuple[str, list[str]]:
+    """The markdown table and its footnotes. With one Redis for broker and state
+    (``split_redis`` False), the bytes column is everything the crawler sent to it."""
     by_key = {s.row.key: s for s in summaries}
-    lines = [HEADER, "|" + "---|" * HEADER.count(" | ") + "---|"]
+    header = HEADER if split_redis else HEADER.replace("| Broker B/page |", "| Redis in B/page |")
+    lines = [header, "|" + "---|" * header.count(" | ") + "---|"]
     notes: list[str] = []
     for s in summaries:
         lines.append(_line(s, by_key, expected, notes))

@@ -43,6 +43,9 @@ class Row:
     procs: int
     #: With bench_rule.py's parse rule (three fields extracted per page).
     rule: bool = False
+    #: More environment for the crawler (a variant row: another pool, another checkout on
+    #: PYTHONPATH), applied last.
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_crawler_tasks(self) -> bool:
@@ -122,6 +125,9 @@ class Context:
     key_prefix: str
     scrapy_python: Path | None = None
     scrapy_error: str = ""
+    #: A private Redis each for broker and state (what splits broker bytes from state
+    #: bytes); by default one serves both, as the quick start and the docker cluster run.
+    split_redis: bool = False
 
     def program(self, name: str) -> str:
         candidate = self.project_bin / name
@@ -132,13 +138,22 @@ class Context:
 
     def crawler_env(self, broker: RedisServer, state: RedisServer, store: Path,
                     row: Row | None = None) -> dict[str, str]:
-        rule = {"CRAWLER_PLUGINS": "bench_rule", "PYTHONPATH": str(BENCH_DIR)} if row and row.rule else {}
-        return {**os.environ, **rule, "CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
-                "CRAWLER_STORE": str(store), "CRAWLER_WORKER_CONCURRENCY": os.environ.get("BENCH_CONCURRENCY", "32"),
-                "CRAWLER_ROBOTSTXT_OBEY": "0", "PYTHONUNBUFFERED": "1",
-                # As the Scrapy rows: no delay, as many requests per host as slots.
-                "CRAWLER_DOWNLOAD_DELAY": "0", "CRAWLER_HOST_CONCURRENCY": "0",
-                "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8"}  # the site is on loopback
+        rule = {"CRAWLER_PLUGINS": "bench_rule"} if row and row.rule else {}
+        env = {**os.environ, **rule, "CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
+               "CRAWLER_STORE": str(store), "CRAWLER_WORKER_CONCURRENCY": os.environ.get("BENCH_CONCURRENCY", "32"),
+               "CRAWLER_ROBOTSTXT_OBEY": "0", "PYTHONUNBUFFERED": "1",
+               # As the Scrapy rows: no delay, as many requests per host as slots.
+               "CRAWLER_DOWNLOAD_DELAY": "0", "CRAWLER_HOST_CONCURRENCY": "0",
+               "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8",  # the site is on loopback
+               **dict(row.env if row else ())}
+        if env["CRAWLER_WORKER_CONCURRENCY"] == "default":  # BENCH_CONCURRENCY=default: the crawler's own
+            env.pop("CRAWLER_WORKER_CONCURRENCY")
+        paths = [env.get("PYTHONPATH", "")] if row and dict(row.env).get("PYTHONPATH") else []
+        if row and row.rule:
+            paths.append(str(BENCH_DIR))
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        return env
 
     def scrapy_env(self) -> dict[str, str]:
         path = os.environ.get("PYTHONPATH")
@@ -169,12 +184,19 @@ class Run:
     def redis(self, name: str) -> RedisServer:
         return RedisServer(self.group, self.dir, name).start()
 
+    def redis_pair(self) -> tuple[RedisServer, RedisServer]:
+        """The crawler's broker and state Redis: one server unless the context splits them."""
+        broker = self.redis("broker" if self.ctx.split_redis else "redis")
+        return broker, (self.redis("state") if self.ctx.split_redis else broker)
+
     def spawn_crawler(self, cmd: list[Any], *, name: str, env: dict[str, str], log: Path,
                       stdout: Path | None = None, stop_signal: int = signal.SIGTERM) -> Child:
-        """A crawler process: its CPU is counted when reaped, its tree is sampled."""
+        """A crawler process: its CPU is counted when reaped, its tree is sampled. It runs in
+        the run's directory: ``python -m celery`` puts its working directory first on
+        ``sys.path``, so a checkout there would be imported before the one the row names."""
         with open(log, "ab") as err, open(stdout or log, "ab") as out:
-            child = self.group.spawn(cmd, name=name, env=env, stdout=out, stderr=err, cpu=self.cpu,
-                                     stop_signal=stop_signal)
+            child = self.group.spawn(cmd, name=name, env=env, cwd=self.dir, stdout=out, stderr=err,
+                                     cpu=self.cpu, stop_signal=stop_signal)
         self.sampler.watch(child.pid)
         self.logs[child.pid] = log
         return child
@@ -320,7 +342,7 @@ def _crawler_tasks_result(run: Run, counters: dict[str, int], elapsed: float, de
 
 def run_cli(ctx: Context, row: Row, run: Run) -> RunResult:
     """``crawler-tasks crawl URL --workers N``: its own summary gives pages and elapsed."""
-    broker, state = run.redis("broker"), run.redis("state")
+    broker, state = run.redis_pair()
     store = run.dir / "pages.db"
     env = ctx.crawler_env(broker, state, store, row)
     before = broker.counters(), state.counters()
@@ -341,7 +363,9 @@ def run_cli(ctx: Context, row: Row, run: Run) -> RunResult:
     if not counters.get("stored") and summary.get("pages stored", "").isdigit():
         counters["stored"] = int(summary["pages stored"])  # the stats key moved: trust the summary
     elapsed = _seconds(summary.get("elapsed")) or wall
-    deltas = [redis_delta(b, a, own_commands=1) for b, a in zip(before, after, strict=False)]
+    deltas = [redis_delta(before[0], after[0], own_commands=1 if state is not broker else 2)]
+    if state is not broker:
+        deltas.append(redis_delta(before[1], after[1], own_commands=1))
     return _crawler_tasks_result(run, counters, elapsed, deltas, command_wall_s=wall, summary=summary)
 
 
@@ -364,7 +388,7 @@ def _seconds(value: str | None) -> float:
 
 def run_celery(ctx: Context, row: Row, run: Run) -> RunResult:
     """N ``celery worker`` processes; the seed goes in through ``submit()`` once they answer a ping."""
-    broker, state = run.redis("broker"), run.redis("state")
+    broker, state = run.redis_pair()
     env = ctx.crawler_env(broker, state, run.dir / "pages.db", row)
     log = run.dir / "workers.log"
     workers = [run.spawn_crawler([ctx.program("celery"), "-A", "crawler_tasks", "worker", "-l", "WARNING",
@@ -383,8 +407,11 @@ def run_celery(ctx: Context, row: Row, run: Run) -> RunResult:
         counters = keys.counters(state.client())
     finally:
         _stop_workers(workers)
-    deltas = [redis_delta(before[0], after[0], own_commands=1),
-              redis_delta(before[1], after[1], own_commands=1 + polls)]
+    if state is broker:
+        deltas = [redis_delta(before[0], after[0], own_commands=2 + polls)]
+    else:
+        deltas = [redis_delta(before[0], after[0], own_commands=1),
+                  redis_delta(before[1], after[1], own_commands=1 + polls)]
     return _crawler_tasks_result(run, counters, t_end - t0, deltas)
 
 

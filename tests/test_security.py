@@ -467,7 +467,7 @@ def every_secret(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         store=f"{tmp / 'pages.db'},{authed}/pages,elasticsearch://{host}/keyed",
         es_api_key=f"kid:{SECRETS['apikey']}",
         proxies=(f"http://crawler:{SECRETS['proxy']}@127.0.0.1:{proxy.port}",), ban_threshold=2,
-        download_delay=0, host_concurrency=2, robotstxt_obey=False, task_events=True,
+        download_delay=0, host_concurrency=2, robotstxt_obey=False, task_events="on",
         visibility_timeout=60, retry_backoff=0.1, download_timeout=5, worker_concurrency=4, stall_timeout=60,
         private_allowlist=LOOPBACK)
     env = settings.to_env()

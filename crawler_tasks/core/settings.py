@@ -22,7 +22,7 @@ DEFAULT_BROKER_URL = "redis://localhost:6379/0"
 DEFAULT_STORE = "./crawl-data/pages.db"
 DOWNLOAD_TIMEOUT = 30.0
 RETRY_BACKOFF_MAX = 60.0
-POOLS = ("threads", "prefork", "solo")
+POOLS = ("threads", "gevent", "prefork", "solo")
 PIPELINES = ("local", "split")
 DEDUP_MODES = ("set", "bloom")
 
@@ -34,6 +34,16 @@ def _bool(raw: str) -> bool:
     if value in ("0", "false", "no", "off"):
         return False
     raise ValueError(raw)
+
+
+#: ``CRAWLER_TASK_EVENTS`` values.
+EVENT_MODES = ("auto", "on", "off")
+
+
+def _events(raw: str) -> str:
+    """``auto``, or a boolean spelled as :func:`_bool` reads it, as ``on`` / ``off``."""
+    value = raw.strip().lower()
+    return "auto" if value == "auto" else ("on" if _bool(value) else "off")
 
 
 def _number(raw: str) -> float:
@@ -346,10 +356,12 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_STALL_TIMEOUT", "stall_timeout", _number, 300.0,
          "`crawler-tasks crawl` gives up (exit 1, saying what is stuck) when nothing moved "
          "this many seconds while work was outstanding."),
-    Spec("CRAWLER_TASK_EVENTS", "task_events", _bool, True,
-         "Workers send task events from the start, so Flower, started at any time, names "
-         "every task and shows its URL (measured: about 1.5 ms of CPU and 2.6 KB of broker "
-         "traffic per page); 0 leaves them off until Flower turns them on."),
+    Spec("CRAWLER_TASK_EVENTS", "task_events", _events, "auto",
+         "Task events for Flower: `auto` sends them from a worker's start when a monitor "
+         "(Flower, `celery events`) listens then, and from the moment one asks otherwise "
+         "(Flower asks every few seconds), always on RabbitMQ (no way to see a listener); "
+         "`1` always, `0` only when a monitor asks. They cost about 1.5 ms of CPU and "
+         "2.6 KB of broker traffic per page."),
 )
 
 
@@ -425,7 +437,7 @@ class Settings:
     text_maxsize: int = _DEFAULTS["text_maxsize"]
     claim_ttl: int = _DEFAULTS["claim_ttl"]
     key_prefix: str = _DEFAULTS["key_prefix"]
-    task_events: bool = _DEFAULTS["task_events"]
+    task_events: str = _DEFAULTS["task_events"]
     worker_pool: str = _DEFAULTS["worker_pool"]
     worker_concurrency: int = _DEFAULTS["worker_concurrency"]
     worker_max_memory: int = _DEFAULTS["worker_max_memory"]
@@ -470,7 +482,8 @@ class Settings:
                 raise SettingsError(f"{name}: must be greater than 0")
         if not 0 < self.bloom_error_rate < 1:
             raise SettingsError("bloom_error_rate: must be between 0 and 1")
-        for name, allowed in (("worker_pool", POOLS), ("pipeline", PIPELINES), ("dedup", DEDUP_MODES)):
+        for name, allowed in (("worker_pool", POOLS), ("pipeline", PIPELINES), ("dedup", DEDUP_MODES),
+                              ("task_events", EVENT_MODES)):
             if getattr(self, name) not in allowed:
                 raise SettingsError(f"{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}")
         if self.broker_is_redis and self.retry_backoff_max >= self.visibility_timeout:

@@ -24,8 +24,10 @@ from ..core.errors import PluginError, SettingsError, UnknownStore
 from ..core.program import program_of
 from ..core.settings import Settings
 from ..state.connection import broker_params
-from . import tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's store dispatcher and mover)
+from . import redis_transport, tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's store dispatcher and mover)
 from .beat import beat_schedule
+
+redis_transport.register()
 
 
 def _transport_options(settings: Settings) -> dict[str, Any]:
@@ -37,6 +39,8 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
         "priority_steps": list(range(routing.MAX_BAND + 1)),
         "sep": routing.REDIS_SEP,
         "queue_order_strategy": "priority",
+        # Only crawl.fetch has a list per band, and acks skip MULTI/EXEC (service.redis_transport).
+        redis_transport.BANDED_OPTION: [routing.FETCH_QUEUE],
         # Sweep for messages of dead workers often enough that a small
         # visibility timeout really recovers within about a minute.
         "unacked_restore_interval": max(1, min(10, vt // 4)),
@@ -79,9 +83,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_pool": settings.worker_pool,
         "worker_concurrency": settings.worker_concurrency,
         "worker_max_memory_per_child": settings.worker_max_memory * 1024 or None,  # KiB
-        # On from the start: a task received before Flower switched events on
-        # (enable_events) would show in Flower with no name and no arguments.
-        "worker_send_task_events": settings.task_events,
+        # A task received before Flower switched events on (enable_events) would show
+        # in Flower with no name and no arguments: "auto" turns them on at a worker's
+        # start when a monitor listens (service.worker), from the start on RabbitMQ.
+        "worker_send_task_events": settings.task_events == "on" or (settings.task_events == "auto"
+                                                                     and not redis),
         # A fourth event per task, from its sender, for a state Flower shows as queued;
         # its name and URL come with the worker's "received" event.
         "task_send_sent_event": False,

@@ -14,12 +14,14 @@ import logging
 import os
 from typing import Any
 
+import redis
 from celery import current_app, signals
 
 from ..core import routing
 from ..stages.mover import Mover
 from ..stages.runtime import current
 from ..stages.store import Dispatcher
+from ..state.queues import monitor_listening
 
 #: The dispatcher and mover running in this process, by process id (a forked child starts its own).
 _running: dict[int, tuple[Dispatcher, Mover]] = {}
@@ -50,6 +52,24 @@ def _malloc_arenas(sender: Any = None, **_: Any) -> None:
     settings = getattr(getattr(sender, "app", None), "crawler_settings", None)
     if settings is not None and settings.malloc_arenas > 0 and not cap_malloc_arenas(settings.malloc_arenas):
         log.info("CRAWLER_MALLOC_ARENAS: not glibc, left as it is")
+
+
+@signals.worker_init.connect
+def _events_when_watched(sender: Any = None, **_: Any) -> None:
+    """``CRAWLER_TASK_EVENTS=auto`` on Redis: task events from the start when a monitor
+    listens now (Flower switches them on later otherwise, within its few seconds)."""
+    settings = getattr(getattr(sender, "app", None), "crawler_settings", None)
+    if settings is None or settings.task_events != "auto" or not settings.broker_is_redis \
+            or getattr(sender, "task_events", True):
+        return
+    try:
+        watched = monitor_listening(settings)
+    except redis.RedisError as exc:
+        log.info("CRAWLER_TASK_EVENTS=auto: could not see whether a monitor listens (%s)", exc)
+        return
+    if watched:
+        sender.task_events = True
+        log.info("a monitor listens to task events: sending them from the start")
 
 
 @signals.worker_init.connect

@@ -115,7 +115,8 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequenc
     ``stage`` (``crawl.parse``) is the split pipeline's next step for the page
     ``claim_id`` (default: this task's id). ``record`` goes to the store queue;
     its token (:func:`store_token`) stays outstanding in the crawl until a
-    batch writes it. ``last`` adds more commands (the host slot's release) to the
+    batch writes it, and ``counts`` (but duplicates, which the gate counts) ride
+    with it, added to the crawl's when the token leaves. ``last`` adds more commands (the host slot's release) to the
     final round trip; it is not called on a Redis Cluster or for a late duplicate.
     Returns False when the task had already been accounted for (a late duplicate
     delivery): nothing is published then. ``limits``: the crawl's, when the caller
@@ -125,6 +126,10 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequenc
     if limits is None:
         limits = rt.limits(crawl_id)
     children, repeats = _unique(children)
+    page_counts: dict[str, int] | None = None
+    if record is not None:  # the page's counters ride with its record, the gate's stay here
+        page_counts = {k: v for k, v in counts.items() if v and k != counters.DUPLICATES}
+        counts = {k: v for k, v in counts.items() if k == counters.DUPLICATES}
     counts = {**counts, counters.DUPLICATES: counts.get(counters.DUPLICATES, 0) + repeats}
     candidates = [Candidate(c.fingerprint, tid, c.dont_filter)
                   for c, tid in zip(children, new_task_ids(len(children)))]
@@ -149,7 +154,7 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequenc
             rt.gate.finish(crawl_id, task_id, pipe)
             last(pipe)
         return True
-    entry = StoreEntry(token, crawl_id, limits.store, record, notify=req.notify)
+    entry = StoreEntry(token, crawl_id, limits.store, record, notify=req.notify, counts=page_counts)
     if rt.round_trip.cluster:  # the queue and the crawl live in different slots: push, then finish
         rt.store_queue.push([entry])
         rt.gate.finish(crawl_id, task_id)

@@ -292,6 +292,8 @@ class _Settled:
 
     def add(self, entry: StoreEntry, how: str, counts: dict[str, int], *, letter: bytes = b"",
             failure: tuple[str, str] | None = None) -> None:
+        if how != Settlement.KEEP and entry.counts:  # the page's own counters, once: as it leaves
+            counts = {**counts, **{k: counts.get(k, 0) + v for k, v in entry.counts.items()}}
         self.by_crawl.setdefault(entry.crawl_id, []).append(Settlement(entry.token, how, counts))
         if letter:
             self.letters[entry.token] = letter

@@ -44,6 +44,7 @@ from ..core.politeness import Feedback, Slot
 from ..core.settings import Settings
 from . import scripts
 from .keys import Keys, template
+from .round_trip import queue_script
 
 #: Seconds a host's state outlives its last request.
 HOST_TTL = 86400
@@ -154,9 +155,7 @@ class HostLimiter:
                 s.autothrottle_start_delay, host, s.ban_threshold, len(s.proxies),
                 -1 if feedback.proxy is None else feedback.proxy, s.proxy_bench_s]
         if pipe is not None:
-            # EVAL, not a Script: a pipeline holding a Script first asks Redis whether it is
-            # loaded (a round trip more); Redis caches the compiled script by its digest.
-            pipe.eval(self._release.script, len(keys), *keys, *args)
+            queue_script(pipe, self._release, keys, args)
             return False
         return bool(self._release(keys=keys, args=args))
 

@@ -29,6 +29,26 @@ def waiting_fetches(app: Celery, settings: Settings) -> int:
     return queue_depths(app, settings)[routing.FETCH_QUEUE]["total"]
 
 
+#: Where kombu's Redis transport keeps the bindings of the event exchange: a monitor
+#: (Flower, ``celery events``) binds its queue there with the routing key ``#``.
+EVENT_BINDINGS = "_kombu.binding.celeryev"
+
+
+def monitor_listening(settings: Settings) -> bool:
+    """Whether a monitor's queue is bound to the task events now (Redis broker only).
+
+    A worker's gossip binds ``worker.#``, a monitor ``#``; a monitor killed outright
+    leaves its binding behind, so this can say yes for one that is gone.
+    """
+    client = redis.Redis.from_url(settings.broker_url, socket_timeout=5)
+    try:
+        members = client.smembers(EVENT_BINDINGS)
+    finally:
+        client.close()
+    seps = (routing.REDIS_SEP, "\x06\x16")
+    return any(m.decode(errors="replace").startswith(tuple(f"#{sep}" for sep in seps)) for m in members)
+
+
 def _redis_depths(url: str) -> dict[str, dict[str, int]]:
     client = redis.Redis.from_url(url)
     pipe = client.pipeline(transaction=False)

@@ -5,6 +5,10 @@ frees its host's slot (:func:`crawler_tasks.stages.enqueue.complete`): the compo
 (:class:`~crawler_tasks.state.gate.Gate`, :class:`~crawler_tasks.state.store_queue.StoreQueue`,
 :class:`~crawler_tasks.state.hosts.HostLimiter`) each queue their commands onto the
 pipeline :class:`RoundTrip` opens, and it goes out once, at the end of the ``with``.
+
+A script joins the round trip by its digest (:func:`queue_script`), not its text: a
+Redis that does not know it (restarted, flushed) answers NOSCRIPT for that command
+alone, the rest of the round trip is applied, and the script is then run on its own.
 """
 
 from __future__ import annotations
@@ -29,5 +33,23 @@ class RoundTrip:
         """A pipeline to queue commands on, executed when the ``with`` block ends without an
         error (``atomic``: as a MULTI/EXEC transaction, all or nothing)."""
         with self.client.pipeline(transaction=atomic) as pipe:
+            pipe.crawler_scripts = {}
             yield pipe
-            pipe.execute()
+            results = pipe.execute(raise_on_error=False)
+            for i, result in enumerate(results):
+                if isinstance(result, redis.exceptions.NoScriptError) and i in pipe.crawler_scripts:
+                    pipe.crawler_scripts[i]()  # not run at all: run it now, on its own
+                elif isinstance(result, Exception):
+                    raise result
+
+
+def queue_script(pipe: Any, script: Any, keys: list[Any], args: list[Any]) -> None:
+    """Queue redis-py ``script`` on a :class:`RoundTrip` pipeline by its digest (EVALSHA):
+    its text is not sent with every call, and Redis is not asked first whether it knows
+    it (what a pipeline does for a Script); if it does not, it runs after the round trip."""
+    fallbacks = getattr(pipe, "crawler_scripts", None)
+    if fallbacks is None:  # not a RoundTrip pipeline: send the text
+        pipe.eval(script.script, len(keys), *keys, *args)
+        return
+    fallbacks[len(pipe.command_stack)] = lambda: script(keys=keys, args=args)
+    pipe.evalsha(script.sha, len(keys), *keys, *args)

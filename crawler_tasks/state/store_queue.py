@@ -75,6 +75,9 @@ class StoreEntry:
     attempts: int = 0
     #: The callback to tell once the record is stored (the request's ``notify``), if any.
     notify: dict[str, Any] | None = None
+    #: The page's counters (status, bytes...), added to its crawl's when the token leaves:
+    #: a batch adds them once per name instead of every page once per counter.
+    counts: dict[str, int] | None = None
 
     def encode(self, *, compress: bool = False) -> bytes:
         """The entry as stored: JSON; with ``compress``, zlib-compressed above
@@ -94,6 +97,8 @@ class StoreEntry:
                 "r": record}
         if self.notify is not None:
             head["n"] = self.notify
+        if self.counts:
+            head["k"] = self.counts
         return head
 
     def _streamed(self, record: dict[str, Any], tail: str) -> bytes:
@@ -111,7 +116,8 @@ class StoreEntry:
         head, body, size = codec.decode_with_tail(raw)
         if body is not None:
             head["r"][head.pop("tail")] = body
-        entry = cls(head["t"], head["c"], head["s"], PageRecord.from_dict(head["r"]), head["a"], head.get("n"))
+        entry = cls(head["t"], head["c"], head["s"], PageRecord.from_dict(head["r"]), head["a"], head.get("n"),
+                    head.get("k"))
         return entry, size
 
     def failed_again(self) -> StoreEntry:

@@ -47,7 +47,7 @@ def test_redis_url_defaults_to_the_broker_when_it_is_redis():
 def test_environment_round_trips():
     s = Settings.from_env({"CRAWLER_ALLOWED_DOMAINS": "A.test, b.test", "CRAWLER_TASK_EVENTS": "yes",
                            "CRAWLER_DOWNLOAD_TIMEOUT": "2.5"})
-    assert s.allowed_domains == ("a.test", "b.test") and s.task_events and s.download_timeout == 2.5
+    assert s.allowed_domains == ("a.test", "b.test") and s.task_events == "on" and s.download_timeout == 2.5
     assert Settings.from_env(s.to_env()) == s
 
 

@@ -113,9 +113,9 @@ def test_flower_started_first_names_every_task_and_the_metrics_equal_stats(site,
     """As a new user runs it: Flower first, then the workers, then a crawl. Flower lists every
     task by name with its URL, and the exporter's counts are what ``crawler-tasks stats`` says."""
     flush(FLOWER_DB)
-    assert Settings().task_events  # what a user gets (this suite turns them off elsewhere)
+    assert Settings().task_events == "auto"  # what a user gets (this suite turns them off elsewhere)
     s = Settings.from_env(broker_url=f"{REDIS}/{FLOWER_DB}", redis_url=f"{REDIS}/{FLOWER_DB}",
-                          key_prefix=f"fl{token()}", store=str(tmp_path / "pages.db"), task_events=True,
+                          key_prefix=f"fl{token()}", store=str(tmp_path / "pages.db"), task_events="auto",
                           **UNTHROTTLED)
     t, pages = token(), 24
     with flower_running(tmp_path, {**s.to_env(), "FLOWER_UNAUTHENTICATED_API": "true"}) as flower, \

@@ -230,6 +230,12 @@ def batch_cluster(settings, tmp_path):
     flush(BATCH_DB)
 
 
+def only_records_outstanding(rt: Runtime, crawl_id: str, pages: int) -> bool:
+    """Every page fetched: what the crawl still waits for is its ``pages`` records."""
+    return rt.crawls.outstanding(crawl_id) == pages and \
+        all(m.endswith(".write") for m in rt.crawls.outstanding_sample(crawl_id, pages))
+
+
 def test_a_worker_killed_while_writing_a_half_full_batch_loses_no_record(batch_cluster, site):
     make, start = batch_cluster
     pages = 20
@@ -244,8 +250,7 @@ def test_a_worker_killed_while_writing_a_half_full_batch_loses_no_record(batch_c
         assert es.held.wait(30), "no batch reached Elasticsearch"
         # Every page fetched (no fetch message left with the worker), then SIGKILL: what it
         # holds is a batch taken but not written.
-        wait_drained(lambda: rt.stats.read(crawl_id).get("status/200", 0) == pages, timeout=30,
-                     workers=first)
+        wait_drained(lambda: only_records_outstanding(rt, crawl_id, pages), timeout=30, workers=first)
         first.kill()
         es.release(drop=True)
         assert "pages" not in es.index_names() or not es.documents("pages")  # nothing applied
@@ -265,8 +270,7 @@ def test_warm_shutdown_writes_the_records_of_the_pages_it_finished(batch_cluster
     crawl_id = f"warm{token()}"
     submit_requests(rt, build_requests(f"{site.url}/tree/{token()}/0?size=30&delay=0.5", crawl_id=crawl_id))
     workers = start(s, "warm")
-    wait_drained(lambda: rt.stats.read(crawl_id).get("status/200", 0) >= 3, timeout=30,
-                 workers=workers)
+    wait_drained(lambda: rt.store_queue.depth().pending >= 3, timeout=30, workers=workers)
     workers.stop()  # SIGTERM while pages are in flight: they finish, then their records are written
     stats = rt.stats.read(crawl_id)
     assert len(list(open_store(db).records(crawl_id))) == stats["stored"] == stats["status/200"] > 3

@@ -1,0 +1,131 @@
+"""kombu's Redis transport with one list per band only where bands exist, and acks
+without transactions.
+
+kombu gives every queue one Redis list per priority step, and every ``BRPOP``
+a worker sends names each list of each queue it consumes: ten steps over five
+queues made 50 list names, about 950 bytes sent with each message a worker
+took. Only ``crawl.fetch`` has bands; the other queues carry their messages in
+their base list whatever priority a sender gave, so a ``BRPOP`` names 14 lists,
+in the same order as before (every queue's base list first, then the fetch
+bands by step).
+
+kombu also wraps the two commands that note a message taken (and the two that
+ack it) in MULTI/EXEC: four of a page's Redis commands. The transaction
+protects nothing here: a message whose note failed half-way is lost as one
+whose note failed whole (``BRPOP`` took it already), and the ack deletes the
+copy before its index entry, so an ack cut short leaves an index entry that
+kombu's restore sweep drops (it restores nothing without the copy).
+
+Both apply only to a connection whose transport options name the banded
+queues (``banded_queues``, set by :func:`crawler_tasks.service.celery_app.celery_config`).
+The transport is registered under kombu's own ``redis`` and ``rediss`` names,
+so URLs read as they are written (Flower picks its queue-length reader by the
+scheme); any other app in the same process keeps kombu's behaviour, as its
+options name no banded queues. An app that sends to the crawl queues with
+stock kombu reaches them too: it sends to a base list unless it names a
+priority, and a worker of this package still reads every band of
+``crawl.fetch``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterator
+from contextlib import contextmanager
+from time import time
+from typing import Any
+
+import kombu.transport
+from kombu.transport import TRANSPORT_ALIASES, virtual
+from kombu.transport import redis as kombu_redis
+from kombu.utils.json import dumps
+
+#: The transport option naming the queues with one list per priority step.
+BANDED_OPTION = "banded_queues"
+
+
+class QoS(kombu_redis.QoS):  # type: ignore[misc]
+    """kombu's ack emulation, in plain pipelines on a crawler connection (no MULTI/EXEC)."""
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        if self.channel.banded_queues is None:
+            return super().append(message, delivery_tag)  # type: ignore[no-any-return]
+        delivery = message.delivery_info
+        raw = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
+        with self.pipe_or_acquire() as pipe:
+            pipe.zadd(self.unacked_index_key, {delivery_tag: time()}).hset(
+                self.unacked_key, delivery_tag, raw).execute()
+        virtual.QoS.append(self, message, delivery_tag)
+        return None
+
+    @contextmanager
+    def pipe_or_acquire(self, pipe: Any = None, client: Any = None) -> Iterator[Any]:
+        if pipe:  # a caller's transaction (kombu's restore)
+            yield pipe
+        else:
+            with self.channel.conn_or_acquire(client) as conn:
+                yield conn.pipeline(transaction=self.channel.banded_queues is None)
+
+    def _remove_from_indices(self, delivery_tag: str, pipe: Any = None) -> Any:
+        with self.pipe_or_acquire(pipe) as pipe:  # the copy first: see the module's docstring
+            return pipe.hdel(self.unacked_key, delivery_tag).zrem(self.unacked_index_key, delivery_tag)
+
+
+class Channel(kombu_redis.Channel):  # type: ignore[misc]
+    """A Redis channel whose queues but the banded ones are a single list each."""
+
+    QoS = QoS
+    #: Queues with a list per priority step; None: every queue (kombu's behaviour).
+    banded_queues: frozenset[str] | None = None
+    from_transport_options = (*kombu_redis.Channel.from_transport_options, BANDED_OPTION)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.banded_queues is not None:
+            self.banded_queues = frozenset(self.banded_queues)
+
+    def _q_for_pri(self, queue: str, pri: int) -> str:
+        if self.banded_queues is not None and queue not in self.banded_queues:
+            return queue
+        return super()._q_for_pri(queue, pri)  # type: ignore[no-any-return]
+
+    def _lists(self, queues: list[str]) -> list[str]:
+        """The lists of ``queues`` in kombu's order (by step, then queue), each once."""
+        return list(dict.fromkeys(self._q_for_pri(queue, pri) for pri in self.priority_steps
+                                  for queue in queues))
+
+    def _brpop_start(self, timeout: float | None = None) -> None:
+        if self.banded_queues is None:
+            return super()._brpop_start(timeout)  # type: ignore[no-any-return]
+        if timeout is None:
+            timeout = self.brpop_timeout
+        queues = self._queue_cycle.consume(len(self.active_queues))
+        if not queues:
+            return None
+        self._in_poll = self.client.connection
+        self._brpop_sent_at = kombu_redis.monotonic()
+        command_args: list[Any] = ["BRPOP", *self._lists(queues), timeout or 0]
+        if self.global_keyprefix:
+            command_args = self.client._prefix_args(command_args)
+        self.client.connection.send_command(*command_args)
+        return None
+
+    def _size(self, queue: str) -> int:
+        with self.conn_or_acquire() as client, client.pipeline() as pipe:
+            for name in self._lists([queue]):
+                pipe = pipe.llen(name)
+            return sum(size for size in pipe.execute() if isinstance(size, numbers.Integral))
+
+
+class Transport(kombu_redis.Transport):  # type: ignore[misc]
+    """kombu's Redis transport with :class:`Channel`."""
+
+    Channel = Channel
+
+
+def register() -> None:
+    """Make kombu's ``redis://`` and ``rediss://`` this transport (idempotent)."""
+    cache = getattr(kombu.transport, "_transport_cache", {})  # names resolved before this
+    for scheme in ("redis", "rediss"):
+        TRANSPORT_ALIASES[scheme] = f"{__name__}:Transport"
+        cache.pop(scheme, None)

@@ -1,0 +1,72 @@
+"""The Redis transport: one list per band for crawl.fetch only, plain acks, and kombu's own
+behaviour for any other app in the process."""
+
+from __future__ import annotations
+
+import redis
+from celery import Celery
+
+from crawler_tasks.core import routing
+from crawler_tasks.core.settings import Settings
+from crawler_tasks.service.celery_app import create_app
+from crawler_tasks.state.queues import monitor_listening
+
+from ..conftest import REDIS, flush
+
+#: A database no worker of the suite consumes from.
+DB = 12
+
+
+def settings() -> Settings:
+    return Settings.from_env(broker_url=f"{REDIS}/{DB}", redis_url=f"{REDIS}/{DB}")
+
+
+def lists(client: redis.Redis) -> dict[str, int]:
+    return {k.decode(): client.llen(k) for k in client.keys("crawl.*") + client.keys("mine*")
+            if client.type(k) == b"list"}
+
+
+def test_only_the_fetch_queue_has_a_list_per_band_and_every_message_is_read_back():
+    flush(DB)
+    client = redis.Redis.from_url(f"{REDIS}/{DB}")
+    app = create_app(settings())
+    for prio in (0, 4, 9):  # whatever priority a sender names
+        app.send_task(routing.SUBMIT_TASK, args=[f"http://a.test/{prio}"], queue=routing.SEED_QUEUE, priority=prio)
+        app.send_task(routing.FETCH_TASK, args=[{}], queue=routing.FETCH_QUEUE, priority=prio)
+    assert lists(client) == {"crawl.seed": 3, "crawl.fetch": 1, "crawl.fetch:4": 1, "crawl.fetch:9": 1}
+    with app.connection_for_read() as conn:
+        channel = conn.default_channel
+        assert channel.queue_declare(routing.SEED_QUEUE, passive=True).message_count == 3  # not 3 × 10
+        taken = []
+        for _ in range(6):
+            message = channel.basic_get(routing.FETCH_QUEUE) or channel.basic_get(routing.SEED_QUEUE)
+            taken.append((message.delivery_info["routing_key"], message.properties["priority"]))
+            message.ack()
+    # Fetches in band order (Redis priority 0 first), then the seeds.
+    assert [p for q, p in taken if q == routing.FETCH_QUEUE] == [0, 4, 9]
+    assert len([q for q, _ in taken if q == routing.SEED_QUEUE]) == 3
+    assert lists(client) == {} and client.hlen("unacked") == 0 and client.zcard("unacked_index") == 0
+
+
+def test_another_app_in_the_same_process_keeps_kombu_s_lists_per_priority():
+    flush(DB)
+    client = redis.Redis.from_url(f"{REDIS}/{DB}")
+    create_app(settings())  # the crawler's transport is registered for redis:// now
+    other = Celery("other", broker=f"{REDIS}/{DB}")
+    other.conf.broker_transport_options = {"priority_steps": list(range(10)), "sep": ":",
+                                           "queue_order_strategy": "priority"}
+    other.send_task("mine.task", queue="mine", priority=5)
+    other.send_task("mine.task", queue="mine", priority=0)
+    assert lists(client) == {"mine": 1, "mine:5": 1}
+
+
+def test_a_monitor_bound_to_the_events_is_seen_and_gone_when_it_leaves():
+    flush(DB)
+    s = settings()
+    app = create_app(s)
+    assert not monitor_listening(s)
+    with app.connection_for_read() as conn:
+        receiver = app.events.Receiver(conn, handlers={"*": lambda event: None})
+        with receiver.consumer_context():  # as Flower and `celery events` bind their queue
+            assert monitor_listening(s)
+    assert not monitor_listening(s)
