@@ -11,7 +11,6 @@ retried with backoff.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import stat
@@ -20,6 +19,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from ..core import codec
 from ..core.errors import StoreUnavailable, UnknownStore
 from ..core.models import PageRecord, json_bytes
 from .base import RecordFailure
@@ -54,7 +54,7 @@ def _record_json(record: PageRecord) -> str | bytes:
     TEXT by the statement), never whole as a Python string."""
     if record.large:
         return json_bytes(record.to_dict())
-    return json.dumps(record.to_dict(), ensure_ascii=False)
+    return codec.dumps(record.to_dict())
 
 
 class SQLiteStore:
@@ -142,7 +142,7 @@ class SQLiteStore:
         if crawl_id is not None:
             sql, args = "SELECT record FROM pages WHERE crawl_id = ? ORDER BY rowid", (crawl_id,)
         for (raw,) in self.conn.execute(sql, args):
-            yield PageRecord.from_dict(json.loads(raw))
+            yield PageRecord.from_dict(codec.loads(raw))
 
     def get(self, fingerprint: str) -> PageRecord | None:
         if not self._exists():
@@ -152,7 +152,7 @@ class SQLiteStore:
                                     (fingerprint,)).fetchone()
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
-        return PageRecord.from_dict(json.loads(row[0])) if row else None
+        return PageRecord.from_dict(codec.loads(row[0])) if row else None
 
     def count(self, crawl_id: str | None = None) -> int:
         if not self._exists():

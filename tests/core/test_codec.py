@@ -3,6 +3,7 @@ first byte; a JSON head with a text tail for large bodies; and the bytes earlier
 
 from __future__ import annotations
 
+import datetime
 import json
 import zlib
 
@@ -55,33 +56,44 @@ def test_an_entry_with_a_text_tail_written_by_earlier_code_still_decodes():
     assert size == len(zlib.decompress(ENTRY_TAIL))
 
 
-def test_it_writes_what_earlier_code_wrote():
-    assert codec.encode(as_written(SMALL), ensure_ascii=True) == CLAIM_PLAIN
-    assert codec.encode(entry("t1.write", as_written(SMALL), 2)) == ENTRY_PLAIN
-    assert codec.encode(letter(as_written(SMALL), "failed", "down")) == LETTER_PLAIN
-    assert zlib.decompress(codec.encode(letter(as_written(LARGE), "refused", "mapping"))) == \
-        zlib.decompress(LETTER_ZLIB)
+def test_earlier_code_reads_what_it_writes():
+    """A worker of an earlier release (standard json, zlib) reads every form back."""
+    small, large = as_written(SMALL), as_written(LARGE)
+    assert json.loads(codec.encode(small, ensure_ascii=True)) == small
+    assert json.loads(codec.encode(entry("t1.write", small, 2))) == entry("t1.write", small, 2)
+    assert json.loads(zlib.decompress(codec.encode(letter(large, "refused", "mapping")))) == \
+        letter(large, "refused", "mapping")
     record = as_written(SMALL)
     body = record.pop("body")
-    assert zlib.decompress(codec.encode_with_tail(entry("t1.write", record, 2) | {"tail": "body"}, body)) \
-        == zlib.decompress(ENTRY_TAIL)
+    head, _, tail = zlib.decompress(codec.encode_with_tail(entry("t1.write", record, 2) | {"tail": "body"},
+                                                           body)).partition(b"\n")
+    assert json.loads(head) == entry("t1.write", record, 2) | {"tail": "body"} and tail.decode() == body
+
+
+def test_what_orjson_refuses_or_would_change_is_written_as_the_standard_library_writes_it():
+    for value in ({"big": 2**70}, {1: "int key"}):
+        assert codec.loads(codec.dumps(value)) == json.loads(json.dumps(value))
+    with pytest.raises(TypeError):  # a date is not JSON, as before
+        codec.dumps({"when": datetime.date(2026, 1, 1)})
+    with pytest.raises(UnicodeEncodeError):  # nor a lone surrogate outside a tail
+        codec.dumps({"lone": "\ud800"})
 
 
 def test_json_up_to_the_threshold_stays_plain_and_above_it_is_compressed_when_asked():
     def value(size: int) -> dict:
         return {"k": "x" * (size - len('{"k": ""}'))}
 
-    at, over = value(codec.COMPRESS_OVER), value(codec.COMPRESS_OVER + 1)
-    assert codec.encode(at) == json.dumps(at).encode()
+    at, over = value(codec.COMPRESS_OVER + 1), value(codec.COMPRESS_OVER + 2)  # + 1: compact JSON
+    assert codec.encode(at) == codec.dumps(at) and len(codec.dumps(at)) == codec.COMPRESS_OVER
     assert codec.encode(over)[:1] == b"x" and len(codec.encode(over)) < 100
-    assert codec.encode(over, compress=False) == json.dumps(over).encode()
+    assert codec.encode(over, compress=False) == codec.dumps(over)
     for v in (at, over):
         assert codec.decode(codec.encode(v)) == v
 
 
 def test_ensure_ascii_escapes_what_a_plain_write_keeps_as_utf8():
     value = {"t": "caf\u00e9 \u2603"}
-    assert codec.encode(value) == '{"t": "caf\u00e9 \u2603"}'.encode()
+    assert codec.encode(value) == '{"t":"caf\u00e9 \u2603"}'.encode()
     assert codec.encode(value, ensure_ascii=True) == b'{"t": "caf\\u00e9 \\u2603"}'
     assert codec.decode(codec.encode(value)) == codec.decode(codec.encode(value, ensure_ascii=True))
 
