@@ -83,10 +83,13 @@ class Variant:
         return pages_per_host(args.hosts, args.pages_per_host, self.skew)
 
     def ideal_pages_per_s(self, args: argparse.Namespace) -> float:
-        """min(M/d, pages ÷ the time the largest host needs at one request per d)."""
+        """min(M/t, pages ÷ the time the largest host needs at one request per t), t the
+        spacing one request at a time allows a host: the delay, or the response time
+        when it is longer (the next request waits for the answer)."""
         counts = self.counts(args)
-        longest = (max(counts) - 1) * args.delay + args.latency
-        return min(args.hosts / args.delay, sum(counts) / longest)
+        spacing = max(args.delay, args.latency)
+        longest = (max(counts) - 1) * spacing + args.latency
+        return min(args.hosts / spacing, sum(counts) / longest)
 
 
 @dataclass

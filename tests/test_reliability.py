@@ -267,7 +267,8 @@ def test_rabbitmq_restarted_mid_crawl(make_crawl, amqp_vhost):
 
 
 @pytest.mark.slow
-def test_store_locked_for_30s_mid_crawl_drops_nothing(make_crawl):
+def test_store_locked_for_12s_mid_crawl_drops_nothing(make_crawl):
+    """Longer than a writer's busy wait (5 s) and its first backoff: the records wait and retry."""
     crawl = make_crawl(broker=f"{REDIS}/{FAULT_DB}")
     crawl.submit()
     crawl.start_workers()
@@ -275,7 +276,7 @@ def test_store_locked_for_30s_mid_crawl_drops_nothing(make_crawl):
     locker = sqlite3.connect(crawl.store, isolation_level=None)
     locker.execute("BEGIN EXCLUSIVE")  # every writer now fails: the store is down
     try:
-        time.sleep(30)
+        time.sleep(12)
     finally:
         locker.execute("ROLLBACK")
         locker.close()

@@ -23,6 +23,9 @@ DEFAULT_STORE = "./crawl-data/pages.db"
 DOWNLOAD_TIMEOUT = 30.0
 RETRY_BACKOFF_MAX = 60.0
 POOLS = ("threads", "gevent", "prefork", "solo")
+#: Tasks in flight per worker process by pool, where CRAWLER_WORKER_CONCURRENCY is unset.
+POOL_CONCURRENCY: dict[str, Callable[[], int]] = {
+    "threads": lambda: 128, "gevent": lambda: 256, "prefork": lambda: os.cpu_count() or 1, "solo": lambda: 1}
 PIPELINES = ("local", "split")
 DEDUP_MODES = ("set", "bloom")
 
@@ -147,9 +150,14 @@ SPECS: tuple[Spec, ...] = (
          "the broker URL when it is Redis, else `redis://localhost:6379/0`"),
     Spec("CRAWLER_WORKER_POOL", "worker_pool", str.lower, "threads",
          "Pool of `celery -A crawler_tasks worker` and of `crawler-tasks crawl` workers "
-         "(`threads`, `prefork`, `solo`); `-P` overrides it."),
-    Spec("CRAWLER_WORKER_CONCURRENCY", "worker_concurrency", int, 32,
-         "Tasks in flight per worker process (threads) or pool processes (prefork); `-c` overrides it."),
+         "(`threads`, `gevent` with the `gevent` extra, `prefork`, `solo`); `-P` overrides it."),
+    Spec("CRAWLER_WORKER_CONCURRENCY", "worker_concurrency", int, None,
+         "Tasks in flight per worker process (threads, greenlets) or pool processes (prefork); "
+         "`-c` overrides it. A threads pool starts a thread only when every one it has is busy, "
+         "and a fetch whose host may not go yet waits in Redis, not in a thread: how many run "
+         "is what the hosts' delay and concurrency allow, up to this. A broad crawl of hosts "
+         "answering in a second needs about as many as hosts it keeps busy.",
+         "by pool: `threads` 128, `gevent` 256, `prefork` the cores, `solo` 1"),
     Spec("CRAWLER_WORKER_MAX_MEMORY", "worker_max_memory", int, 1024,
          "MiB a prefork pool process may reach before it is replaced after its task "
          "(Celery's `worker_max_memory_per_child`; 0 = never). Threads workers are bounded "
@@ -439,7 +447,7 @@ class Settings:
     key_prefix: str = _DEFAULTS["key_prefix"]
     task_events: str = _DEFAULTS["task_events"]
     worker_pool: str = _DEFAULTS["worker_pool"]
-    worker_concurrency: int = _DEFAULTS["worker_concurrency"]
+    worker_concurrency: int = _DEFAULTS["worker_concurrency"]  # None: by pool, see __post_init__
     worker_max_memory: int = _DEFAULTS["worker_max_memory"]
     malloc_arenas: int = _DEFAULTS["malloc_arenas"]
     pipeline: str = _DEFAULTS["pipeline"]
@@ -455,6 +463,9 @@ class Settings:
             fallback = self.broker_url if self.broker_is_redis else DEFAULT_BROKER_URL
             object.__setattr__(self, "redis_url", fallback)
         self._derive_from_visibility_timeout()
+        if self.worker_concurrency is None:  # (an unknown pool is refused below)
+            object.__setattr__(self, "worker_concurrency", POOL_CONCURRENCY.get(self.worker_pool, lambda: 1)())
+            object.__setattr__(self, "_derived", (*self._derived, "worker_concurrency"))
         for name in ("download_timeout", "visibility_timeout", "download_maxsize", "claim_ttl"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..deps import ParseDeps
 
 #: Bytes of bodies parsed into trees at once per worker process: a tree costs up to
-#: 30 times its body, so 32 threads each parsing a 1 MiB page would need about 1 GB.
+#: 30 times its body, so 128 threads each parsing a 1 MiB page would need about 4 GB.
 TREE_BYTES = 4 * LARGE_BODY
 _trees = ByteBudget(TREE_BYTES)
 
