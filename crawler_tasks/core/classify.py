@@ -163,4 +163,4 @@ def host_feedback(result: Download | FetchError | None, proxies: Proxies | None 
     if kind is FeedbackKind.PROXY:
         return Feedback(kind, result.status, proxy=proxy)
     retry_after = verdict.failure.retry_after if kind is FeedbackKind.THROTTLED and verdict.failure else None
-    return Feedback(kind, result.status, retry_after, result.elapsed, proxy)
+    return Feedback(kind, result.status, retry_after, result.elapsed, proxy, result.sent_at)

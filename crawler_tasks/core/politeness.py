@@ -79,6 +79,9 @@ class Feedback:
     retry_after: float | None = None
     latency: float = -1.0
     proxy: int | None = None
+    #: ``time.monotonic()`` when the request went out (0.0: not known): the host's next
+    #: request is spaced from it (:func:`released`).
+    sent_at: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", FeedbackKind(self.kind))
@@ -219,9 +222,11 @@ def count_ban(pace: HostPace, kind: FeedbackKind, status: int, rules: PaceRules)
 
 
 def released(pace: HostPace, feedback: Feedback, rules: PaceRules, now: float, *,
-             waiting: bool = False) -> Released:
+             waiting: bool = False, sent_ago: float = -1.0) -> Released:
     """The host's pace after a download that held a slot told ``feedback`` (at Redis time
-    ``now``; ``waiting``: fetches wait for the host)."""
+    ``now``; ``waiting``: fetches wait for the host). ``sent_ago``: seconds since the
+    request went out (-1: not known); the next request waits the host's delay from then,
+    not only from when its slot was taken (a busy worker may send a while after that)."""
     kind = feedback.kind
     if kind is FeedbackKind.THROTTLED:
         pace = throttle(pace, feedback.retry_after, rules, now)
@@ -232,6 +237,8 @@ def released(pace: HostPace, feedback: Feedback, rules: PaceRules, now: float, *
     if rules.autothrottle and feedback.latency >= 0 and kind is not FeedbackKind.TIMEOUT:
         pace = autothrottle(pace, feedback.latency, feedback.status, rules)
     pace = count_ban(pace, kind, feedback.status, rules)
+    if sent_ago >= 0:
+        pace = replace(pace, next=max(pace.next, now - sent_ago + limits(pace, rules)[0]))
     bench = None
     if kind is FeedbackKind.PROXY and feedback.proxy is not None and feedback.proxy >= 0:
         bench = now + rules.proxy_bench_s

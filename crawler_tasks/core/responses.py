@@ -71,6 +71,8 @@ class Download:
     response_size: int
     elapsed: float = 0.0
     raw: RawExchange | None = None
+    #: ``time.monotonic()`` when the request went out (0.0: not known).
+    sent_at: float = 0.0
 
     @property
     def content_type(self) -> str:

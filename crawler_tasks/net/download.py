@@ -103,6 +103,7 @@ def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
         url=req.url, status=resp.status_code, headers=headers, body=body, truncated=truncated,
         request_size=request_size, response_size=response_size,
         elapsed=time.monotonic() - started, raw=raw,
+        sent_at=wire.sent_at if wire is not None and wire.sent_at else started,
     )
 
 

@@ -280,6 +280,7 @@ class _GuardedMixin:
         # the wire (Host and urllib3's defaults included).
         self._sent_head = b"\r\n".join(getattr(self, "_buffer", ())) + b"\r\n\r\n"
         super().endheaders(*args, **kwargs)  # type: ignore[misc]
+        self._sent_at = time.monotonic()  # the head is on the wire: the host's pace counts from here
 
     def getresponse(self) -> Any:
         state = getattr(_local, "deadline", None)
@@ -287,7 +288,8 @@ class _GuardedMixin:
             state.arm(self.sock)  # type: ignore[attr-defined]
         response = super().getresponse()  # type: ignore[misc]
         original = getattr(response, "_original_response", None)
-        response.wire = Wire(getattr(self, "_sent_head", b""), getattr(original, "head", b""))
+        response.wire = Wire(getattr(self, "_sent_head", b""), getattr(original, "head", b""),
+                             getattr(self, "_sent_at", 0.0))
         return response
 
 
@@ -298,6 +300,8 @@ class Wire:
 
     request_head: bytes
     response_head: bytes
+    #: ``time.monotonic()`` when the request head was sent (0.0: not known).
+    sent_at: float = 0.0
 
 
 @functools.cache

@@ -32,6 +32,7 @@ Redis Cluster allows within the slot). The scripts are ``lua/hosts_*.lua``.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -153,7 +154,8 @@ class HostLimiter:
                 feedback.latency, self._floor(crawl_delay), s.retry_backoff_max, self._auto,
                 s.autothrottle_target_concurrency, s.autothrottle_max_delay,
                 s.autothrottle_start_delay, host, s.ban_threshold, len(s.proxies),
-                -1 if feedback.proxy is None else feedback.proxy, s.proxy_bench_s]
+                -1 if feedback.proxy is None else feedback.proxy, s.proxy_bench_s,
+                max(0.0, time.monotonic() - feedback.sent_at) if feedback.sent_at else -1]
         if pipe is not None:
             queue_script(pipe, self._release, keys, args)
             return False

@@ -12,6 +12,7 @@ between what the twin says for either end.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -173,12 +174,14 @@ class Twin:
             self.redis.delete(key)
         if waiting:
             self.redis.zadd(self.keys.host_wait(HOST), {"waiting-fetch": 0})
-        before = self.now()
+        before, sent_late = self.now(), time.monotonic()
         proxied = self.limiter.release(HOST, "task", feedback, crawl_delay=self.crawl_delay)
-        after = self.now()
+        sent_early, after = time.monotonic(), self.now()
         got = self.read()
-        early = released(pace, feedback, self.rules, before, waiting=waiting)
-        late = released(pace, feedback, self.rules, after, waiting=waiting)
+        # Seconds since the request went out, at the far ends of the call (-1: not known).
+        ago = (sent_early - feedback.sent_at, sent_late - feedback.sent_at) if feedback.sent_at else (-1.0, -1.0)
+        early = released(pace, feedback, self.rules, before, waiting=waiting, sent_ago=ago[0])
+        late = released(pace, feedback, self.rules, after, waiting=waiting, sent_ago=ago[1])
         want = early.pace
         assert replace(got, next=0.0, backoff=0.0, auto=None) == replace(want, next=0.0, backoff=0.0, auto=None)
         assert got.backoff == pytest.approx(want.backoff, rel=1e-12)
@@ -258,6 +261,8 @@ def test_a_run_of_answers_leaves_script_and_twin_in_the_same_state(client, seed,
         pace = HostPace()
         for _ in range(STEPS):
             feedback = rng.choice(FEEDBACKS)
+            if rng.random() < 0.5:  # sent a while ago (a busy worker sends late after its acquire)
+                feedback = replace(feedback, sent_at=time.monotonic() - rng.uniform(0.0, 2.0))
             got, want = twin.release(pace, feedback, waiting=rng.random() < 0.2)
             pace = replace(want, next=got.next)
         twin.check_limits(pace)

@@ -22,6 +22,8 @@
 -- ARGV[14] proxies configured (0 = none)
 -- ARGV[15] proxy used (its index, -1 direct)
 -- ARGV[16] seconds a failed proxy is left out
+-- ARGV[17] seconds since the request went out (-1 not known): the next request waits the
+--   host's delay from then too (a busy worker may send a while after taking its slot)
 -- Returns 1 when the host goes through proxies, else 0.
 -- include: now.lua
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -44,7 +46,7 @@ elseif kind == 'timeout' then
 elseif kind == 'ok' then
   if b > 0 then
     b = b / 2
-    if b <= floor or b < 0.05 then redis.call('HDEL', KEYS[1], 'backoff')
+    if b <= floor or b < 0.05 then redis.call('HDEL', KEYS[1], 'backoff'); b = 0
     else redis.call('HSET', KEYS[1], 'backoff', tostring(b)) end
   end
   if cut > 0 then
@@ -63,6 +65,18 @@ if ARGV[8] == '1' and latency >= 0 and kind ~= 'timeout' then
   local new = math.max(target, (cur + target) / 2)
   new = math.min(math.max(floor, new), tonumber(ARGV[10]))
   if ARGV[3] == '200' or new > cur then redis.call('HSET', KEYS[1], 'auto', tostring(new)) end
+end
+local since = tonumber(ARGV[17])
+if since >= 0 then
+  -- The delay the host has now (core.politeness.limits): the floor, the back-off, AutoThrottle.
+  local delay = math.max(floor, b)
+  if ARGV[8] == '1' then
+    delay = math.max(delay, tonumber(redis.call('HGET', KEYS[1], 'auto')) or tonumber(ARGV[11]))
+  end
+  if now - since + delay > nxt then
+    nxt = now - since + delay
+    redis.call('HSET', KEYS[1], 'next', tostring(nxt))
+  end
 end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('ZADD', KEYS[4], math.max(now, nxt), ARGV[12])
