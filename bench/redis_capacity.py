@@ -67,6 +67,9 @@ def crawl(pages: int) -> dict[str, dict[str, float]]:
     broker, state = EmbeddedRedis().start(), EmbeddedRedis().start()
     os.environ.update({"CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
                        "CRAWLER_STORE": os.path.join(tempfile.mkdtemp(), "pages.db"),
+                       # As bench/compare's rows: no delay, no host cap, no robots.txt, 32 threads.
+                       "CRAWLER_DOWNLOAD_DELAY": "0", "CRAWLER_HOST_CONCURRENCY": "0",
+                       "CRAWLER_ROBOTSTXT_OBEY": "0", "CRAWLER_WORKER_CONCURRENCY": "32",
                        "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8"})  # the site is on loopback
     from crawler_tasks.core.settings import Settings
     from crawler_tasks.service.celery_app import app

@@ -99,7 +99,7 @@ def test_hostile_site_crawl_drains_with_a_described_record_for_everything(hostil
                         store=store, download_timeout=TIMEOUT, max_retries=MAX_RETRIES,
                         retry_backoff=0.1, retry_backoff_max=1, max_links_per_page=MAX_LINKS,
                         allowed_domains=("127.0.0.1", "localhost"), max_depth=2, **UNTHROTTLED)
-    assert settings.worker_pool == "threads" and settings.worker_concurrency == 32  # the defaults
+    assert settings.worker_pool == "threads" and settings.worker_concurrency == 128  # the defaults
     rt = Runtime(settings, create_app(settings))
     crawl_id = "hostile"
     # One worker process of the default pool at the default concurrency.
