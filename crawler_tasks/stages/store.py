@@ -214,13 +214,17 @@ def page_summary(entry: StoreEntry) -> dict[str, Any]:
 
 
 def _call_back(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> None:
-    """Send the page callbacks ``due`` (token -> callback and payload); one the broker refuses
-    is logged (its page is stored all the same)."""
+    """Send the page callbacks ``due`` (token -> callback and payload), each taken from the
+    staged ones as soon as it is sent: a worker killed part-way leaves only the callbacks it
+    had not sent (and at most the one it was sending) to the next delivery of its batch.
+    One the broker refuses is logged (its page is stored all the same)."""
     for token, call in due.items():
         try:
             enqueue.publish_callback(rt, call["callback"], call["page"], f"{token}.page")
         except Exception as exc:  # noqa: BLE001 - a broker error must not undo the batch
             log.error("page callback %s for %s not sent: %s", call["callback"]["task"], call["page"]["url"], exc)
+            continue
+        rt.callbacks.take(crawl_id, [token])
 
 
 def note_finished(rt: StoreDeps) -> int:

@@ -1,11 +1,12 @@
 """Callbacks into the calling app: page callbacks staged while their records settle, and
 the ``on_done`` callbacks waiting for their crawls to drain.
 
-A page callback is sent once its record is stored, exactly once per page: the store
-stage stages it (``HSETNX`` by record token) before the record's token settles, and
-takes it after sending. A worker that dies between the settlement and the send
-leaves the staged callback behind; the next delivery of the same batch finds it
-there (its ``HSETNX`` says so) and sends it.
+A page callback is sent once its record is stored: the store stage stages it
+(``HSETNX`` by record token) before the record's token settles, and takes it as soon
+as it is sent. A worker that dies between the settlement and the send leaves the
+staged callback behind; the next delivery of the same batch finds it there (its
+``HSETNX`` says so) and sends it. Only a worker killed between one callback's send
+and its take (a round trip) leaves that one to be sent twice.
 """
 
 from __future__ import annotations
