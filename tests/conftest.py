@@ -42,7 +42,7 @@ os.environ.update({
     "CRAWLER_DOWNLOAD_DELAY": "0",
     "CRAWLER_HOST_CONCURRENCY": "0",
     "CRAWLER_ROBOTSTXT_OBEY": "0",
-    # Task events (on by default, for Flower) cost a crawl about 15 % of its CPU; the tests
+    # Task events ("auto" by default: on while a monitor listens) cost a crawl about 15 % of its CPU; the tests
     # that watch a crawl in Flower turn them on.
     "CRAWLER_TASK_EVENTS": "0",
     # Every test site is on loopback, which the private-network guard refuses by default.
