@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -60,45 +61,45 @@ def layer_of(frames: list[str]) -> str:
     return "stdlib, no library caller (threads, idle loops)"
 
 
+def samples(raw: Path) -> Iterator[tuple[list[str], int]]:
+    """py-spy's raw output: each stack's frames (outermost first, process and thread left
+    out) and its sample count."""
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [f for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
+        if frames and count.isdigit():
+            yield frames, int(count)
+
+
 def layer_table(raw: Path) -> str:
     """Markdown table: the share of samples spent in each layer."""
     own: collections.Counter[str] = collections.Counter()
-    samples = 0
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        frames = [f for f in stack.split(";") if not f.startswith(("process ", "thread "))]
-        if not frames:
-            continue
-        samples += int(count)
-        own[layer_of(frames)] += int(count)
+    for frames, n in samples(raw):
+        own[layer_of(frames)] += n
+    total = sum(own.values())
     rows = ["| layer | % of samples |", "|---|---|"]
-    rows += [f"| {name} | {100 * n / samples:.1f} |" for name, n in own.most_common()]
+    rows += [f"| {name} | {100 * n / total:.1f} |" for name, n in own.most_common()]
     return "\n".join(rows)
+
+
+def _short(frame: str) -> str:
+    """``function (file.py)`` of a py-spy frame ``function (path/file.py:line)``."""
+    return frame.split(" (")[0] + " (" + frame.split(" (")[-1].split(":")[0].rsplit("/", 1)[-1] + ")"
 
 
 def top_table(raw: Path, limit: int = 20) -> str:
     """Markdown table of the functions with the most samples (self and total)."""
     own: collections.Counter[str] = collections.Counter()
     total: collections.Counter[str] = collections.Counter()
-    samples = 0
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        n = int(count)
-        frames = [f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].rsplit("/", 1)[-1] + ")"
-                  for f in stack.split(";") if not f.startswith(("process ", "thread "))]
-        if not frames:
-            continue
-        samples += n
+    for stack, n in samples(raw):
+        frames = [_short(f) for f in stack]
         own[frames[-1]] += n
         for frame in set(frames):
             total[frame] += n
+    count = sum(own.values())
     rows = ["| function (file) | self % | total % |", "|---|---|---|"]
     for frame, n in own.most_common(limit):
-        rows.append(f"| `{frame}` | {100 * n / samples:.1f} | {100 * total[frame] / samples:.1f} |")
+        rows.append(f"| `{frame}` | {100 * n / count:.1f} | {100 * total[frame] / count:.1f} |")
     return "\n".join(rows)
 
 

@@ -148,11 +148,8 @@ class Context:
                **dict(row.env if row else ())}
         if env["CRAWLER_WORKER_CONCURRENCY"] == "default":  # BENCH_CONCURRENCY=default: the crawler's own
             env.pop("CRAWLER_WORKER_CONCURRENCY")
-        paths = [env.get("PYTHONPATH", "")] if row and dict(row.env).get("PYTHONPATH") else []
-        if row and row.rule:
-            paths.append(str(BENCH_DIR))
-        if paths:
-            env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        if row and row.rule:  # bench_rule.py, after a row's own checkout
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (dict(row.env).get("PYTHONPATH"), str(BENCH_DIR)) if p)
         return env
 
     def scrapy_env(self) -> dict[str, str]:

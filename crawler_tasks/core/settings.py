@@ -24,8 +24,7 @@ DOWNLOAD_TIMEOUT = 30.0
 RETRY_BACKOFF_MAX = 60.0
 POOLS = ("threads", "gevent", "prefork", "solo")
 #: Tasks in flight per worker process by pool, where CRAWLER_WORKER_CONCURRENCY is unset.
-POOL_CONCURRENCY: dict[str, Callable[[], int]] = {
-    "threads": lambda: 128, "gevent": lambda: 256, "prefork": lambda: os.cpu_count() or 1, "solo": lambda: 1}
+POOL_CONCURRENCY = {"threads": 128, "gevent": 256, "prefork": os.cpu_count() or 1, "solo": 1}
 PIPELINES = ("local", "split")
 DEDUP_MODES = ("set", "bloom")
 
@@ -464,7 +463,7 @@ class Settings:
             object.__setattr__(self, "redis_url", fallback)
         self._derive_from_visibility_timeout()
         if self.worker_concurrency is None:  # (an unknown pool is refused below)
-            object.__setattr__(self, "worker_concurrency", POOL_CONCURRENCY.get(self.worker_pool, lambda: 1)())
+            object.__setattr__(self, "worker_concurrency", POOL_CONCURRENCY.get(self.worker_pool, 1))
             object.__setattr__(self, "_derived", (*self._derived, "worker_concurrency"))
         for name in ("download_timeout", "visibility_timeout", "download_maxsize", "claim_ttl"):
             if getattr(self, name) <= 0:

@@ -32,31 +32,19 @@ from __future__ import annotations
 import numbers
 from collections.abc import Iterator
 from contextlib import contextmanager
-from time import time
 from typing import Any
 
 import kombu.transport
-from kombu.transport import TRANSPORT_ALIASES, virtual
+from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
-from kombu.utils.json import dumps
 
 #: The transport option naming the queues with one list per priority step.
 BANDED_OPTION = "banded_queues"
 
 
 class QoS(kombu_redis.QoS):  # type: ignore[misc]
-    """kombu's ack emulation, in plain pipelines on a crawler connection (no MULTI/EXEC)."""
-
-    def append(self, message: Any, delivery_tag: str) -> None:
-        if self.channel.banded_queues is None:
-            return super().append(message, delivery_tag)  # type: ignore[no-any-return]
-        delivery = message.delivery_info
-        raw = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
-        with self.pipe_or_acquire() as pipe:
-            pipe.zadd(self.unacked_index_key, {delivery_tag: time()}).hset(
-                self.unacked_key, delivery_tag, raw).execute()
-        virtual.QoS.append(self, message, delivery_tag)
-        return None
+    """kombu's ack emulation, in plain pipelines on a crawler connection (no MULTI/EXEC):
+    kombu's own note and ack take their pipeline from :meth:`pipe_or_acquire`."""
 
     @contextmanager
     def pipe_or_acquire(self, pipe: Any = None, client: Any = None) -> Iterator[Any]:

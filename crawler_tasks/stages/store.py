@@ -213,11 +213,13 @@ def page_summary(entry: StoreEntry) -> dict[str, Any]:
             "depth": r.depth, "items": len(r.items), "store": masked(entry.store), "description": r.description}
 
 
-def _call_back(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> None:
+def _call_back(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> set[str]:
     """Send the page callbacks ``due`` (token -> callback and payload), each taken from the
     staged ones as soon as it is sent: a worker killed part-way leaves only the callbacks it
     had not sent (and at most the one it was sending) to the next delivery of its batch.
-    One the broker refuses is logged (its page is stored all the same)."""
+    One the broker refuses is logged (its page is stored all the same). Returns the tokens
+    taken."""
+    taken = set()
     for token, call in due.items():
         try:
             enqueue.publish_callback(rt, call["callback"], call["page"], f"{token}.page")
@@ -225,6 +227,8 @@ def _call_back(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> 
             log.error("page callback %s for %s not sent: %s", call["callback"]["task"], call["page"]["url"], exc)
             continue
         rt.callbacks.take(crawl_id, [token])
+        taken.add(token)
+    return taken
 
 
 def note_finished(rt: StoreDeps) -> int:
@@ -318,8 +322,9 @@ class _Settled:
             live = rt.gate.settle(crawl_id, settlements)
             settled_now.update(s.token for s, was_live in zip(settlements, live) if was_live)
         for crawl_id, due in self.callbacks.items():
-            _call_back(rt, crawl_id, {t: c for t, c in due.items() if t in settled_now or t in left[crawl_id]})
-            rt.callbacks.take(crawl_id, list(due))
+            sent = _call_back(rt, crawl_id, {t: c for t, c in due.items()
+                                             if t in settled_now or t in left[crawl_id]})
+            rt.callbacks.take(crawl_id, [t for t in due if t not in sent])  # the rest: refused, or sent before
         for token, letter in self.letters.items():
             if token not in settled_now:  # settled by an earlier delivery of the same entry
                 rt.dead_letters.remove(letter)

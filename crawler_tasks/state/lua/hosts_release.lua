@@ -26,10 +26,11 @@
 --   host's delay from then too (a busy worker may send a while after taking its slot)
 -- Returns 1 when the host goes through proxies, else 0.
 -- include: now.lua
+-- include: limits.lua
 redis.call('ZREM', KEYS[2], ARGV[1])
 local kind, floor = ARGV[2], tonumber(ARGV[6])
 local h = redis.call('HMGET', KEYS[1], 'next', 'backoff', 'strikes', 'cut', 'good', 'auto', 'ban', 'proxied')
-local nxt, b = tonumber(h[1]) or 0, tonumber(h[2]) or 0
+local nxt, b, auto = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[6])
 local strikes, cut, good = tonumber(h[3]) or 0, tonumber(h[4]) or 0, tonumber(h[5]) or 0
 if kind == 'throttled' then
   b = math.min(math.max(b * 2, floor * 2, 1), tonumber(ARGV[7]))
@@ -64,15 +65,14 @@ if ARGV[8] == '1' and latency >= 0 and kind ~= 'timeout' then
   local target = latency / tonumber(ARGV[9])
   local new = math.max(target, (cur + target) / 2)
   new = math.min(math.max(floor, new), tonumber(ARGV[10]))
-  if ARGV[3] == '200' or new > cur then redis.call('HSET', KEYS[1], 'auto', tostring(new)) end
+  if ARGV[3] == '200' or new > cur then
+    auto = tonumber(tostring(new))  -- as kept
+    redis.call('HSET', KEYS[1], 'auto', tostring(new))
+  end
 end
 local since = tonumber(ARGV[17])
 if since >= 0 then
-  -- The delay the host has now (core.politeness.limits): the floor, the back-off, AutoThrottle.
-  local delay = math.max(floor, b)
-  if ARGV[8] == '1' then
-    delay = math.max(delay, tonumber(redis.call('HGET', KEYS[1], 'auto')) or tonumber(ARGV[11]))
-  end
+  local delay = host_delay(floor, b, auto, ARGV[8] == '1' and 1 or 0, tonumber(ARGV[11]))
   if now - since + delay > nxt then
     nxt = now - since + delay
     redis.call('HSET', KEYS[1], 'next', tostring(nxt))

@@ -3,11 +3,17 @@
 -- effective delay (the floor, i.e. the setting or Crawl-delay, raised by back-off and, with
 -- auto_on == 1, by AutoThrottle starting at `start`), and its concurrency `conc` lowered by
 -- the cut after timeouts (never below 1; 0 stays "no cap"). Needs no KEYS or ARGV.
+-- host_delay(floor, backoff, auto, auto_on, start) is that delay from the values themselves
+-- (nil backoff or auto: none yet), for a script that holds them already.
+local function host_delay(floor, backoff, auto, auto_on, start)
+  local delay = floor
+  if backoff and backoff > delay then delay = backoff end
+  if auto_on == 1 then local a = auto or start; if a > delay then delay = a end end
+  return delay
+end
 local function limits(hk, floor, conc, auto_on, start)
   local h = redis.call('HMGET', hk, 'next', 'backoff', 'auto', 'cut')
-  local delay = floor
-  local b = tonumber(h[2]); if b and b > delay then delay = b end
-  if auto_on == 1 then local a = tonumber(h[3]) or start; if a > delay then delay = a end end
+  local delay = host_delay(floor, tonumber(h[2]), tonumber(h[3]), auto_on, start)
   local cut = tonumber(h[4]) or 0
   if conc > 0 and cut > 0 then conc = math.max(1, conc - cut) end
   return tonumber(h[1]) or 0, delay, conc
