@@ -30,21 +30,62 @@ priority, and a worker of this package still reads every band of
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import kombu.transport
-from kombu.transport import TRANSPORT_ALIASES
+from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.transport import redis as kombu_redis
 
 #: The transport option naming the queues with one list per priority step.
 BANDED_OPTION = "banded_queues"
 
 
+#: Delivery tags acked in a task's own round trip (:func:`in_band_ack`): kombu's ack of
+#: them sends nothing more.
+_acked_in_band: set[str] = set()
+#: The process whose channels consume (a forked pool child inherits the module, not the consumer).
+_consumer_pid: int | None = None
+
+
+def in_band_ack(delivery_tag: str) -> Callable[[Any], None] | None:
+    """What acks the message ``delivery_tag`` inside a pipeline on the broker Redis (the
+    page's last round trip, when the broker is the state Redis), so that kombu's ack
+    after the task sends nothing; None when this process does not consume (a prefork
+    child: its parent acks)."""
+    if _consumer_pid != os.getpid():
+        return None
+
+    def queue(pipe: Any) -> None:
+        pipe.hdel(kombu_redis.Channel.unacked_key, delivery_tag)
+        pipe.zrem(kombu_redis.Channel.unacked_index_key, delivery_tag)
+        _acked_in_band.add(delivery_tag)
+
+    return queue
+
+
 class QoS(kombu_redis.QoS):  # type: ignore[misc]
     """kombu's ack emulation, in plain pipelines on a crawler connection (no MULTI/EXEC):
-    kombu's own note and ack take their pipeline from :meth:`pipe_or_acquire`."""
+    kombu's own note and ack take their pipeline from :meth:`pipe_or_acquire`; a message
+    its task acked in band (:func:`in_band_ack`) is only forgotten here."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        global _consumer_pid
+        super().__init__(*args, **kwargs)
+        _consumer_pid = os.getpid()
+
+    def ack(self, delivery_tag: str) -> None:
+        if delivery_tag in _acked_in_band:
+            _acked_in_band.discard(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)
+            return
+        super().ack(delivery_tag)
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        _acked_in_band.discard(delivery_tag)
+        super().reject(delivery_tag, requeue=requeue)
 
     @contextmanager
     def pipe_or_acquire(self, pipe: Any = None, client: Any = None) -> Iterator[Any]:
@@ -68,9 +109,21 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
     from_transport_options = (*kombu_redis.Channel.from_transport_options, BANDED_OPTION)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._sync_client: Any = None
         super().__init__(*args, **kwargs)
         if self.banded_queues is not None:
             self.banded_queues = frozenset(self.banded_queues)
+
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        """kombu builds a new ``redis.Redis`` for every publish, note and ack (over a tenth of
+        a millisecond each: redis-py copies its table of reply parsers per client); a
+        client is safe to share between threads, so one serves them all, per pool."""
+        if asynchronous:
+            return super()._create_client(asynchronous=True)
+        client = self._sync_client
+        if client is None or client.connection_pool is not self.pool:
+            client = self._sync_client = super()._create_client()
+        return client
 
     def _q_for_pri(self, queue: str, pri: int) -> str:
         if self.banded_queues is not None and queue not in self.banded_queues:

@@ -53,6 +53,7 @@ from ..core.urls import host_of
 from ..stages import enqueue, feeds, fetch, page, parse, seed, store
 from ..stages.runtime import Runtime, current
 from ..state.gate import Adoption
+from . import redis_transport
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -175,6 +176,16 @@ def _worker_lost_too_often(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
     return True
 
 
+def _in_band_ack(task: Task, rt: Runtime) -> Callable[[Any], None] | None:
+    """The message's ack for the page's last round trip, when the broker is the state Redis
+    and this process consumes it (:func:`crawler_tasks.service.redis_transport.in_band_ack`):
+    the page then leaves its crawl and its message at once, one round trip fewer."""
+    tag = (task.request.properties or {}).get("delivery_tag")
+    if not tag or rt.fetch_queue is None or not rt.fetch_queue.shared:
+        return None
+    return redis_transport.in_band_ack(tag)
+
+
 def _tracked(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
     """Whether the fetch should run: ours, or sent by another app and adopted into its
     crawl now (False: a late duplicate of one adopted before)."""
@@ -202,7 +213,7 @@ def fetch_page(self: Task, request: dict[str, Any]) -> None:
     def step() -> Retry | None:
         if _worker_lost_too_often(self, rt, req) or not _tracked(self, rt, req):
             return None
-        return fetch.fetch_page(rt, req, self.request.id)
+        return fetch.fetch_page(rt, req, self.request.id, ack=_in_band_ack(self, rt))
 
     outcome = _run(rt, req.url, step)
     if isinstance(outcome, Retry):

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..state.crawls import Crawls
     from ..state.dead_letters import DeadLetters
     from ..state.feeds import FeedState
+    from ..state.fetch_queue import FetchQueue
     from ..state.gate import Gate
     from ..state.hosts import HostLimiter
     from ..state.round_trip import RoundTrip
@@ -61,6 +62,8 @@ class EnqueueDeps(Configured, Protocol):
     def unpublished(self) -> Unpublished: ...
     @property
     def callbacks(self) -> Callbacks: ...
+    @property
+    def fetch_queue(self) -> FetchQueue | None: ...
 
 
 class SeedDeps(EnqueueDeps, Protocol):

@@ -2,7 +2,9 @@
 
 Seeds go through :func:`fetches`; a task ends through :func:`complete`, which
 gates its children, counts the task once, publishes what was admitted and only
-then lets the task leave its crawl's outstanding set.
+then lets the task leave its crawl's outstanding set. On a Redis broker a task's
+children are written straight onto the bands (:mod:`crawler_tasks.state.fetch_queue`);
+everything else goes through Celery.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import redis
 from kombu.exceptions import OperationalError
 
 from ..core import counters, routing
@@ -23,7 +26,7 @@ from ..state.store_queue import StoreEntry
 
 if TYPE_CHECKING:
     from ..core.limits import Limits
-    from .deps import EnqueueDeps
+    from .deps import EnqueueDeps, MoverDeps
 
 
 def new_task_ids(n: int) -> list[str]:
@@ -116,7 +119,10 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequenc
     ``claim_id`` (default: this task's id). ``record`` goes to the store queue;
     its token (:func:`store_token`) stays outstanding in the crawl until a
     batch writes it, and ``counts`` (but duplicates, which the gate counts) ride
-    with it, added to the crawl's when the token leaves. ``last`` adds more commands (the host slot's release) to the
+    with it, added to the crawl's when the token leaves. The admitted children go to
+    the broker in that last round trip when the broker is the state Redis
+    (:class:`~crawler_tasks.state.fetch_queue.FetchQueue`), in one of their own before
+    it otherwise. ``last`` adds more commands (the host slot's release) to the
     final round trip; it is not called on a Redis Cluster or for a late duplicate.
     Returns False when the task had already been accounted for (a late duplicate
     delivery): nothing is published then. ``limits``: the crawl's, when the caller
@@ -143,30 +149,63 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequenc
                             max_pages=limits.max_pages)
     if done.verdict is Verdict.STALE:
         return False
-    _publish_children(rt, req, task_id, [(c, i) for c, i in zip(children, done.task_ids) if i])
+    admitted = [(c, i) for c, i in zip(children, done.task_ids) if i]
+    joined = rt.fetch_queue is not None and rt.fetch_queue.shared and not rt.round_trip.cluster
+    if not joined:  # the children go out on their own, before the task leaves its crawl
+        _send_children(rt, req, task_id, admitted)
+        admitted = []
     if stage is not None:
         publish_stage(rt, stage, claim_id or task_id, req)
-    if record is None:  # no token either: nothing waits for the store
-        if last is None or rt.round_trip.cluster:
-            rt.gate.finish(crawl_id, task_id)
-            return True
-        with rt.round_trip() as pipe:
-            rt.gate.finish(crawl_id, task_id, pipe)
-            last(pipe)
-        return True
-    entry = StoreEntry(token, crawl_id, limits.store, record, notify=req.notify, counts=page_counts)
+    entry = None if record is None else StoreEntry(token, crawl_id, limits.store, record, notify=req.notify,
+                                                   counts=page_counts)
     if rt.round_trip.cluster:  # the queue and the crawl live in different slots: push, then finish
-        rt.store_queue.push([entry])
+        if entry is not None:
+            rt.store_queue.push([entry])
+        rt.gate.finish(crawl_id, task_id)
+        return True
+    if entry is None and last is None and not admitted:
         rt.gate.finish(crawl_id, task_id)
         return True
     # One round trip, all or nothing: a push Redis refuses (out of memory) must not
-    # let the task leave the crawl, or its record's token would wait forever.
-    with rt.round_trip(atomic=True) as pipe:
-        rt.store_queue.push([entry], pipe)
+    # let the task leave the crawl, or its children or its record's token would wait forever.
+    with rt.round_trip(atomic=entry is not None or bool(admitted)) as pipe:
+        if admitted:
+            rt.fetch_queue.queue(pipe, admitted)  # type: ignore[union-attr]
+        if entry is not None:
+            rt.store_queue.push([entry], pipe)
         rt.gate.finish(crawl_id, task_id, pipe)
         if last is not None:
             last(pipe)
     return True
+
+
+def publish_moved(rt: MoverDeps, fetches: Sequence[tuple[CrawlRequest, str]], members: Sequence[str]) -> None:
+    """Publish fetches the host mover took (request, task id), then forget them in the
+    waiting room (``members``): in one transaction when the broker is the state Redis."""
+    if rt.fetch_queue is not None and rt.fetch_queue.shared and not rt.round_trip.cluster:
+        with rt.round_trip(atomic=True) as pipe:
+            rt.fetch_queue.queue(pipe, fetches)
+            rt.hosts.moved(members, pipe)
+        return
+    if rt.fetch_queue is not None:
+        rt.fetch_queue.push(fetches)
+    else:
+        for request, task_id in fetches:
+            publish_fetch(rt, request, task_id)
+    rt.hosts.moved(members)
+
+
+def _send_children(rt: EnqueueDeps, req: CrawlRequest, task_id: str,
+                   children: Sequence[tuple[CrawlRequest, str]]) -> None:
+    """Publish the admitted ``children`` now: in one round trip to a Redis broker, else
+    one message each through Celery. A broker that refuses puts the task's message back."""
+    if rt.fetch_queue is None:
+        _publish_children(rt, req, task_id, children)
+        return
+    try:
+        rt.fetch_queue.push(children)
+    except redis.RedisError as exc:
+        raise OperationalError(f"the broker Redis did not take {len(children)} fetches: {exc}") from exc
 
 
 def _publish_children(rt: EnqueueDeps, req: CrawlRequest, task_id: str,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core import routing
@@ -50,8 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *,
-               inline: bool = False) -> Retry | Defer | PageRecord | None:
+def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool = False,
+               ack: Callable[[Any], None] | None = None) -> Retry | Defer | PageRecord | None:
     """Fetch ``req`` as task ``task_id``; a returned Retry tells the task to re-send it.
 
     Before the download, robots.txt and the host limiter have their say (a
@@ -59,7 +60,8 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *,
     after it, the host's slot is freed with what the response told about it.
     ``inline`` (``crawl.page``, which must answer for its own page): a fetch that
     must wait comes back as its Defer instead of waiting in Redis, and a page
-    handed on comes back as its record.
+    handed on comes back as its record. ``ack`` queues the task message's ack onto
+    the page's last round trip with the slot's release (the broker is the state Redis).
     """
     s = rt.settings
     limits = rt.limits(req.crawl_id)  # the crawl's limits, resolved once for the page
@@ -79,7 +81,7 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *,
     if early is not None:
         return apply(rt, req, task_id, early, limits=limits, inline=inline)
     result: Download | FetchError | None = None
-    release = SlotRelease(rt, host, task_id, robots.crawl_delay, slot.proxy)
+    release = SlotRelease(rt, host, task_id, robots.crawl_delay, slot.proxy, ack)
     # A large body keeps its slot until its record is in the store queue (the finally).
     permit = rt.large_bodies.permit()
     chain: tuple[Middleware, ...] = ()
@@ -126,16 +128,19 @@ class SlotRelease:
     (:func:`crawler_tasks.stages.enqueue.complete`), or at once."""
 
     def __init__(self, rt: FetchDeps, host: str, task_id: str, crawl_delay: float | None,
-                 proxy: int | None) -> None:
+                 proxy: int | None, ack: Callable[[Any], None] | None = None) -> None:
         self.rt, self.host, self.task_id, self.crawl_delay = rt, host, task_id, crawl_delay
         self.feedback = host_feedback(None, proxy=proxy)  # until the download says more
+        self.ack = ack
         self.done = False
 
     def queue(self, pipe: Any) -> None:
-        """Add the release to ``pipe`` (the caller executes it)."""
+        """Add the release (and the message's ack, if given) to ``pipe`` (the caller executes it)."""
         self.done = True
         self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay,
                               pipe=pipe)
+        if self.ack is not None:
+            self.ack(pipe)
 
     def now(self) -> bool:
         """Release now unless done; True when the host now goes through the proxies."""

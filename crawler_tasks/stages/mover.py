@@ -34,9 +34,9 @@ MIN_SLEEP_S = 0.005
 def move_once(rt: MoverDeps) -> float | None:
     """Publish the fetches whose host may go now; seconds until the next host is due."""
     taken, wait = rt.hosts.take_due()
-    for item in taken:
-        enqueue.publish_fetch(rt, item.request, item.task_id)
-    rt.hosts.moved([item.member for item in taken])
+    if taken:
+        enqueue.publish_moved(rt, [(item.request, item.task_id) for item in taken],
+                              [item.member for item in taken])
     return 0.0 if taken else wait
 
 

@@ -31,6 +31,7 @@ from ..state.connection import redis_from_url
 from ..state.crawls import Crawls
 from ..state.dead_letters import DeadLetters
 from ..state.feeds import FeedState
+from ..state.fetch_queue import FetchQueue
 from ..state.gate import Gate
 from ..state.hosts import HostLimiter
 from ..state.keys import Keys
@@ -63,6 +64,8 @@ class Runtime:
         self.callbacks = Callbacks(self.redis, self.keys)
         #: Pipelines carrying several components' commands in one round trip.
         self.round_trip = RoundTrip(self.redis)
+        #: The bands of a Redis broker, written straight (None: RabbitMQ, through Celery).
+        self.fetch_queue = FetchQueue.of(settings, self.redis)
         self.feeds = FeedState(self.redis, self.keys, start_urls_key=settings.start_urls_key,
                                lastmod_max=settings.sitemap_lastmod_max)
         self.hosts = HostLimiter(self.redis, self.keys, settings)
@@ -132,6 +135,8 @@ class Runtime:
         self._stores.clear()
         for session in self._sessions:
             session.close()
+        if self.fetch_queue is not None and not self.fetch_queue.shared:
+            self.fetch_queue.redis.close()
         self.redis.close()
 
 

@@ -178,10 +178,10 @@ class HostLimiter:
             out.append(Moved(text, task_id, CrawlRequest.from_dict(json.loads(data))))
         return out, (None if wait < 0 else wait)
 
-    def moved(self, members: Sequence[str]) -> None:
-        """Forget fetches the mover published."""
+    def moved(self, members: Sequence[str], pipe: Any = None) -> None:
+        """Forget fetches the mover published (``pipe``: queued there)."""
         if members:
-            self.redis.zrem(self.keys.hosts_moving(), *members)
+            (pipe if pipe is not None else self.redis).zrem(self.keys.hosts_moving(), *members)
 
     def waiting(self) -> int:
         """Fetches waiting for their host, over every host (walks the due hosts)."""

@@ -3,11 +3,14 @@ behaviour for any other app in the process."""
 
 from __future__ import annotations
 
+import os
+
 import redis
 from celery import Celery
 
 from crawler_tasks.core import routing
 from crawler_tasks.core.settings import Settings
+from crawler_tasks.service import redis_transport
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.state.queues import monitor_listening
 
@@ -70,3 +73,55 @@ def test_a_monitor_bound_to_the_events_is_seen_and_gone_when_it_leaves():
         with receiver.consumer_context():  # as Flower and `celery events` bind their queue
             assert monitor_listening(s)
     assert not monitor_listening(s)
+
+
+def _taken(app: Celery) -> tuple[object, object]:
+    """A fetch message taken from the broker (noted in kombu's unacked copy), and its channel."""
+    app.send_task(routing.FETCH_TASK, args=[{}], queue=routing.FETCH_QUEUE)
+    conn = app.connection_for_read()
+    channel = conn.default_channel
+    return channel.basic_get(routing.FETCH_QUEUE), conn
+
+
+def test_a_message_acked_in_a_task_s_round_trip_is_not_acked_again():
+    flush(DB)
+    client = redis.Redis.from_url(f"{REDIS}/{DB}")
+    message, conn = _taken(create_app(settings()))
+    tag = message.delivery_tag
+    assert client.hexists("unacked", tag) and client.zscore("unacked_index", tag) is not None
+    ack = redis_transport.in_band_ack(tag)
+    assert ack is not None
+    with client.pipeline(transaction=True) as pipe:  # as the page's last round trip
+        ack(pipe)
+        pipe.execute()
+    assert client.hlen("unacked") == 0 and client.zcard("unacked_index") == 0
+    hdels = client.info("commandstats").get("cmdstat_hdel", {}).get("calls", 0)
+    message.ack()  # what Celery does after the task: nothing more reaches Redis
+    assert client.info("commandstats").get("cmdstat_hdel", {}).get("calls", 0) == hdels
+    conn.release()
+
+
+def test_a_message_taken_but_not_acked_in_band_is_acked_by_kombu_and_a_requeue_restores_it():
+    flush(DB)
+    client = redis.Redis.from_url(f"{REDIS}/{DB}")
+    app = create_app(settings())
+    message, conn = _taken(app)
+    message.ack()
+    assert client.hlen("unacked") == 0
+    message, conn2 = _taken(app)
+    message.reject(requeue=True)
+    assert client.llen("crawl.fetch") == 1 and client.hlen("unacked") == 0
+    conn.release()
+    conn2.release()
+
+
+def test_a_forked_pool_child_leaves_the_ack_to_its_parent():
+    _taken(create_app(settings()))  # this process consumes now
+    assert redis_transport.in_band_ack("x") is not None
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a prefork child: the consumer is its parent's
+        os.write(write, b"none" if redis_transport.in_band_ack("x") is None else b"some")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 4) == b"none"

@@ -1,0 +1,41 @@
+"""A fetch's Celery message as kombu's Redis transport keeps it, built in one step.
+
+Celery's ``send_task`` builds a protocol-2 message and kombu wraps it for Redis:
+every header Celery knows (most of them null), the task's argument summary
+twice (headers and properties), a ``reply_to`` no crawl task answers, and the
+body base64-encoded: about 1.1 KB for a request of 60 bytes, stored twice (the
+list, then kombu's copy of every message a worker holds), and half a
+millisecond of CPU to build. :func:`fetch_message` writes what a worker reads:
+the task's name and id, its arguments as plain JSON (kombu reads a body with no
+``body_encoding`` as it is, in UTF-8 when no encoding is named), the URL for
+Flower and the logs, the tracked header, and the delivery properties kombu's
+Redis transport and Celery use (delivery tag, priority, exchange and routing
+key). The same worker code runs it: Celery fills what is absent with its
+defaults (no retries yet, no time limits, no parent).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from .codec import dumps
+from .routing import FETCH_QUEUE, FETCH_TASK, TRACKED_HEADER
+
+#: The embedded options of a task with no callbacks, chain or chord.
+_NO_EMBED: Mapping[str, Any] = {}
+
+
+def fetch_message(request: Mapping[str, Any], task_id: str, *, url: str, priority: int,
+                  delivery_tag: str | None = None) -> bytes:
+    """The JSON of a ``crawl.fetch`` message for ``request`` (its dict) as task ``task_id``,
+    tracked, with broker ``priority`` (the Redis step, :func:`~crawler_tasks.core.routing.broker_priority`)."""
+    return dumps({
+        "body": dumps([[request], {}, _NO_EMBED]).decode(),
+        "content-type": "application/json",
+        "headers": {"task": FETCH_TASK, "id": task_id, "argsrepr": repr([url]), TRACKED_HEADER: 1},
+        "properties": {"correlation_id": task_id, "priority": priority,
+                       "delivery_info": {"exchange": "", "routing_key": FETCH_QUEUE},
+                       "delivery_tag": delivery_tag or uuid.uuid4().hex},
+    })

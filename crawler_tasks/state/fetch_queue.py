@@ -1,0 +1,71 @@
+"""The ``crawl.fetch`` queue of a Redis broker, written without a round trip per fetch.
+
+Celery sends each message on its own (one ``LPUSH``, one round trip, and half a
+millisecond of CPU in Celery and kombu). A page that finds new links has them
+gated in one round trip already; here their messages (:func:`~crawler_tasks.core.messages.fetch_message`)
+go out in one ``LPUSH`` per band, and, when the broker is the state Redis itself
+(the quick start and the docker cluster run one Redis for both), inside the page's
+last round trip, in the same transaction that lets the page leave its crawl: the
+children are in the broker exactly when their parent is done. A worker reads them
+as any Celery message: kombu's lists, names and priorities, as ``send_task`` would
+write them through :mod:`crawler_tasks.service.redis_transport`.
+
+With RabbitMQ (or a ``redis+socket://`` broker) there is no :class:`FetchQueue` and
+fetches go through Celery.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+
+from ..core import routing
+from ..core.messages import fetch_message
+from ..core.models import CrawlRequest
+from ..core.settings import Settings
+from .connection import redis_from_url
+
+#: Broker URL schemes whose fetch queue is written here.
+SCHEMES = ("redis://", "rediss://")
+
+
+class FetchQueue:
+    """Pushes fetch messages onto the bands of ``crawl.fetch`` on the broker Redis."""
+
+    def __init__(self, client: redis.Redis, *, shared: bool) -> None:
+        #: The broker Redis.
+        self.redis = client
+        #: Whether the broker is the state Redis: pushes may join the state's round trips.
+        self.shared = shared
+
+    @classmethod
+    def of(cls, settings: Settings, state: redis.Redis) -> FetchQueue | None:
+        """The fetch queue of ``settings``' broker (None: not a Redis one); ``state``
+        serves it when the broker is the state Redis (one URL for both)."""
+        if not settings.broker_url.startswith(SCHEMES):
+            return None
+        if settings.broker_url == settings.redis_url and type(state).__name__ != "RedisCluster":
+            return cls(state, shared=True)
+        return cls(redis_from_url(settings.broker_url, check=False), shared=False)
+
+    def queue(self, pipe: Any, fetches: Sequence[tuple[CrawlRequest, str]]) -> None:
+        """Add the messages of ``fetches`` (request, task id: tracked already) to ``pipe``,
+        a pipeline on the broker Redis: one ``LPUSH`` per band, in their order."""
+        bands: dict[str, list[bytes]] = defaultdict(list)
+        for request, task_id in fetches:
+            priority = routing.broker_priority(request.priority, redis=True)
+            bands[routing.redis_list(routing.FETCH_QUEUE, priority)].append(
+                fetch_message(request.to_dict(), task_id, url=request.url, priority=priority))
+        for name, messages in bands.items():
+            pipe.lpush(name, *messages)
+
+    def push(self, fetches: Sequence[tuple[CrawlRequest, str]]) -> None:
+        """Send the messages of ``fetches`` in one round trip of their own."""
+        if not fetches:
+            return
+        with self.redis.pipeline(transaction=False) as pipe:
+            self.queue(pipe, fetches)
+            pipe.execute()
