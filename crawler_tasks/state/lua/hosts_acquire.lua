@@ -19,9 +19,11 @@
 -- include: now.lua
 -- include: limits.lua
 -- include: recent.lua
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local nxt, delay, conc = limits(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
-                               tonumber(ARGV[9]))
+local nxt, delay, conc, requests = limits(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
+                                         tonumber(ARGV[4]), tonumber(ARGV[9]))
+-- The leases of killed workers expire: counted out before the cap is checked (with no cap,
+-- now and then, so that the ZSET does not grow).
+if conc > 0 or requests % 32 == 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
 local held = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not held then
   if redis.call('EXISTS', KEYS[3]) == 1 then return {0, tostring(math.max(now, nxt))} end
@@ -47,8 +49,9 @@ if n > 0 and redis.call('HGET', KEYS[1], 'proxied') == '1' then
   end
 end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
-redis.call('HSET', KEYS[1], 'next', tostring(now + delay), 'delay', tostring(delay))
-if redis.call('HINCRBY', KEYS[1], 'requests', 1) % 32 == 1 then
+requests = requests + 1
+redis.call('HSET', KEYS[1], 'next', tostring(now + delay), 'delay', tostring(delay), 'requests', requests)
+if requests % 32 == 1 then
   -- now and then, not on every request: keep the state alive and the host in the recent list
   redis.call('EXPIRE', KEYS[1], ARGV[7])
   redis.call('EXPIRE', KEYS[2], ARGV[7])
