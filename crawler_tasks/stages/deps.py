@@ -48,7 +48,8 @@ class Configured(Protocol):
 
 
 class EnqueueDeps(Configured, Protocol):
-    """Publishing: the gate, the broker (through the app), and what waits to be published."""
+    """Publishing: the gate, the broker (through the app, or its bands on a Redis broker), the
+    hosts' waiting rooms (where a new fetch whose host is busy waits), and what waits to be published."""
 
     @property
     def app(self) -> Celery: ...
@@ -64,6 +65,8 @@ class EnqueueDeps(Configured, Protocol):
     def callbacks(self) -> Callbacks: ...
     @property
     def fetch_queue(self) -> FetchQueue | None: ...
+    @property
+    def hosts(self) -> HostLimiter: ...
 
 
 class SeedDeps(EnqueueDeps, Protocol):
@@ -86,10 +89,7 @@ class FeedDeps(SeedDeps, Protocol):
 
 
 class MoverDeps(EnqueueDeps, Protocol):
-    """The mover: fetches parked per host, published when due."""
-
-    @property
-    def hosts(self) -> HostLimiter: ...
+    """The mover: fetches parked per host (``hosts``), published when due."""
 
 
 class ParseDeps(EnqueueDeps, Protocol):
@@ -119,8 +119,6 @@ class StoreDeps(ParseDeps, Protocol):
 class FetchDeps(StoreDeps, Protocol):
     """Fetch: politeness (hosts, robots, proxies), the HTTP session, then parse and store."""
 
-    @property
-    def hosts(self) -> HostLimiter: ...
     @property
     def robots(self) -> Robots: ...
     @property

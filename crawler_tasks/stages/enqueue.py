@@ -170,13 +170,25 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequenc
     # let the task leave the crawl, or its children or its record's token would wait forever.
     with rt.round_trip(atomic=entry is not None or bool(admitted)) as pipe:
         if admitted:
-            rt.fetch_queue.queue(pipe, admitted)  # type: ignore[union-attr]
+            _queue_children(rt, pipe, admitted)
         if entry is not None:
             rt.store_queue.push([entry], pipe)
         rt.gate.finish(crawl_id, task_id, pipe)
         if last is not None:
             last(pipe)
     return True
+
+
+def _queue_children(rt: EnqueueDeps, pipe: Any, children: Sequence[tuple[CrawlRequest, str]]) -> None:
+    """Queue the admitted ``children`` on the page's last round trip (the broker is the
+    state Redis): onto their bands, or, when politeness may hold a fetch back, each to the
+    broker or its host's waiting room, whichever its host allows now."""
+    queue = rt.fetch_queue
+    assert queue is not None
+    if rt.hosts.holds:
+        rt.hosts.route(pipe, children, queue.messages(children))
+    else:
+        queue.queue(pipe, children)
 
 
 def publish_moved(rt: MoverDeps, fetches: Sequence[tuple[CrawlRequest, str]], members: Sequence[str]) -> None:

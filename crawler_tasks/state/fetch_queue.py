@@ -51,14 +51,21 @@ class FetchQueue:
             return cls(state, shared=True)
         return cls(redis_from_url(settings.broker_url, check=False), shared=False)
 
+    def messages(self, fetches: Sequence[tuple[CrawlRequest, str]]) -> list[tuple[str, bytes]]:
+        """The band list and the message of each of ``fetches`` (request, task id)."""
+        out = []
+        for request, task_id in fetches:
+            priority = routing.broker_priority(request.priority, redis=True)
+            out.append((routing.redis_list(routing.FETCH_QUEUE, priority),
+                        fetch_message(request.to_dict(), task_id, url=request.url, priority=priority)))
+        return out
+
     def queue(self, pipe: Any, fetches: Sequence[tuple[CrawlRequest, str]]) -> None:
         """Add the messages of ``fetches`` (request, task id: tracked already) to ``pipe``,
         a pipeline on the broker Redis: one ``LPUSH`` per band, in their order."""
         bands: dict[str, list[bytes]] = defaultdict(list)
-        for request, task_id in fetches:
-            priority = routing.broker_priority(request.priority, redis=True)
-            bands[routing.redis_list(routing.FETCH_QUEUE, priority)].append(
-                fetch_message(request.to_dict(), task_id, url=request.url, priority=priority))
+        for name, message in self.messages(fetches):
+            bands[name].append(message)
         for name, messages in bands.items():
             pipe.lpush(name, *messages)
 

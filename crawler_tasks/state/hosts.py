@@ -41,7 +41,7 @@ import redis
 
 from ..core import counters, routing
 from ..core.models import CrawlRequest
-from ..core.politeness import Feedback, Slot
+from ..core.politeness import Feedback, Slot, host_key
 from ..core.settings import Settings
 from . import scripts
 from .keys import Keys, template
@@ -104,6 +104,7 @@ class HostLimiter:
         self._park = scripts.register(client, "hosts_park.lua")
         self._release = scripts.register(client, "hosts_release.lua")
         self._take_due = scripts.register(client, "hosts_take_due.lua")
+        self._route = scripts.register(client, "hosts_route.lua")
         #: Where the mover's script finds the keys of the hosts it visits.
         self._host_keys = json.dumps({"host": template(keys.host), "slots": template(keys.host_slots),
                                       "wait": template(keys.host_wait)})
@@ -142,6 +143,27 @@ class HostLimiter:
                          k.host_slots(host), k.hosts_arrivals()],
                    args=[member(task_id, request), rank, until, host, HOST_TTL, task_id,
                          self.recent_hosts])
+
+    @property
+    def holds(self) -> bool:
+        """Whether politeness may hold a fetch back now and then (a delay, a cap per host or
+        AutoThrottle): then new fetches are routed (:meth:`route`)."""
+        s = self.settings
+        return s.download_delay > 0 or s.host_concurrency > 0 or s.autothrottle
+
+    def route(self, pipe: Any, fetches: Sequence[tuple[CrawlRequest, str]],
+              messages: Sequence[tuple[str, bytes]]) -> None:
+        """Queue on ``pipe`` (a round trip on the Redis that is also the broker) the new
+        ``fetches`` (request, task id), each with its band list and message: to the broker,
+        or, when its host may not take it now, straight into the host's waiting room (it
+        would only be parked there after a delivery)."""
+        k, s = self.keys, self.settings
+        args: list[Any] = [self._host_keys, s.download_delay, s.host_concurrency, self._auto,
+                           s.autothrottle_start_delay, HOST_TTL, self.recent_hosts]
+        for (request, task_id), (name, message) in zip(fetches, messages):
+            args += [host_key(request.url), member(task_id, request),
+                     routing.MAX_BAND - routing.band(request.priority), name, message]
+        queue_script(pipe, self._route, [k.hosts_due(), k.hosts_recent(), k.hosts_arrivals()], args)
 
     def release(self, host: str, task_id: str, feedback: Feedback, *,
                 crawl_delay: float | None = None, pipe: Any = None) -> bool:

@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Iterator
 
+import orjson
 import pytest
 
 from crawler_tasks.backends import open_store
@@ -352,3 +353,35 @@ def test_many_waiting_fetches_wait_in_redis_not_in_the_workers(sites, tmp_path):
     assert len(list(open_store(settings.store).records(crawl_id))) == 400
     stats = rt.stats.read(crawl_id)
     assert stats["status/200"] == 400 and stats.get("retries", 0) == 0
+
+
+def _routed(rt: Runtime, fetches: list[tuple[CrawlRequest, str]]) -> None:
+    with rt.round_trip(atomic=True) as pipe:  # as a page's last round trip queues them
+        rt.hosts.route(pipe, fetches, rt.fetch_queue.messages(fetches))
+
+
+def test_a_new_fetch_of_a_busy_host_waits_in_its_room_and_one_of_a_free_host_goes_to_the_broker(tmp_path):
+    flush(POLITE_DB)
+    s = polite_settings(tmp_path, download_delay=5.0, host_concurrency=1)
+    rt = Runtime(s, create_app(s))
+    assert rt.hosts.holds and rt.fetch_queue is not None and rt.fetch_queue.shared
+    busy, free = "busy.test:80", "free.test:80"
+    assert rt.hosts.acquire(busy, "t-first").go  # its next request may start 5 s from now
+    fetches = [(CrawlRequest(url=f"http://{host.split(':')[0]}/{i}", crawl_id="c"), f"t-{host[0]}{i}")
+               for host in (busy, free) for i in range(2)]
+    _routed(rt, fetches)
+    waiting = [m.decode().split("\t", 1)[0] for m in rt.redis.zrange(rt.keys.host_wait(busy), 0, -1)]
+    assert waiting == ["t-b0", "t-b1"]  # in arrival order, no broker message for them
+    assert rt.redis.zscore(rt.keys.hosts_due(), busy) is not None  # the mover will look at it
+    sent = [orjson.loads(m)["headers"]["id"] for m in rt.redis.lrange("crawl.fetch:4", 0, -1)]
+    assert sorted(sent) == ["t-f0", "t-f1"] and rt.redis.zcard(rt.keys.host_wait(free)) == 0
+    rt.close()
+
+
+def test_with_no_delay_and_no_cap_every_new_fetch_goes_to_the_broker(tmp_path):
+    flush(POLITE_DB)
+    s = polite_settings(tmp_path, download_delay=0.0, host_concurrency=0)
+    rt = Runtime(s, create_app(s))
+    assert not rt.hosts.holds  # nothing can hold a fetch: no per-host look-up at all
+    rt.close()
+

@@ -1,0 +1,50 @@
+-- route: a page's new fetches go to the broker, or, those whose host may not take them now,
+-- straight into the host's waiting room, as park would put them after a delivery that
+-- could only find the host busy (the mover hands them on when the host may go). Only for
+-- a broker that is this Redis: the band lists and the host keys are named here, from their
+-- templates (keys.lua), which a Redis Cluster would not allow.
+-- KEYS[1] the due hosts ZSET (Keys.hosts_due)
+-- KEYS[2] the recent hosts ZSET (Keys.hosts_recent)
+-- KEYS[3] the arrivals counter (Keys.hosts_arrivals)
+-- ARGV[1] JSON {"host": ..., "slots": ..., "wait": ...}: the templates of Keys.host,
+--         Keys.host_slots and Keys.host_wait (keys.template)
+-- ARGV[2] delay floor (s)
+-- ARGV[3] concurrency per host (0 = no cap)
+-- ARGV[4] '1' when AutoThrottle is on
+-- ARGV[5] AutoThrottle start delay (s)
+-- ARGV[6] TTL of a host's state (s)
+-- ARGV[7] recent hosts kept
+-- then five values per fetch: its host (host:port), its waiting-room entry (hosts.member),
+-- its band's rank (0 = the highest band), its band's list, its message.
+-- Returns how many fetches went to a waiting room.
+-- include: now.lua
+-- include: limits.lua
+-- include: keys.lua
+-- include: recent.lua
+local K = cjson.decode(ARGV[1])
+local floor, cap, auto, start = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local parked = 0
+for i = 8, #ARGV, 5 do
+  local host = ARGV[i]
+  local hk, sk, wk = key_of(K.host, host), key_of(K.slots, host), key_of(K.wait, host)
+  local nxt, _, conc = limits(hk, floor, cap, auto, start)
+  local busy = now < nxt or redis.call('EXISTS', wk) == 1
+  if not busy and conc > 0 then
+    redis.call('ZREMRANGEBYSCORE', sk, '-inf', now)
+    busy = redis.call('ZCARD', sk) >= conc
+  end
+  if busy then
+    local score = tonumber(ARGV[i + 2]) * 1e13 + redis.call('INCR', KEYS[3]) % 1e13
+    redis.call('ZADD', wk, 'NX', score, ARGV[i + 1])
+    local at = math.max(now, nxt)
+    local cur = tonumber(redis.call('ZSCORE', KEYS[1], host))
+    if not cur or at < cur then redis.call('ZADD', KEYS[1], at, host) end
+    redis.call('HINCRBY', hk, 'deferred', 1)
+    redis.call('EXPIRE', hk, ARGV[6])
+    note_recent(KEYS[2], now, host, tonumber(ARGV[7]))
+    parked = parked + 1
+  else
+    redis.call('LPUSH', ARGV[i + 3], ARGV[i + 4])
+  end
+end
+return parked
