@@ -121,6 +121,8 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool =
     finally:
         release.now()  # when the outcome did not take it into its last round trip
         permit.release()
+        if rt.hosts.holds:  # the host's next waiting fetch may go now: the mover looks
+            rt.hosts.freed.set()
 
 
 class SlotRelease:

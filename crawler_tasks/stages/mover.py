@@ -6,13 +6,15 @@ of the hosts that are due, with a slot reserved for each; the mover publishes
 them in their own band under their own task id (the crawl still counts them
 outstanding), then forgets them. It sleeps until the next host is due, at
 most :data:`MAX_SLEEP_S`: a slot freed by a finished download makes its host
-due at once.
+due at once, and a slot freed in this process wakes the mover (at most every
+:data:`MIN_LOOK_S`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import redis
@@ -29,6 +31,10 @@ log = logging.getLogger(__name__)
 #: Longest sleep between two looks at the due hosts (seconds).
 MAX_SLEEP_S = 0.1
 MIN_SLEEP_S = 0.005
+#: Shortest time between two looks when this process's downloads keep freeing slots: a
+#: freed slot wakes the mover, at most this often (the other processes' slots are seen
+#: at the next look).
+MIN_LOOK_S = 0.02
 
 
 def move_once(rt: MoverDeps) -> float | None:
@@ -68,9 +74,19 @@ class Mover:
                 log.exception("host mover: unexpected error")
                 self._stop.wait(1.0)
                 continue
-            self._stop.wait(MAX_SLEEP_S if wait is None else min(max(wait, MIN_SLEEP_S), MAX_SLEEP_S))
+            self._sleep(MAX_SLEEP_S if wait is None else min(max(wait, MIN_SLEEP_S), MAX_SLEEP_S))
+
+    def _sleep(self, seconds: float) -> None:
+        """Sleep ``seconds``, or until a slot of this process is freed (then at least
+        :data:`MIN_LOOK_S` since the last look), or until stopped."""
+        freed = self.rt.hosts.freed
+        start = time.monotonic()
+        freed.clear()
+        if freed.wait(seconds) and not self._stop.is_set():
+            self._stop.wait(max(0.0, MIN_LOOK_S - (time.monotonic() - start)))
 
     def stop(self) -> None:
         self._stop.set()
+        self.rt.hosts.freed.set()  # out of its sleep at once
         if self._thread is not None:
             self._thread.join(5)

@@ -32,6 +32,7 @@ Redis Cluster allows within the slot). The scripts are ``lua/hosts_*.lua``.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,6 +106,9 @@ class HostLimiter:
         self._release = scripts.register(client, "hosts_release.lua")
         self._take_due = scripts.register(client, "hosts_take_due.lua")
         self._route = scripts.register(client, "hosts_route.lua")
+        #: Set when a slot of this process was freed: the host's next waiting fetch may go,
+        #: and the mover (:mod:`crawler_tasks.stages.mover`) looks without waiting out its sleep.
+        self.freed = threading.Event()
         #: Where the mover's script finds the keys of the hosts it visits.
         self._host_keys = json.dumps({"host": template(keys.host), "slots": template(keys.host_slots),
                                       "wait": template(keys.host_wait)})
