@@ -46,7 +46,8 @@ BANDED_OPTION = "banded_queues"
 #: Delivery tags acked in a task's own round trip (:func:`in_band_ack`): kombu's ack of
 #: them sends nothing more.
 _acked_in_band: set[str] = set()
-#: The process whose channels consume (a forked pool child inherits the module, not the consumer).
+#: The process whose channels take messages (a forked pool child inherits the module, not
+#: the consumer; it may publish, or close a channel, but takes nothing).
 _consumer_pid: int | None = None
 
 
@@ -66,15 +67,15 @@ def in_band_ack(delivery_tag: str) -> Callable[[Any], None] | None:
     return queue
 
 
+def _consuming() -> None:
+    global _consumer_pid
+    _consumer_pid = os.getpid()
+
+
 class QoS(kombu_redis.QoS):  # type: ignore[misc]
     """kombu's ack emulation, in plain pipelines on a crawler connection (no MULTI/EXEC):
     kombu's own note and ack take their pipeline from :meth:`pipe_or_acquire`; a message
     its task acked in band (:func:`in_band_ack`) is only forgotten here."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        global _consumer_pid
-        super().__init__(*args, **kwargs)
-        _consumer_pid = os.getpid()
 
     def ack(self, delivery_tag: str) -> None:
         if delivery_tag in _acked_in_band:
@@ -124,6 +125,14 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         if client is None or client.connection_pool is not self.pool:
             client = self._sync_client = super()._create_client()
         return client
+
+    def basic_consume(self, *args: Any, **kwargs: Any) -> Any:
+        _consuming()
+        return super().basic_consume(*args, **kwargs)
+
+    def basic_get(self, *args: Any, **kwargs: Any) -> Any:
+        _consuming()
+        return super().basic_get(*args, **kwargs)
 
     def _q_for_pri(self, queue: str, pri: int) -> str:
         if self.banded_queues is not None and queue not in self.banded_queues:
