@@ -26,6 +26,7 @@ from ..state.store_queue import StoreEntry
 
 if TYPE_CHECKING:
     from ..core.limits import Limits
+    from ..state.fetch_queue import FetchQueue
     from .deps import EnqueueDeps, MoverDeps
 
 
@@ -150,10 +151,10 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequenc
     if done.verdict is Verdict.STALE:
         return False
     admitted = [(c, i) for c, i in zip(children, done.task_ids) if i]
-    joined = rt.fetch_queue is not None and rt.fetch_queue.shared and not rt.round_trip.cluster
+    joined = _shared(rt) is not None
     if not joined:  # the children go out on their own, before the task leaves its crawl
         _send_children(rt, req, task_id, admitted)
-        admitted = []
+    queued = admitted if joined else []  # they join the last round trip
     if stage is not None:
         publish_stage(rt, stage, claim_id or task_id, req)
     entry = None if record is None else StoreEntry(token, crawl_id, limits.store, record, notify=req.notify,
@@ -163,14 +164,14 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequenc
             rt.store_queue.push([entry])
         rt.gate.finish(crawl_id, task_id)
         return True
-    if entry is None and last is None and not admitted:
+    if entry is None and last is None and not queued:
         rt.gate.finish(crawl_id, task_id)
         return True
     # One round trip, all or nothing: a push Redis refuses (out of memory) must not
     # let the task leave the crawl, or its children or its record's token would wait forever.
-    with rt.round_trip(atomic=entry is not None or bool(admitted)) as pipe:
-        if admitted:
-            _queue_children(rt, pipe, admitted)
+    with rt.round_trip(atomic=entry is not None or bool(queued)) as pipe:
+        if queued:
+            _queue_children(rt, pipe, queued)
         if entry is not None:
             rt.store_queue.push([entry], pipe)
         rt.gate.finish(crawl_id, task_id, pipe)
@@ -179,11 +180,17 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequenc
     return True
 
 
+def _shared(rt: EnqueueDeps) -> FetchQueue | None:
+    """The fetch queue when the broker is the state Redis: pushes join the state's round trips."""
+    queue = rt.fetch_queue
+    return queue if queue is not None and queue.shared else None
+
+
 def _queue_children(rt: EnqueueDeps, pipe: Any, children: Sequence[tuple[CrawlRequest, str]]) -> None:
     """Queue the admitted ``children`` on the page's last round trip (the broker is the
     state Redis): onto their bands, or, when politeness may hold a fetch back, each to the
     broker or its host's waiting room, whichever its host allows now."""
-    queue = rt.fetch_queue
+    queue = _shared(rt)
     assert queue is not None
     if rt.hosts.holds:
         rt.hosts.route(pipe, children, queue.messages(children))
@@ -194,30 +201,38 @@ def _queue_children(rt: EnqueueDeps, pipe: Any, children: Sequence[tuple[CrawlRe
 def publish_moved(rt: MoverDeps, fetches: Sequence[tuple[CrawlRequest, str]], members: Sequence[str]) -> None:
     """Publish fetches the host mover took (request, task id), then forget them in the
     waiting room (``members``): in one transaction when the broker is the state Redis."""
-    if rt.fetch_queue is not None and rt.fetch_queue.shared and not rt.round_trip.cluster:
+    queue = _shared(rt)
+    if queue is not None:
         with rt.round_trip(atomic=True) as pipe:
-            rt.fetch_queue.queue(pipe, fetches)
+            queue.queue(pipe, fetches)
             rt.hosts.moved(members, pipe)
         return
-    if rt.fetch_queue is not None:
-        rt.fetch_queue.push(fetches)
-    else:
-        for request, task_id in fetches:
-            publish_fetch(rt, request, task_id)
+    _send(rt, fetches)
     rt.hosts.moved(members)
 
 
 def _send_children(rt: EnqueueDeps, req: CrawlRequest, task_id: str,
                    children: Sequence[tuple[CrawlRequest, str]]) -> None:
-    """Publish the admitted ``children`` now: in one round trip to a Redis broker, else
-    one message each through Celery. A broker that refuses puts the task's message back."""
+    """Publish the admitted ``children`` now (see :func:`_send`); through Celery, a child
+    that fails for another reason than the broker ends the task here."""
     if rt.fetch_queue is None:
         _publish_children(rt, req, task_id, children)
+    else:
+        _send(rt, children)
+
+
+def _send(rt: EnqueueDeps, fetches: Sequence[tuple[CrawlRequest, str]]) -> None:
+    """Publish ``fetches`` (request, task id) now: in one round trip to a Redis broker, else
+    one message each through Celery. A broker that refuses raises OperationalError (the
+    task's message goes back)."""
+    if rt.fetch_queue is None:
+        for request, task_id in fetches:
+            publish_fetch(rt, request, task_id)
         return
     try:
-        rt.fetch_queue.push(children)
+        rt.fetch_queue.push(fetches)
     except redis.RedisError as exc:
-        raise OperationalError(f"the broker Redis did not take {len(children)} fetches: {exc}") from exc
+        raise OperationalError(f"the broker Redis did not take {len(fetches)} fetches: {exc}") from exc
 
 
 def _publish_children(rt: EnqueueDeps, req: CrawlRequest, task_id: str,

@@ -27,6 +27,7 @@ from ..core.messages import fetch_message
 from ..core.models import CrawlRequest
 from ..core.settings import Settings
 from .connection import redis_from_url
+from .round_trip import is_cluster
 
 #: Broker URL schemes whose fetch queue is written here.
 SCHEMES = ("redis://", "rediss://")
@@ -38,7 +39,8 @@ class FetchQueue:
     def __init__(self, client: redis.Redis, *, shared: bool) -> None:
         #: The broker Redis.
         self.redis = client
-        #: Whether the broker is the state Redis: pushes may join the state's round trips.
+        #: Whether the broker is the state Redis (never a Redis Cluster): pushes may join the
+        #: state's round trips, transactions included.
         self.shared = shared
 
     @classmethod
@@ -47,7 +49,7 @@ class FetchQueue:
         serves it when the broker is the state Redis (one URL for both)."""
         if not settings.broker_url.startswith(SCHEMES):
             return None
-        if settings.broker_url == settings.redis_url and type(state).__name__ != "RedisCluster":
+        if settings.broker_url == settings.redis_url and not is_cluster(state):
             return cls(state, shared=True)
         return cls(redis_from_url(settings.broker_url, check=False), shared=False)
 

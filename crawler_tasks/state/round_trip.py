@@ -20,13 +20,18 @@ from typing import Any
 import redis
 
 
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` talks to a Redis Cluster (no multi-slot transactions)."""
+    return type(client).__name__ == "RedisCluster"
+
+
 class RoundTrip:
     """Opens pipelines on the state Redis; knows whether it is a Redis Cluster."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         #: Whether the state Redis is a Redis Cluster (no multi-slot transactions).
-        self.cluster = type(client).__name__ == "RedisCluster"
+        self.cluster = is_cluster(client)
 
     @contextmanager
     def __call__(self, *, atomic: bool = False) -> Iterator[Any]:

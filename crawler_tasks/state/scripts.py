@@ -2,7 +2,7 @@
 
 Each script is a file shipped with the package; its header comment lists its
 ``KEYS`` and ``ARGV`` (each with its meaning) and what it returns. A fragment
-several scripts share (``now.lua``: Redis' clock; ``recent.lua``, ``limits.lua``
+several scripts share (``now.lua``: Redis' clock; ``recent.lua``, ``limits.lua``, ``room.lua``
 of the host limiter; ``keys.lua``: key names from :func:`~.keys.template`) is
 written once and pulled in by a line of its own::
 

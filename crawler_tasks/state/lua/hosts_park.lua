@@ -16,13 +16,9 @@
 -- Returns 1.
 -- include: now.lua
 -- include: recent.lua
+-- include: room.lua
 redis.call('ZREM', KEYS[5], ARGV[6])  -- a waiting fetch holds no slot, reserved or not
-local score = tonumber(ARGV[2]) * 1e13 + redis.call('INCR', KEYS[6]) % 1e13
-redis.call('ZADD', KEYS[2], 'NX', score, ARGV[1])
 local at = math.max(tonumber(ARGV[3]), tonumber(redis.call('HGET', KEYS[1], 'next') or '0'))
-local cur = tonumber(redis.call('ZSCORE', KEYS[3], ARGV[4]))
-if not cur or at < cur then redis.call('ZADD', KEYS[3], at, ARGV[4]) end
-redis.call('HINCRBY', KEYS[1], 'deferred', 1)
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-note_recent(KEYS[4], now, ARGV[4], tonumber(ARGV[7]))
+wait_in_room(KEYS[1], KEYS[2], KEYS[3], KEYS[6], KEYS[4], ARGV[4], ARGV[1], tonumber(ARGV[2]), at,
+             ARGV[5], tonumber(ARGV[7]))
 return 1

@@ -1,6 +1,6 @@
 -- route: a page's new fetches go to the broker, or, those whose host may not take them now,
--- straight into the host's waiting room, as park would put them after a delivery that
--- could only find the host busy (the mover hands them on when the host may go). Only for
+-- straight into the host's waiting room (room.lua), as park would put them after a delivery
+-- that could only find the host busy (the mover hands them on when the host may go). Only for
 -- a broker that is this Redis: the band lists and the host keys are named here, from their
 -- templates (keys.lua), which a Redis Cluster would not allow.
 -- KEYS[1] the due hosts ZSET (Keys.hosts_due)
@@ -21,6 +21,7 @@
 -- include: limits.lua
 -- include: keys.lua
 -- include: recent.lua
+-- include: room.lua
 local K = cjson.decode(ARGV[1])
 local floor, cap, auto, start = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local parked = 0
@@ -34,14 +35,8 @@ for i = 8, #ARGV, 5 do
     busy = redis.call('ZCARD', sk) >= conc
   end
   if busy then
-    local score = tonumber(ARGV[i + 2]) * 1e13 + redis.call('INCR', KEYS[3]) % 1e13
-    redis.call('ZADD', wk, 'NX', score, ARGV[i + 1])
-    local at = math.max(now, nxt)
-    local cur = tonumber(redis.call('ZSCORE', KEYS[1], host))
-    if not cur or at < cur then redis.call('ZADD', KEYS[1], at, host) end
-    redis.call('HINCRBY', hk, 'deferred', 1)
-    redis.call('EXPIRE', hk, ARGV[6])
-    note_recent(KEYS[2], now, host, tonumber(ARGV[7]))
+    wait_in_room(hk, wk, KEYS[1], KEYS[3], KEYS[2], host, ARGV[i + 1], tonumber(ARGV[i + 2]),
+                 math.max(now, nxt), ARGV[6], tonumber(ARGV[7]))
     parked = parked + 1
   else
     redis.call('LPUSH', ARGV[i + 3], ARGV[i + 4])
