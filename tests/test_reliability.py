@@ -58,8 +58,8 @@ class FaultCrawl:
         self.store = str(tmp_path / "pages.db")
         self.tmp_path = tmp_path
         self.settings = Settings(broker_url=broker, redis_url=redis_url, key_prefix=f"fault{token()}",
-                                 visibility_timeout=10, retry_backoff=0.1, store=self.store,
-                                 **{**UNTHROTTLED, **overrides})
+                                 store=self.store,
+                                 **{"visibility_timeout": 10, "retry_backoff": 0.1, **UNTHROTTLED, **overrides})
         self.rt = Runtime(self.settings, create_app(self.settings))
         self.crawl_id = f"fault-{token()}"
         self.seed = f"{site.url}/tree/{token()}/0?size={PAGES}&delay=0.3"
@@ -215,13 +215,13 @@ def test_redis_killed_and_restarted_mid_crawl_with_aof(make_crawl, tmp_path):
 def test_state_redis_down_longer_than_the_retry_budget_loses_no_page_and_no_seed(
         broker, make_crawl, request, tmp_path, site):
     # The state Redis (gate, outstanding sets, counters, store queue) is a server of its
-    # own; the broker stays up. The outage (12 s) outlasts the whole retry budget (one
-    # run again, 0.1 s backoff) and, on the Redis broker, the hold (half the 10 s
+    # own; the broker stays up. The outage (6 s) outlasts the whole retry budget (one
+    # run again, 0.1 s backoff) and, on the Redis broker, the hold (half the 4 s
     # visibility timeout), so messages go back to the broker and come again.
     server = AofRedis(tmp_path).start()
     try:
         url = f"{REDIS}/{FAULT_DB}" if broker == "redis" else request.getfixturevalue("amqp_vhost")
-        crawl = make_crawl(broker=url, redis_url=server.url, state_max_retries=1)
+        crawl = make_crawl(broker=url, redis_url=server.url, state_max_retries=1, visibility_timeout=4)
         crawl.submit()
         crawl.start_workers()
         crawl.wait_stored(8)
@@ -230,7 +230,7 @@ def test_state_redis_down_longer_than_the_retry_budget_loses_no_page_and_no_seed
         seeded = f"seeded-{token()}"
         crawl.rt.app.send_task("crawl.submit", kwargs={"urls": [f"{site.url}/page/{seeded}"],
                                                        "crawl_id": seeded})
-        time.sleep(12)
+        time.sleep(6)
         assert crawl.workers[-1].alive()
         server.start()
         wait_drained(lambda: crawl.rt.stats.read(seeded).get("stored", 0) == 1, timeout=60,
@@ -238,7 +238,7 @@ def test_state_redis_down_longer_than_the_retry_budget_loses_no_page_and_no_seed
         crawl.wait_drained()
         stats = crawl.assert_exact()
         assert stats.get("worker_lost", 0) == 0, stats
-        print(f"\nstate Redis down 12 s ({broker} broker): {PAGES} pages expected, "
+        print(f"\nstate Redis down 6 s ({broker} broker): {PAGES} pages expected, "
               f"{open_store(crawl.store).count(crawl.crawl_id)} records, stored {stats['stored']}, "
               f"status/200 {stats['status/200']}, errors {stats.get('errors', 0)}, "
               f"duplicates {stats.get('duplicates', 0)}, retries {stats.get('retries', 0)}")
