@@ -226,7 +226,8 @@ def released(pace: HostPace, feedback: Feedback, rules: PaceRules, now: float, *
     """The host's pace after a download that held a slot told ``feedback`` (at Redis time
     ``now``; ``waiting``: fetches wait for the host). ``sent_ago``: seconds since the
     request went out (-1: not known); the next request waits the host's delay from then,
-    not only from when its slot was taken (a busy worker may send a while after that)."""
+    not only from when its slot was taken (a busy worker may send a while after that);
+    ``next`` moves only when that time is still ahead."""
     kind = feedback.kind
     if kind is FeedbackKind.THROTTLED:
         pace = throttle(pace, feedback.retry_after, rules, now)
@@ -237,8 +238,9 @@ def released(pace: HostPace, feedback: Feedback, rules: PaceRules, now: float, *
     if rules.autothrottle and feedback.latency >= 0 and kind is not FeedbackKind.TIMEOUT:
         pace = autothrottle(pace, feedback.latency, feedback.status, rules)
     pace = count_ban(pace, kind, feedback.status, rules)
-    if sent_ago >= 0:
-        pace = replace(pace, next=max(pace.next, now - sent_ago + limits(pace, rules)[0]))
+    delay = limits(pace, rules)[0]
+    if sent_ago >= 0 and delay > sent_ago:  # a time already past would hold nothing back
+        pace = replace(pace, next=max(pace.next, now - sent_ago + delay))
     bench = None
     if kind is FeedbackKind.PROXY and feedback.proxy is not None and feedback.proxy >= 0:
         bench = now + rules.proxy_bench_s

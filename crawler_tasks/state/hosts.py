@@ -8,7 +8,9 @@ A host is ``host:port`` (``example.com:443``): ``a.example.com`` and
              cluster-wide, ``CRAWLER_DOWNLOAD_DELAY`` (or a larger delay:
              robots.txt ``Crawl-delay``, back-off, AutoThrottle) has passed since
              the host's last request started, and no earlier fetch of the host
-             waits. It then holds a slot (a lease, so a SIGKILLed worker's slot
+             waits (the host's ``waiting`` field, set with its first waiting fetch
+             and cleared when the mover empties the room, saves looking at the room).
+             It then holds a slot (a lease, so a SIGKILLed worker's slot
              frees itself) until ``release``.
 ``park``     a fetch that may not go yet leaves the broker: its request joins the
              host's ``wait`` ZSET (ordered by band, then arrival) and the host is
@@ -124,8 +126,7 @@ class HostLimiter:
         """Take a slot of ``host`` for task ``task_id`` now, or say until when it must wait."""
         k, s = self.keys, self.settings
         answer = self._acquire(
-            keys=[k.host(host), k.host_slots(host), k.host_wait(host), k.hosts_recent(),
-                  k.proxies_benched()],
+            keys=[k.host(host), k.host_slots(host), k.hosts_recent(), k.proxies_benched()],
             args=[task_id, self._floor(crawl_delay), s.host_concurrency, self._auto,
                   self.slot_lease, host, HOST_TTL, len(s.proxies), s.autothrottle_start_delay,
                   self.recent_hosts])
@@ -174,7 +175,7 @@ class HostLimiter:
         """Free the slot of task ``task_id`` and adapt ``host``'s limits to ``feedback``;
         True when the host now goes through the proxies (``pipe``: queued there, False)."""
         k, s = self.keys, self.settings
-        keys = [k.host(host), k.host_slots(host), k.host_wait(host), k.hosts_due(), k.proxies_benched()]
+        keys = [k.host(host), k.host_slots(host), k.hosts_due(), k.proxies_benched()]
         args = [task_id, feedback.kind, feedback.status,
                 -1 if feedback.retry_after is None else feedback.retry_after,
                 feedback.latency, self._floor(crawl_delay), s.retry_backoff_max, self._auto,

@@ -14,7 +14,7 @@ import redis
 
 from crawler_tasks.cli.local import EmbeddedRedis
 from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND, redis_list
-from crawler_tasks.state.gate import Candidate, Gate, Verdict
+from crawler_tasks.state.gate import Candidate, Gate, Settlement, Verdict
 from crawler_tasks.state.keys import Keys
 
 from ..conftest import REDIS, token
@@ -54,6 +54,26 @@ def test_redelivered_parent_gets_its_children_back_under_the_same_ids_counted_on
     assert (first.verdict, again.verdict) == (Verdict.OK, Verdict.REPLAY)
     assert first.task_ids == again.task_ids == ["t1", "t2"] and other.task_ids == [None]
     assert client.hget(g.keys.stats("c"), "stored") == b"1"
+
+
+def test_settled_tokens_are_counted_once_each_even_twice_in_one_batch():
+    g, client = gate()
+    outstanding(g, client, "r1", "r2", "r3", "r4")
+    first = g.settle("c", [Settlement("r1", Settlement.END, {"stored": 1}),
+                           Settlement("r2", Settlement.KEEP, {"store/retries": 1}),
+                           Settlement("r3", "r3: the store refused it", {"store/failed": 1}),
+                           Settlement("r1", Settlement.END, {"stored": 1}),  # a second copy
+                           Settlement("gone", Settlement.END, {"stored": 1})])
+    assert first == [True, True, True, False, False]
+    again = g.settle("c", [Settlement("r1", Settlement.END, {"stored": 1}),
+                           Settlement("r2", Settlement.END, {"stored": 1}),
+                           Settlement("r4", Settlement.KEEP, {"store/retries": 1}),
+                           Settlement("r4", Settlement.END, {"stored": 1})])
+    assert again == [False, True, True, True]
+    assert client.smembers(g.keys.outstanding("c")) == set()
+    stats = {k.decode(): int(v) for k, v in client.hgetall(g.keys.stats("c")).items()}
+    assert stats == {"stored": 3, "store/retries": 2, "store/failed": 1}
+    assert client.lrange(g.keys.errors("c"), 0, -1) == [b"r3: the store refused it"]
 
 
 def test_a_finished_task_delivered_again_is_stale_and_changes_nothing():

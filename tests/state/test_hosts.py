@@ -169,6 +169,19 @@ def test_a_waiting_fetch_comes_back_in_its_band_and_highest_band_first(limiter_r
     assert [m.task_id for m in rt.hosts.take_due()[0]] == ["t-normal"]
 
 
+def test_once_the_waiting_room_is_empty_a_newcomer_goes_straight_away(limiter_rt):
+    rt = limiter_rt
+    host = "example.test:80"
+    rt.hosts.park(host, "t-a", CrawlRequest("http://example.test/a"), 0)
+    assert not rt.hosts.acquire(host, "newcomer").go  # t-a waits: it goes first
+    [moved], _ = rt.hosts.take_due()
+    rt.hosts.moved([moved.member])
+    assert rt.hosts.acquire(host, "t-a").go
+    rt.hosts.release(host, "t-a", Feedback())
+    assert rt.hosts.take_due()[0] == []  # the mover finds the room empty
+    assert rt.hosts.acquire(host, "newcomer").go
+
+
 def test_a_mover_killed_before_publishing_loses_nothing(limiter_rt, monkeypatch):
     from crawler_tasks.state import hosts
     monkeypatch.setattr(hosts, "MOVE_LEASE_S", 0.3)

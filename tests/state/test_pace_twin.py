@@ -172,8 +172,9 @@ class Twin:
         self.write(pace)
         for key in (self.keys.host_wait(HOST), self.keys.hosts_due(), self.keys.proxies_benched()):
             self.redis.delete(key)
-        if waiting:
+        if waiting:  # as park leaves it: the fetch in the room, the host marked
             self.redis.zadd(self.keys.host_wait(HOST), {"waiting-fetch": 0})
+            self.redis.hset(self.keys.host(HOST), "waiting", 1)
         before, sent_late = self.now(), time.monotonic()
         proxied = self.limiter.release(HOST, "task", feedback, crawl_delay=self.crawl_delay)
         sent_early, after = time.monotonic(), self.now()
@@ -206,6 +207,7 @@ class Twin:
         """The delay and concurrency :meth:`HostLimiter.acquire` gives the host, against the twin."""
         for key in (self.keys.host_wait(HOST), self.keys.proxies_benched(), self.keys.host_slots(HOST)):
             self.redis.delete(key)
+        self.redis.hdel(self.keys.host(HOST), "waiting")  # as the mover leaves an emptied room
         delay, concurrency = limits(pace, self.rules)
         went = 0
         for i in range(max(concurrency, 4) + 1):

@@ -1,9 +1,8 @@
 -- acquire: may a fetch of one host start now? If so it takes a slot (a lease) of the host.
 -- KEYS[1] the host's HASH of limits (Keys.host)
 -- KEYS[2] the host's slots ZSET, task id -> lease expiry (Keys.host_slots)
--- KEYS[3] the host's waiting room ZSET (Keys.host_wait)
--- KEYS[4] the recent hosts ZSET (Keys.hosts_recent)
--- KEYS[5] the benched proxies ZSET (Keys.proxies_benched)
+-- KEYS[3] the recent hosts ZSET (Keys.hosts_recent)
+-- KEYS[4] the benched proxies ZSET (Keys.proxies_benched)
 -- ARGV[1] task id
 -- ARGV[2] delay floor (s): the setting or the host's Crawl-delay, the larger
 -- ARGV[3] concurrency per host (0 = no cap)
@@ -19,18 +18,23 @@
 -- include: now.lua
 -- include: limits.lua
 -- include: recent.lua
-local nxt, delay, conc, requests = limits(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
-                                         tonumber(ARGV[4]), tonumber(ARGV[9]))
+local nxt, delay, conc, requests, waiting = limits(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
+                                                  tonumber(ARGV[4]), tonumber(ARGV[9]))
 -- The leases of killed workers expire: counted out before the cap is checked (with no cap,
 -- now and then, so that the ZSET does not grow).
 if conc > 0 or requests % 32 == 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
-local held = redis.call('ZSCORE', KEYS[2], ARGV[1])
+-- Whether this fetch holds a slot already (the mover reserved one when it handed the fetch
+-- over) matters only when others wait or the host has a cap: asked only then. Otherwise a
+-- slot given back is removed whether held or not (removing none is harmless).
+local asked = waiting or conc > 0
+local held = asked and redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not held then
-  if redis.call('EXISTS', KEYS[3]) == 1 then return {0, tostring(math.max(now, nxt))} end
+  if waiting then return {0, tostring(math.max(now, nxt))} end
   if conc > 0 and redis.call('ZCARD', KEYS[2]) >= conc then return {0, tostring(now)} end
 end
+local function give_back() if held or not asked then redis.call('ZREM', KEYS[2], ARGV[1]) end end
 if now < nxt then
-  if held then redis.call('ZREM', KEYS[2], ARGV[1]) end
+  give_back()
   return {0, tostring(nxt)}
 end
 local proxy, n = -1, tonumber(ARGV[8])
@@ -39,12 +43,12 @@ if n > 0 and redis.call('HGET', KEYS[1], 'proxied') == '1' then
   local seq, soonest = redis.call('HINCRBY', KEYS[1], 'pseq', 1), nil
   for k = 0, n - 1 do
     local i = (seq + k) % n
-    local benched = tonumber(redis.call('ZSCORE', KEYS[5], i))
+    local benched = tonumber(redis.call('ZSCORE', KEYS[4], i))
     if not benched or benched <= now then proxy = i; break end
     if not soonest or benched < soonest then soonest = benched end
   end
   if proxy < 0 then
-    if held then redis.call('ZREM', KEYS[2], ARGV[1]) end
+    give_back()
     return {0, tostring(soonest)}
   end
 end
@@ -55,6 +59,6 @@ if requests % 32 == 1 then
   -- now and then, not on every request: keep the state alive and the host in the recent list
   redis.call('EXPIRE', KEYS[1], ARGV[7])
   redis.call('EXPIRE', KEYS[2], ARGV[7])
-  note_recent(KEYS[4], now, ARGV[6], tonumber(ARGV[10]))
+  note_recent(KEYS[3], now, ARGV[6], tonumber(ARGV[10]))
 end
 return {1, tostring(delay), proxy}

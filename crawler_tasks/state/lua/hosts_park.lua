@@ -18,7 +18,8 @@
 -- include: recent.lua
 -- include: room.lua
 redis.call('ZREM', KEYS[5], ARGV[6])  -- a waiting fetch holds no slot, reserved or not
-local at = math.max(tonumber(ARGV[3]), tonumber(redis.call('HGET', KEYS[1], 'next') or '0'))
+local h = redis.call('HMGET', KEYS[1], 'next', 'waiting')
+local at = math.max(tonumber(ARGV[3]), tonumber(h[1]) or 0)
 wait_in_room(KEYS[1], KEYS[2], KEYS[3], KEYS[6], KEYS[4], ARGV[4], ARGV[1], tonumber(ARGV[2]), at,
-             ARGV[5], tonumber(ARGV[7]))
+             ARGV[5], tonumber(ARGV[7]), h[2] == '1')
 return 1

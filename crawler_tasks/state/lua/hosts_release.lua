@@ -3,9 +3,8 @@
 -- concurrency, AutoThrottle follows the latency, blocking signs turn proxies on).
 -- KEYS[1] the host's HASH of limits (Keys.host)
 -- KEYS[2] the host's slots ZSET (Keys.host_slots)
--- KEYS[3] the host's waiting room ZSET (Keys.host_wait)
--- KEYS[4] the due hosts ZSET (Keys.hosts_due)
--- KEYS[5] the benched proxies ZSET (Keys.proxies_benched)
+-- KEYS[3] the due hosts ZSET (Keys.hosts_due)
+-- KEYS[4] the benched proxies ZSET (Keys.proxies_benched)
 -- ARGV[1] task id
 -- ARGV[2] kind of answer: ok, throttled, timeout, blocked, proxy or error (core.politeness)
 -- ARGV[3] HTTP status (0 without an answer)
@@ -29,7 +28,8 @@
 -- include: limits.lua
 redis.call('ZREM', KEYS[2], ARGV[1])
 local kind, floor = ARGV[2], tonumber(ARGV[6])
-local h = redis.call('HMGET', KEYS[1], 'next', 'backoff', 'strikes', 'cut', 'good', 'auto', 'ban', 'proxied')
+local h = redis.call('HMGET', KEYS[1], 'next', 'backoff', 'strikes', 'cut', 'good', 'auto', 'ban', 'proxied',
+                     'waiting')
 local nxt, b, auto = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[6])
 local strikes, cut, good = tonumber(h[3]) or 0, tonumber(h[4]) or 0, tonumber(h[5]) or 0
 if kind == 'throttled' then
@@ -73,13 +73,14 @@ end
 local since = tonumber(ARGV[17])
 if since >= 0 then
   local delay = host_delay(floor, b, auto, ARGV[8] == '1' and 1 or 0, tonumber(ARGV[11]))
-  if now - since + delay > nxt then
+  -- written only when it holds the next request back (a time already past changes nothing)
+  if now - since + delay > nxt and delay > since then
     nxt = now - since + delay
     redis.call('HSET', KEYS[1], 'next', tostring(nxt))
   end
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('ZADD', KEYS[4], math.max(now, nxt), ARGV[12])
+if h[9] == '1' then  -- fetches wait in the host's room (room.lua)
+  redis.call('ZADD', KEYS[3], math.max(now, nxt), ARGV[12])
 end
 local ban, proxied = tonumber(h[7]) or 0, h[8] == '1'
 if kind == 'blocked' or kind == 'throttled' then
@@ -94,7 +95,7 @@ elseif kind == 'ok' and tonumber(ARGV[3]) < 400 and ban > 0 then
   redis.call('HSET', KEYS[1], 'ban', 0)
 end
 if kind == 'proxy' and tonumber(ARGV[15]) >= 0 then
-  redis.call('ZADD', KEYS[5], now + tonumber(ARGV[16]), ARGV[15])
+  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[16]), ARGV[15])
 end
 if proxied and tonumber(ARGV[14]) > 0 then return 1 end
 return 0

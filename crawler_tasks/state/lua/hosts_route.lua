@@ -28,15 +28,15 @@ local parked = 0
 for i = 8, #ARGV, 5 do
   local host = ARGV[i]
   local hk, sk, wk = key_of(K.host, host), key_of(K.slots, host), key_of(K.wait, host)
-  local nxt, _, conc = limits(hk, floor, cap, auto, start)
-  local busy = now < nxt or redis.call('EXISTS', wk) == 1
+  local nxt, _, conc, _, waiting = limits(hk, floor, cap, auto, start)
+  local busy = now < nxt or waiting
   if not busy and conc > 0 then
     redis.call('ZREMRANGEBYSCORE', sk, '-inf', now)
     busy = redis.call('ZCARD', sk) >= conc
   end
   if busy then
     wait_in_room(hk, wk, KEYS[1], KEYS[3], KEYS[2], host, ARGV[i + 1], tonumber(ARGV[i + 2]),
-                 math.max(now, nxt), ARGV[6], tonumber(ARGV[7]))
+                 math.max(now, nxt), ARGV[6], tonumber(ARGV[7]), waiting)
     parked = parked + 1
   else
     redis.call('LPUSH', ARGV[i + 3], ARGV[i + 4])

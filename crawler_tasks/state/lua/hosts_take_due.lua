@@ -26,6 +26,7 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0,
   local b = string.find(m, '\t', a + 1, true)
   local host = string.sub(m, 1, a - 1)
   redis.call('ZADD', key_of(K.wait, host), 'NX', string.sub(m, a + 1, b - 1), string.sub(m, b + 1))
+  redis.call('HSET', key_of(K.host, host), 'waiting', 1)
   redis.call('ZADD', KEYS[1], now, host)
   redis.call('ZREM', KEYS[2], m)
 end
@@ -39,6 +40,7 @@ for _, host in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT',
   if known and known > delay then delay = known end
   if redis.call('EXISTS', wk) == 0 then
     redis.call('ZREM', KEYS[1], host)
+    redis.call('HDEL', hk, 'waiting')
   elseif now < nxt then
     redis.call('ZADD', KEYS[1], nxt, host)
   else
@@ -58,7 +60,9 @@ for _, host in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT',
         redis.call('ZADD', KEYS[2], now + tonumber(ARGV[7]), m)
         out[#out + 1] = m
       end
-      if redis.call('EXISTS', wk) == 0 then redis.call('ZREM', KEYS[1], host)
+      if redis.call('EXISTS', wk) == 0 then
+        redis.call('ZREM', KEYS[1], host)
+        redis.call('HDEL', hk, 'waiting')
       elseif delay > 0 then redis.call('ZADD', KEYS[1], now + delay, host)
       else redis.call('ZADD', KEYS[1], now, host) end
     end

@@ -1,12 +1,15 @@
--- Fragment: wait_in_room(hk, wk, due, arrivals, recent, host, member, rank, at, ttl, keep)
--- puts the fetch `member` (hosts.member) in the waiting room `wk` of `host` (whose HASH is
--- `hk`), in its band's rank `rank` (0 = the highest band) after the fetches already there
--- (the counter `arrivals`; a member already there stays where it is), makes the host due in
--- `due` at `at` at the latest, counts it deferred, keeps the host's state `ttl` seconds and
--- notes the host in `recent` (at most about `keep`). Needs now.lua and recent.lua first.
-local function wait_in_room(hk, wk, due, arrivals, recent, host, member, rank, at, ttl, keep)
+-- Fragment: wait_in_room(hk, wk, due, arrivals, recent, host, member, rank, at, ttl, keep,
+-- flagged) puts the fetch `member` (hosts.member) in the waiting room `wk` of `host` (whose
+-- HASH is `hk`), in its band's rank `rank` (0 = the highest band) after the fetches already
+-- there (the counter `arrivals`; a member already there stays where it is), marks the host
+-- as having fetches waiting (its field `waiting`, unless `flagged` says it is marked), makes
+-- the host due in `due` at `at` at the latest, counts it deferred, keeps the host's state
+-- `ttl` seconds and notes the host in `recent` (at most about `keep`). Needs now.lua and
+-- recent.lua first.
+local function wait_in_room(hk, wk, due, arrivals, recent, host, member, rank, at, ttl, keep, flagged)
   local score = rank * 1e13 + redis.call('INCR', arrivals) % 1e13
   redis.call('ZADD', wk, 'NX', score, member)
+  if not flagged then redis.call('HSET', hk, 'waiting', 1) end
   local cur = tonumber(redis.call('ZSCORE', due, host))
   if not cur or at < cur then redis.call('ZADD', due, at, host) end
   redis.call('HINCRBY', hk, 'deferred', 1)
