@@ -72,6 +72,12 @@ def _hbase(uri: str, settings: Settings) -> Store:
     return HBaseStore.from_uri(uri, settings)
 
 
+def _kafka(uri: str, settings: Settings) -> Store:
+    from .kafka import KafkaStore
+
+    return KafkaStore.from_uri(uri)
+
+
 def _warc(uri: str, settings: Settings) -> Store:
     from .warc import WARCStore
 
@@ -81,7 +87,7 @@ def _warc(uri: str, settings: Settings) -> Store:
 #: scheme -> factory taking the whole URI and the settings.
 BACKENDS: dict[str, Callable[[str, Settings], Store]] = {
     "sqlite": _sqlite, "elasticsearch": _elasticsearch, "elasticsearchs": _elasticsearch,
-    "hbase": _hbase, "warc": _warc,
+    "hbase": _hbase, "warc": _warc, "kafka": _kafka, "kafkas": _kafka,
 }
 
 def open_store(uri: str, settings: Settings | None = None) -> Store:

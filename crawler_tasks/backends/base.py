@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import SplitResult, urlsplit
 
-from ..core.errors import UnknownStore
+from ..core.errors import BadInput, UnknownStore
 from ..core.models import PageRecord
 
 
@@ -18,6 +18,11 @@ class RecordFailure:
 
     fingerprint: str
     reason: str
+
+
+class WriteOnlyStore(BadInput):
+    """A store that cannot be read back (a WARC archive, a Kafka topic: read them with their
+    own tools)."""
 
 
 class Store(Protocol):
@@ -34,7 +39,7 @@ class Store(Protocol):
 
     def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
         """Every stored record (of one crawl): oldest first in SQLite and Elasticsearch, in
-        row-key (site) order in HBase; a write-only store (WARC) raises ``WriteOnlyStore``."""
+        row-key (site) order in HBase; a write-only store (WARC, Kafka) raises ``WriteOnlyStore``."""
 
     def get(self, fingerprint: str) -> PageRecord | None:
         """The stored record of ``fingerprint``, or None (a recrawl's validators come from it)."""

@@ -61,9 +61,9 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-from ..core.errors import BadInput, StoreUnavailable, UnknownStore
+from ..core.errors import StoreUnavailable, UnknownStore
 from ..core.models import PageRecord
-from .base import RecordFailure
+from .base import RecordFailure, WriteOnlyStore
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,6 @@ MAX_BYTES = 1 << 30  # a file is rotated once it passes this size (bytes)
 #: Response headers that describe the bytes on the wire, not the decoded payload archived.
 _WIRE_HEADERS = frozenset({"content-encoding", "transfer-encoding"})
 _ORIG = "X-Archive-Orig-"
-
-
-class WriteOnlyStore(BadInput):
-    """A store that cannot be read back (a WARC archive: read it with warcio)."""
 
 
 class _RawHeaders(StatusAndHeaders):

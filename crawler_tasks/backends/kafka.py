@@ -1,0 +1,200 @@
+"""Kafka store: ``kafka://host:9092/topic`` writes each record as one JSON message.
+
+The URI (several bootstrap servers, TLS with ``kafkas://``, SASL with ``user:password@``,
+the options): :mod:`crawler_tasks.core.kafka_uri`. Each record is one message, its value the
+record's JSON (the fields ``crawler-tasks export`` prints), its key the page's fingerprint:
+a compacted topic (``cleanup.policy=compact``) keeps the newest version of each page.
+
+Each batch of the store queue is one Kafka transaction of an idempotent producer
+(``acks=all``): :meth:`KafkaStore.upsert` returns only once Kafka took the whole batch, so a
+record is settled only after Kafka acknowledged it. A batch Kafka did not take (brokers
+down, a timeout) is aborted and the store stage retries it, then keeps it in the dead
+letters like any store's (``replay-dead`` sends it again): consumers that read committed
+messages (``isolation.level=read_committed``, librdkafka's default; Java's default is
+``read_uncommitted``) never see a batch twice or in part. A batch taken back from a worker
+killed after Kafka took it and before it settled is written again (as every store
+rewrites it): the compacted topic still keeps the page once, and its consumers see a
+second copy under the same key.
+
+A record whose JSON is over ``max_message_bytes`` (default 1000000) goes without its
+``body`` and ``body_base64``, with ``body_omitted`` saying why; one still over it is
+refused (the dead letters, with the reason). A topic whose own limit
+(``max.message.bytes``) is lower refuses larger messages: set ``max_message_bytes`` under it.
+
+Write-only: Kafka is read by its consumers, not by ``crawler-tasks export`` or a
+recrawl's validators (``records`` raises :class:`~crawler_tasks.backends.base.WriteOnlyStore`,
+``get`` finds nothing, ``count`` is 0).
+
+One producer per store and process (a forked child builds its own: librdkafka does not
+survive a fork), its transactional id unique to the process; batches go one at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from ..core import codec
+from ..core.errors import StoreUnavailable, UnknownStore
+from ..core.kafka_uri import BadKafkaURI, KafkaTarget, parse_kafka_uri
+from ..core.models import PageRecord
+from .base import RecordFailure, WriteOnlyStore
+
+log = logging.getLogger(__name__)
+
+#: Fields left out of a record over the message limit.
+BODY_FIELDS = ("body", "body_base64")
+#: Room for the key and the record batch's framing beside the value.
+FRAMING = 4096
+
+
+def message_of(record: PageRecord, limit: int) -> tuple[bytes | None, str]:
+    """``record``'s message value within ``limit`` bytes (its body left out if it must be)
+    and ``""``; or None and why it cannot be sent."""
+    data = record.to_dict()
+    value = codec.dumps(data)
+    if len(value) <= limit:
+        return value, ""
+    whole = len(value)
+    for name in BODY_FIELDS:
+        data.pop(name, None)
+    data["body_omitted"] = f"the record is {whole} bytes with its body, over the {limit}-byte message limit"
+    value = codec.dumps(data)
+    if len(value) <= limit:
+        return value, ""
+    return None, (f"kafka: the record is {len(value)} bytes even without its body, over the "
+                  f"{limit}-byte message limit (max_message_bytes)")
+
+
+class KafkaStore:
+    """Records as JSON messages keyed by fingerprint, a transaction per batch (see the module doc)."""
+
+    def __init__(self, target: KafkaTarget) -> None:
+        if len(target.topics) != 1:
+            raise UnknownStore(f"kafka store {target.display!r}: name one topic, not {len(target.topics)}")
+        self.target = target
+        self.topic = target.topics[0]
+        self._lock = threading.Lock()
+        self._producer: Producer | None = None
+        self._pid = 0
+        self._txn_id = ""
+
+    @classmethod
+    def from_uri(cls, uri: str) -> KafkaStore:
+        """The store ``kafka://…/topic`` names; :class:`UnknownStore` (one line) if malformed."""
+        try:
+            return cls(parse_kafka_uri(uri, what="kafka store"))
+        except BadKafkaURI as exc:
+            raise UnknownStore(str(exc)) from None
+
+    # -- the Store protocol ------------------------------------------------
+
+    def upsert(self, records: Sequence[PageRecord]) -> list[RecordFailure]:
+        """Send ``records`` in one transaction; refused ones (over the message limit) come
+        back. :class:`StoreUnavailable` when Kafka did not take the batch (none of it is
+        committed)."""
+        failures: list[RecordFailure] = []
+        messages: list[tuple[str, bytes]] = []
+        for record in records:
+            value, problem = message_of(record, self.target.max_message_bytes)
+            if value is None:
+                failures.append(RecordFailure(record.fingerprint, problem))
+            else:
+                messages.append((record.fingerprint, value))
+        if messages:
+            with self._lock:
+                failures += self._send(messages)
+        return failures
+
+    def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
+        raise WriteOnlyStore(f"kafka store {self.target.display!r} is write-only: read the topic "
+                             "with a Kafka consumer")
+
+    def get(self, fingerprint: str) -> PageRecord | None:
+        return None  # not read back: a recrawl through it revalidates nothing
+
+    def count(self, crawl_id: str | None = None) -> int:
+        return 0  # not read back
+
+    def close(self) -> None:
+        with self._lock:
+            self._producer = None  # librdkafka's destructor ends the connections
+
+    # -- sending -----------------------------------------------------------
+
+    def _send(self, messages: list[tuple[str, bytes]]) -> list[RecordFailure]:
+        producer = self._ready()
+        refused: dict[str, KafkaError] = {}
+
+        def report(err: KafkaError | None, msg: Any) -> None:
+            if err is not None:
+                refused[msg.key().decode()] = err
+
+        try:
+            producer.begin_transaction()
+            for key, value in messages:
+                producer.produce(self.topic, value=value, key=key, on_delivery=report)
+            producer.commit_transaction(self.target.timeout)
+            return []
+        except (KafkaException, BufferError) as exc:
+            self._abort(producer, exc)
+            too_large = {k for k, err in refused.items() if err.code() == KafkaError.MSG_SIZE_TOO_LARGE}
+            if not too_large:
+                raise StoreUnavailable(f"kafka store {self.target.display!r}: {_describe(exc, refused)}") from None
+        # The topic's own limit refused some: they are refused for good, the others go again.
+        failures = [RecordFailure(k, "kafka: the topic refused the message as too large (its "
+                                     "max.message.bytes is under the store's max_message_bytes)")
+                    for k in too_large]
+        rest = [(k, v) for k, v in messages if k not in too_large]
+        return failures + (self._send(rest) if rest else [])
+
+    def _ready(self) -> Producer:
+        """This process's producer, its transactions initialised."""
+        if self._producer is not None and self._pid == os.getpid():
+            return self._producer
+        if self._pid != os.getpid():  # one id per process: a producer built again takes it over
+            self._txn_id = f"crawler-tasks-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        config = {**self.target.client_config(), "transactional.id": self._txn_id,
+                  "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                  "compression.type": self.target.compression,
+                  "message.max.bytes": self.target.max_message_bytes + FRAMING,
+                  "message.timeout.ms": int(self.target.timeout * 1000),
+                  "transaction.timeout.ms": max(60_000, int(self.target.timeout * 1000)),
+                  "logger": log, "log_level": 4}
+        self._pid = os.getpid()
+        try:
+            producer = Producer(config)
+            producer.init_transactions(self.target.timeout)  # ends (aborts) one left open under the id
+        except KafkaException as exc:
+            raise StoreUnavailable(f"kafka store {self.target.display!r}: {_describe(exc, {})}") from None
+        self._producer = producer
+        return producer
+
+    def _abort(self, producer: Producer, exc: BaseException) -> None:
+        """End the failed transaction, and leave the producer: the next batch builds one again
+        under the same transactional id, which fences this one and ends anything it left."""
+        self._producer = None
+        error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        if isinstance(error, KafkaError) and error.fatal():
+            return
+        try:
+            producer.abort_transaction(self.target.timeout)
+        except KafkaException:
+            pass  # the next producer's init_transactions aborts it
+
+
+def _describe(exc: BaseException, refused: dict[str, KafkaError]) -> str:
+    """One line: Kafka's error, and the first message error behind it."""
+    error = exc.args[0] if exc.args else exc
+    text = error.str() if isinstance(error, KafkaError) else str(error)
+    if refused:
+        first = next(iter(refused.values()))
+        text += f" ({len(refused)} message(s) not delivered: {first.str()})"
+    return text
