@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 import confluent_kafka
-from confluent_kafka import Consumer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 _LIB: Any = None
 
@@ -77,20 +77,21 @@ class MockKafka:
             self._cluster = self._rk = None
 
 
-def read_topic(bootstrap: str, topic: str, *, expect: int | None = None, quiet_s: float = 3.0,
+def read_topic(bootstrap: str, topic: str, *, expect: int | None = None, quiet_s: float = 1.0,
                timeout: float = 60.0) -> list[Any]:
-    """Every committed message of ``topic`` from the start, by a consumer group of its own:
-    until ``expect`` were read and ``quiet_s`` more passed with nothing new, or ``timeout``."""
+    """Every committed message of ``topic`` from the start (its partitions assigned, no group
+    to join): until ``expect`` were read and ``quiet_s`` more passed with nothing new, or
+    ``timeout``."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "log_level": 0})
-    consumer.subscribe([topic])
+                         "enable.auto.commit": False, "isolation.level": "read_committed", "log_level": 0})
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     out: list[Any] = []
     deadline = time.monotonic() + timeout
     last_new = time.monotonic()
     try:
         while time.monotonic() < deadline:
-            batch = [m for m in consumer.consume(500, 0.5) if m.error() is None]
+            batch = [m for m in consumer.consume(500, 0.2) if m.error() is None]
             out += batch
             if batch:
                 last_new = time.monotonic()

@@ -1,5 +1,5 @@
-"""``crawler-tasks``: crawl, demo, submit, export, stats, seeds, dead-letters, replay-dead, purge,
-crawls, pause, resume, cancel, metrics, top.
+"""``crawler-tasks``: crawl, demo, submit, export, stats, seeds, feed, dead-letters, replay-dead,
+purge, crawls, pause, resume, cancel, metrics, top.
 
 Every error a user can cause ends as one line on stderr and a non-zero exit:
 2 bad input, 3 broker or Redis unreachable, 1 any other crawler error,
@@ -16,13 +16,14 @@ from typing import NoReturn
 
 import redis
 
-from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, QueueFull
+from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, FeedSourceUnavailable, QueueFull
 from .common import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_UNAVAILABLE
 from .control import cmd_control
 from .crawl import cmd_crawl, cmd_demo
 from .crawls import cmd_crawls
 from .dead_letters import cmd_dead_letters, cmd_replay_dead
 from .export import cmd_export
+from .feed import cmd_feed
 from .metrics import cmd_metrics
 from .purge import cmd_purge
 from .seeds import cmd_seeds
@@ -74,6 +75,11 @@ def _parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("seeds", help="show the seed feeds Beat runs and how their ticks went")
     f.add_argument("--json", action="store_true")
+
+    k = sub.add_parser("feed", help="consume seeds from Kafka (CRAWLER_KAFKA_SEEDS) in a consumer group "
+                                    "until stopped")
+    k.add_argument("source", choices=["kafka"], help="where the seeds come from")
+    k.add_argument("--batch", type=int, default=500, help="messages gated and committed together (default 500)")
 
     d = sub.add_parser("dead-letters", help="list records a store refused, or whose store stayed "
                                             "down past its retries, with the reason")
@@ -147,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except BadInput as exc:
         return _fail(exc, EXIT_BAD_INPUT)
-    except (BrokerUnavailable, QueueFull) as exc:
+    except (BrokerUnavailable, QueueFull, FeedSourceUnavailable) as exc:
         return _fail(exc, EXIT_UNAVAILABLE)
     except CrawlerError as exc:
         return _fail(exc, EXIT_ERROR)
@@ -166,7 +172,7 @@ def _fail(message: object, code: int) -> int:
 
 
 COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,
-            "export": cmd_export, "stats": cmd_stats, "seeds": cmd_seeds,
+            "export": cmd_export, "stats": cmd_stats, "seeds": cmd_seeds, "feed": cmd_feed,
             "dead-letters": cmd_dead_letters, "replay-dead": cmd_replay_dead, "purge": cmd_purge,
             "metrics": cmd_metrics, "crawls": cmd_crawls, "pause": cmd_control, "resume": cmd_control,
             "cancel": cmd_control, "top": cmd_top}

@@ -1,4 +1,5 @@
-"""``crawler-tasks seeds``: the seed feeds Beat runs and how their ticks went."""
+"""``crawler-tasks seeds``: the seed feeds (Beat's, and the Kafka consumer's) and how their ticks
+(for Kafka: batches) went."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import json
 from typing import Any
 
 from ..core import counters
+from ..core.store_uris import mask
 from ..stages.feeds import START_URLS, configured, status, waiting
+from ..stages.feeds.kafka import KAFKA
 from .common import state_runtime
 
 
@@ -17,7 +20,9 @@ def cmd_seeds(args: argparse.Namespace) -> int:
     report = {"feeds": [{"name": feed.name, "enabled": feed.enabled, "reads": feed.source,
                          "interval": feed.interval, "status": status(rt, feed.name),
                          **({"waiting": waiting(rt)} if feed.name == START_URLS else {})}
-                        for feed in configured(settings)],
+                        for feed in configured(settings)]
+             + [{"name": KAFKA, "enabled": bool(settings.kafka_seeds), "reads": mask(settings.kafka_seeds),
+                 "interval": None, "status": status(rt, KAFKA)}],
               "crawl_id": settings.seed_crawl_id, "max_queued": settings.max_queued}
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
@@ -30,7 +35,8 @@ def _print_seeds(report: dict[str, Any]) -> None:
     print(f"seeds join crawl {report['crawl_id']}"
           + (f"; ticks skip while more than {report['max_queued']} fetches wait" if report["max_queued"] else ""))
     for feed in report["feeds"]:
-        state = f"every {feed['interval']:g}s" if feed["enabled"] else "off"
+        state = "off" if not feed["enabled"] else (
+            "consumer" if feed["interval"] is None else f"every {feed['interval']:g}s")
         reads = feed["reads"] or "-"
         if "waiting" in feed:
             reads = f"Redis key {reads} ({feed['waiting']} waiting)"

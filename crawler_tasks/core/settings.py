@@ -348,6 +348,10 @@ SPECS: tuple[Spec, ...] = (
          "`lastmod` dates remembered per crawl for the sitemap feed (about 100 bytes each in "
          "Redis); past it the oldest dates are dropped, and such a URL is gated as if new to "
          "the sitemap."),
+    Spec("CRAWLER_KAFKA_SEEDS", "kafka_seeds", str, "",
+         "Kafka topics `crawler-tasks feed kafka` consumes seeds from, with its consumer group: "
+         "`kafka://host:9092/seeds?group=crawler-seeds` (several servers and topics by commas; "
+         "`kafkas://` for TLS, `user:password@` for SASL; see docs/feeds.md); empty = off."),
     Spec("CRAWLER_SEED_CRAWL_ID", "seed_crawl_id", str, "default",
          "Crawl id of the seeds Beat's feeds enqueue, unless a seed names its own."),
     Spec("CRAWLER_TEXT_MAXSIZE", "text_maxsize", int, 65536,
@@ -437,6 +441,7 @@ class Settings:
     recrawl_after: float = _DEFAULTS["recrawl_after"]
     max_queued: int = _DEFAULTS["max_queued"]
     seed_file: str = _DEFAULTS["seed_file"]
+    kafka_seeds: str = _DEFAULTS["kafka_seeds"]
     seed_interval: float = _DEFAULTS["seed_interval"]
     sitemap_urls: tuple[str, ...] = _DEFAULTS["sitemap_urls"]
     sitemap_lastmod_max: int = _DEFAULTS["sitemap_lastmod_max"]

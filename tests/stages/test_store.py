@@ -22,6 +22,7 @@ from ..cli.test_cli import cli
 from ..conftest import REDIS, flush, token
 from ..es_server import ESServer
 from ..hbase_server import HBaseServer
+from ..kafka_mock import MockKafka, read_topic
 from ..state.test_store_queue import finish_pages, queue_rt
 from ..stored_bytes import AT, LARGE, LETTER_PLAIN, LETTER_ZLIB, SMALL, STORE, as_written
 
@@ -202,6 +203,30 @@ def test_a_store_down_past_its_retries_keeps_the_page_as_a_dead_letter_until_rep
         assert [d["url"] for d in es.documents("dead").values()] == [entry["record"]["url"]]
         assert cli("dead-letters", "--json", env=env).stdout == ""
         assert rt.stats.read(crawl_id)["store/replayed"] == 1
+
+
+def test_a_kafka_store_down_past_its_retries_keeps_the_page_as_a_dead_letter_until_replayed(impatient, site):
+    rt, workers = impatient
+    env = rt.settings.to_env()
+    kafka = MockKafka()
+    try:
+        uri = f"kafka://{kafka.bootstrap}/dead-{token()}?timeout=1"
+        kafka.down()
+        url = f"{site.url}/page/{token()}"
+        crawl_id = _crawl_into(rt, workers, uri, [url])
+        stats = rt.stats.read(crawl_id)
+        assert stats["store/retries"] == 1 and stats["store/dead_letters"] == stats["store/failed"] == 1
+        assert "stored" not in stats
+        failed = cli("replay-dead", env=env)  # still down: kept
+        assert failed.returncode == 3 and "1 still failing" in failed.stdout
+        kafka.up()
+        done = cli("replay-dead", env=env)
+        assert done.returncode == 0 and "replayed 1 dead letter(s)" in done.stdout, done.stderr
+        [message] = read_topic(kafka.bootstrap, uri.split("/")[-1].split("?")[0], expect=1)
+        assert json.loads(message.value())["url"] == url and "<title>Page" in json.loads(message.value())["body"]
+        assert cli("dead-letters", "--json", env=env).stdout == ""
+    finally:
+        kafka.close()
 
 
 BATCH_DB = 14

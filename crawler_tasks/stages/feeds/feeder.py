@@ -88,7 +88,7 @@ def _locked_tick(rt: FeedDeps, config: FeedConfig, lock: FeedLock, batch: int | 
         return Tick(config.name, "failed", str(exc), fed)
     finally:
         fed.close()
-        _count_invalid(rt, fed)
+        count_invalid(rt, fed)
     return Tick(config.name, "fed", fed=fed)
 
 
@@ -98,7 +98,8 @@ def _claim_slot(rt: FeedDeps, config: FeedConfig) -> bool:
     return rt.feeds.claim_slot(config.name, now(), slot_ms)
 
 
-def _count_invalid(rt: FeedDeps, fed: Fed) -> None:
+def count_invalid(rt: FeedDeps, fed: Fed) -> None:
+    """Count the tick's malformed seeds (``seeds/invalid``) in the seed crawl."""
     if fed.invalid:
         crawl_id = rt.settings.seed_crawl_id
         rt.crawls.register(crawl_id)  # so `crawler-tasks seeds` lists it
