@@ -148,10 +148,12 @@ class KafkaStore:
             too_large = {k for k, err in refused.items() if err.code() == KafkaError.MSG_SIZE_TOO_LARGE}
             if not too_large:
                 raise StoreUnavailable(f"kafka store {self.target.display!r}: {_describe(exc, refused)}") from None
-        # The topic's own limit refused some: they are refused for good, the others go again.
-        failures = [RecordFailure(k, "kafka: the topic refused the message as too large (its "
-                                     "max.message.bytes is under the store's max_message_bytes)")
-                    for k in too_large]
+        # The topic's own limit refused some. Kafka refuses a producer batch whole, so each
+        # of them goes again alone: refused for good only if it is too large by itself.
+        if len(messages) == 1:
+            return [RecordFailure(messages[0][0], "kafka: the topic refused the message as too large "
+                                                  "(its max.message.bytes is under the store's max_message_bytes)")]
+        failures = [f for k, v in messages if k in too_large for f in self._send([(k, v)])]
         rest = [(k, v) for k, v in messages if k not in too_large]
         return failures + (self._send(rest) if rest else [])
 
