@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -34,14 +35,19 @@ import yaml
 from crawler_tasks.cli.local import free_port
 from crawler_tasks.cli.main import COMMANDS, _parser
 from crawler_tasks.core import routing
+from crawler_tasks.core.kafka_uri import parse_kafka_uri
 from crawler_tasks.core.settings import PIPELINES, SPECS, Settings
+from crawler_tasks.core.store_uris import split_uris
 from crawler_tasks.service.metrics import CrawlCollector
+
+from .kafka_mock import MockKafka
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
 #: What compose needs set to interpolate the file (it refuses to go on without them).
 SECRETS = {"FLOWER_BASIC_AUTH": "admin:test-secret", "GRAFANA_ADMIN_PASSWORD": "grafana-secret"}
-PROFILES = {"elasticsearch": {"elasticsearch"}, "hbase": {"hbase"}, "pools": {"fetcher", "parser", "storer"}}
+PROFILES = {"elasticsearch": {"elasticsearch"}, "hbase": {"hbase"}, "kafka": {"kafka", "kafka-feed"},
+            "pools": {"fetcher", "parser", "storer"}}
 CORE = {"redis", "worker", "beat", "flower", "metrics", "prometheus", "grafana"}
 POOLS = PROFILES["pools"]
 
@@ -236,13 +242,16 @@ def test_every_service_has_a_healthcheck_and_starts_once_what_it_needs_is_health
             assert dep in all_services, f"{name} depends on {dep}, which is no service"
             assert how["condition"] == "service_healthy", f"{name} waits for {dep} to start only"
             # A dependency outside every profile the service is in is optional.
-            assert how["required"] is (not all_services[dep].get("profiles")), (name, dep)
+            dep_profiles = set(all_services[dep].get("profiles") or [])
+            inside = not dep_profiles or bool(dep_profiles & set(service.get("profiles") or []))
+            assert how["required"] is inside, (name, dep)
     for name, service in crawler_services().items():
         assert "redis" in service["depends_on"], name
     assert set(all_services["prometheus"]["depends_on"]) == {"metrics"}
     assert set(all_services["grafana"]["depends_on"]) == {"prometheus"}
     for name in ("worker", *POOLS):  # the workers wait for the stores that run
-        assert set(all_services[name]["depends_on"]) == {"redis", "elasticsearch", "hbase"}
+        assert set(all_services[name]["depends_on"]) == {"redis", "elasticsearch", "hbase", "kafka"}
+    assert set(all_services["kafka-feed"]["depends_on"]) == {"redis", "kafka"}
 
 
 def test_the_crawler_healthchecks_run_tools_the_image_has():
@@ -303,7 +312,7 @@ def test_every_image_is_pinned_and_the_crawler_services_share_one():
         assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), (name, image)
     builds = {json.dumps(s["build"], sort_keys=True) for s in crawler_services().values()}
     assert len(builds) == 1 and {s["image"] for s in crawler_services().values()} == {"crawler-tasks:local"}
-    assert set(crawler_services()) == {"worker", "beat", "flower", "metrics", *POOLS}
+    assert set(crawler_services()) == {"worker", "beat", "flower", "metrics", "kafka-feed", *POOLS}
 
 
 def test_every_crawler_setting_exists_and_parses():
@@ -390,7 +399,57 @@ def test_the_stores_run_in_their_profiles():
     # The store URIs the compose file suggests name the services and ports that run.
     suggested = re.search(r"CRAWLER_STORE=(\S+)", (DOCKER / "compose.yml").read_text())[1]
     assert "elasticsearch://elasticsearch:9200/" in suggested and "hbase://hbase:9090/" in suggested
+    [kafka_store] = [uri for uri in split_uris(suggested) if uri.startswith("kafka://")]
+    assert parse_kafka_uri(kafka_store).servers == ("kafka:9092",)
     Settings.from_env({"CRAWLER_STORE": suggested})
+
+
+def _listeners(text: str) -> dict[str, str]:
+    """``NAME://host:port,...`` (Kafka's listeners) as {NAME: "host:port"}."""
+    return dict(item.split("://", 1) for item in text.split(","))
+
+
+def test_kafka_runs_in_its_profile_on_one_kraft_node_with_the_seed_feed_beside_it():
+    all_services = services()
+    kafka = all_services["kafka"]
+    repository, tag = kafka["image"].rsplit(":", 1)
+    assert repository == "apache/kafka" and tag.startswith("4."), kafka["image"]
+    env = kafka["environment"]
+    # KRaft, one node: broker and controller in one process, voting for itself alone.
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert not [k for k in env if "ZOOKEEPER" in k]
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == f"{env['KAFKA_NODE_ID']}@kafka:9093"
+    listeners, advertised = _listeners(env["KAFKA_LISTENERS"]), _listeners(env["KAFKA_ADVERTISED_LISTENERS"])
+    assert listeners["PLAINTEXT"] == ":9092" and listeners["CONTROLLER"] == ":9093"
+    assert env["KAFKA_CONTROLLER_LISTENER_NAMES"] == "CONTROLLER" and "CONTROLLER" not in advertised
+    assert advertised["PLAINTEXT"] == "kafka:9092" and env["KAFKA_INTER_BROKER_LISTENER_NAME"] == "PLAINTEXT"
+    protocols = dict(item.split(":") for item in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+    assert set(listeners) <= set(protocols)
+    # The host's port goes to a listener that advertises that same address: a client on the
+    # host is sent back to it, not to kafka:9092, which only the compose network resolves.
+    [port] = kafka["ports"]
+    [host_listener] = [n for n, a in listeners.items() if a.rpartition(":")[2] == str(port["target"])]
+    assert advertised[host_listener] == f"{port['host_ip']}:{port['published']}"
+    # Every internal topic has one replica, and one in sync is enough: the consumer offsets
+    # (the feed's commits) and the transaction state (the store writes in transactions).
+    for key in ("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+                "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR",
+                "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR"):
+        assert env[key] == "1", key
+    assert [(v["type"], v["source"], v["target"]) for v in kafka["volumes"]] == [
+        ("volume", "kafka-data", env["KAFKA_LOG_DIRS"])]
+    check = kafka["healthcheck"]["test"]
+    assert check[1].endswith("/kafka-broker-api-versions.sh") and option(check, "--bootstrap-server") == "localhost:9092"
+
+    feed = all_services["kafka-feed"]
+    assert argv(feed) == ["crawler-tasks", "feed", "kafka"]
+    seeds = parse_kafka_uri(feed["environment"]["CRAWLER_KAFKA_SEEDS"], what="CRAWLER_KAFKA_SEEDS")
+    assert seeds.servers == (advertised["PLAINTEXT"],) and seeds.topics == ("seeds",)
+    assert seeds.group == "crawler-seeds" and not seeds.tls and seeds.username is None
+    # The workers' settings (broker, store, private-network guard), and the seeds' topics.
+    assert {k: v for k, v in feed["environment"].items() if k != "CRAWLER_KAFKA_SEEDS"} == \
+        all_services["worker"]["environment"]
+    assert feed["depends_on"]["kafka"]["condition"] == "service_healthy" and feed["depends_on"]["kafka"]["required"]
 
 
 def test_every_mounted_file_exists():
@@ -485,12 +544,15 @@ def test_the_package_builds_from_exactly_the_files_the_image_copies(tmp_path):
 
 class Local:
     """A container's command line on this machine: its paths under ``tmp``, its ports free
-    ones, its listen address loopback, ``$HOSTNAME`` this host's name (Docker sets it to
-    the container's, which Celery's ``%h`` expands to)."""
+    ones, its listen address loopback, the other services' addresses (``host:port``) those
+    of their stand-ins here, ``$HOSTNAME`` this host's name (Docker sets it to the
+    container's, which Celery's ``%h`` expands to), and its process 1 (``/proc/1/``, the
+    container's own process) the process started here."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, hosts: dict[str, str] | None = None) -> None:
         self.tmp = tmp
         self.ports: dict[str, str] = {}
+        self.hosts = dict(hosts or {})
         for sub in ("tmp", "data"):
             (tmp / sub).mkdir(exist_ok=True)
 
@@ -501,6 +563,8 @@ class Local:
         value = value.replace("0.0.0.0", "127.0.0.1")
         for port, local in self.ports.items():
             value = re.sub(rf"(?<!\d){port}(?!\d)", local, value)
+        for host, local in self.hosts.items():
+            value = re.sub(rf"(?<![\w.-]){re.escape(host)}(?!\d)", local, value)
         return re.sub(r"(?<![\w.-])/(tmp|data)/", lambda m: f"{self.tmp}/{m[1]}/", value)
 
     def env(self, service: dict[str, Any]) -> dict[str, str]:
@@ -510,9 +574,9 @@ class Local:
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
         return env
 
-    def healthcheck(self, service: dict[str, Any]) -> list[str]:
+    def healthcheck(self, service: dict[str, Any], pid: int) -> list[str]:
         kind, *test = service["healthcheck"]["test"]
-        test = [self.text(t).replace("$$", "$") for t in test]
+        test = [self.text(t).replace("$$", "$").replace("/proc/1/", f"/proc/{pid}/") for t in test]
         return ["sh", "-c", test[0]] if kind == "CMD-SHELL" else test
 
 
@@ -523,8 +587,17 @@ def healthy(cmd: list[str], env: dict[str, str], cwd: Path) -> bool:
         return False
 
 
-def test_the_crawler_services_start_from_their_compose_commands_and_pass_their_healthchecks(rt, tmp_path):
-    local = Local(tmp_path)
+@pytest.fixture
+def kafka() -> Iterator[MockKafka]:
+    """Kafka for kafka-feed: librdkafka's mock cluster, with the feed's topic."""
+    cluster = MockKafka()
+    cluster.create_topic("seeds", 4)
+    yield cluster
+    cluster.close()
+
+
+def test_the_crawler_services_start_from_their_compose_commands_and_pass_their_healthchecks(rt, kafka, tmp_path):
+    local = Local(tmp_path, hosts={"kafka:9092": kafka.bootstrap})
     chosen = crawler_services()
     for service in chosen.values():
         port = option(argv(service), "--port")
@@ -542,7 +615,7 @@ def test_the_crawler_services_start_from_their_compose_commands_and_pass_their_h
         def until_healthy(name: str) -> bool:
             deadline = time.monotonic() + 90
             while time.monotonic() < deadline and procs[name].poll() is None:
-                if healthy(local.healthcheck(chosen[name]), envs[name], tmp_path):
+                if healthy(local.healthcheck(chosen[name], procs[name].pid), envs[name], tmp_path):
                     return True
                 time.sleep(1)
             return False
@@ -566,7 +639,7 @@ def test_the_crawler_services_start_from_their_compose_commands_and_pass_their_h
                 proc.kill()
     # With the service gone, its healthcheck fails (a ping waits 1 s for no answer, not 10).
     def down_check(name: str) -> list[str]:
-        return [a.replace("-t 10", "-t 1") for a in local.healthcheck(chosen[name])]
+        return [a.replace("-t 10", "-t 1") for a in local.healthcheck(chosen[name], procs[name].pid)]
 
     with ThreadPoolExecutor(len(chosen)) as pool:
         after = dict(zip(chosen, pool.map(lambda n: healthy(down_check(n), envs[n], tmp_path), chosen), strict=True))
