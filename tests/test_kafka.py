@@ -182,3 +182,20 @@ def test_feed_kafka_without_its_setting_or_its_cluster_is_one_line(tmp_path):
     env["CRAWLER_KAFKA_SEEDS"] = "kafka://127.0.0.1:1/"
     done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "CRAWLER_KAFKA_SEEDS 'kafka://127.0.0.1:1/': no topic" in done.stderr
+
+
+def test_two_feeds_in_one_group_share_the_topic_and_feed_each_seed_once(kafka_crawl, site):
+    c = kafka_crawl()
+    t = token()
+    urls = [f"{site.url}/page/{t}-{i}" for i in range(60)]
+    c.worker.start()
+    feeds_ = [c.feed("--batch", "5"), c.feed("--batch", "5")]
+    time.sleep(8)  # both joined: the group gave each of them partitions of the three
+    c.produce(*urls)
+    c.wait_stored(len(urls))
+    assert sorted(r.url for r in open_store(c.sqlite).records(c.crawl_id)) == sorted(urls)
+    status = feeds.status(c.rt, "kafka")
+    assert status["admitted"] == len(urls) and status["duplicates"] == 0  # no seed read by both
+    assert all(f.proc.poll() is None for f in feeds_)
+    reading = [[line for line in f.log.read_text().splitlines() if "kafka feed: reading" in line][-1] for f in feeds_]
+    assert all(f"{c.seeds}[" in line for line in reading), reading  # each reads a share of the partitions

@@ -149,7 +149,7 @@ def test_replay_goes_on_past_letters_whose_store_cannot_be_opened_and_sends_them
             "is masked in Redis, so CRAWLER_STORE must name it",
             "still failing: http://site.test/unknown/0  -> mongo://db.internal/pages: unknown store "
             "'mongo://db.internal/pages': scheme 'mongo'; known: elasticsearch, elasticsearchs, "
-            "hbase, sqlite, warc"], first.stderr
+            "hbase, kafka, kafkas, sqlite, warc"], first.stderr
         assert [r.url for r in open_store(down).records("back")] == ["http://site.test/back/0"]
 
         elsewhere = str(tmp_path / "elsewhere.db")

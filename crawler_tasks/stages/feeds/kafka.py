@@ -79,7 +79,7 @@ class KafkaFeed:
 
     def run(self, stop: threading.Event) -> None:
         """Consume until ``stop`` is set, then leave the group (its partitions go to the others)."""
-        self.consumer.subscribe(list(self.target.topics))
+        self.consumer.subscribe(list(self.target.topics), on_assign=_assigned, on_revoke=_revoked)
         try:
             while not stop.is_set():
                 self.step()
@@ -164,6 +164,18 @@ class KafkaFeed:
             record(self.rt, tick)
         self.consumer.consume(self.batch, self.poll_s)  # paused: serves the group, returns nothing
         return tick
+
+
+def _assigned(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    log.info("kafka feed: reading %s", _names(partitions) or "no partition (more feeds than partitions)")
+
+
+def _revoked(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    log.info("kafka feed: no longer reading %s", _names(partitions))
+
+
+def _names(partitions: list[TopicPartition]) -> str:
+    return ", ".join(f"{p.topic}[{p.partition}]" for p in partitions)
 
 
 def _text_of(value: bytes | None) -> str:
