@@ -59,7 +59,7 @@ class FaultCrawl:
         self.tmp_path = tmp_path
         self.settings = Settings(broker_url=broker, redis_url=redis_url, key_prefix=f"fault{token()}",
                                  store=self.store,
-                                 **{"visibility_timeout": 10, "retry_backoff": 0.1, **UNTHROTTLED, **overrides})
+                                 **{"visibility_timeout": 5, "retry_backoff": 0.1, **UNTHROTTLED, **overrides})
         self.rt = Runtime(self.settings, create_app(self.settings))
         self.crawl_id = f"fault-{token()}"
         self.seed = f"{site.url}/tree/{token()}/0?size={PAGES}&delay=0.3"
@@ -267,7 +267,7 @@ def test_rabbitmq_restarted_mid_crawl(make_crawl, amqp_vhost):
 
 
 @pytest.mark.slow
-def test_store_locked_for_12s_mid_crawl_drops_nothing(make_crawl):
+def test_store_locked_for_8s_mid_crawl_drops_nothing(make_crawl):
     """Longer than a writer's busy wait (5 s) and its first backoff: the records wait and retry."""
     crawl = make_crawl(broker=f"{REDIS}/{FAULT_DB}")
     crawl.submit()
@@ -276,7 +276,7 @@ def test_store_locked_for_12s_mid_crawl_drops_nothing(make_crawl):
     locker = sqlite3.connect(crawl.store, isolation_level=None)
     locker.execute("BEGIN EXCLUSIVE")  # every writer now fails: the store is down
     try:
-        time.sleep(12)
+        time.sleep(8)
     finally:
         locker.execute("ROLLBACK")
         locker.close()

@@ -358,6 +358,10 @@ SPECS: tuple[Spec, ...] = (
          "Characters of visible text kept per page."),
     Spec("CRAWLER_CLAIM_TTL", "claim_ttl", int, 86400,
          "Seconds a fetched body waits in Redis for its parse task (split pipeline)."),
+    Spec("CRAWLER_CRAWL_REFRESH_S", "crawl_refresh_s", _number, 5.0,
+         "Seconds a worker keeps a crawl's configuration and state (domains, limits, paused, "
+         "cancelled) before reading it from Redis again: a pause or cancel reaches every "
+         "worker within this."),
     Spec("CRAWLER_KEY_PREFIX", "key_prefix", str, "crawler",
          "Prefix of every Redis key this package writes."),
     Spec("CRAWLER_STATE_MAX_RETRIES", "state_max_retries", int, 10,
@@ -442,6 +446,7 @@ class Settings:
     max_queued: int = _DEFAULTS["max_queued"]
     seed_file: str = _DEFAULTS["seed_file"]
     kafka_seeds: str = _DEFAULTS["kafka_seeds"]
+    crawl_refresh_s: float = _DEFAULTS["crawl_refresh_s"]
     seed_interval: float = _DEFAULTS["seed_interval"]
     sitemap_urls: tuple[str, ...] = _DEFAULTS["sitemap_urls"]
     sitemap_lastmod_max: int = _DEFAULTS["sitemap_lastmod_max"]
@@ -470,7 +475,7 @@ class Settings:
         if self.worker_concurrency is None:  # (an unknown pool is refused below)
             object.__setattr__(self, "worker_concurrency", POOL_CONCURRENCY.get(self.worker_pool, 1))
             object.__setattr__(self, "_derived", (*self._derived, "worker_concurrency"))
-        for name in ("download_timeout", "visibility_timeout", "download_maxsize", "claim_ttl"):
+        for name in ("download_timeout", "visibility_timeout", "download_maxsize", "claim_ttl", "crawl_refresh_s"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         for name in ("max_depth", "max_retries", "redirect_max_times", "store_max_retries",

@@ -1,7 +1,7 @@
 """Crawl control: pause, resume and cancel one crawl without touching the others.
 
 The state is in Redis (the crawl's ``control`` field), so it holds across worker
-restarts. A worker sees it within :attr:`~crawler_tasks.state.crawls.Crawls.CACHE_SECONDS`
+restarts. A worker sees it within :attr:`~crawler_tasks.state.crawls.Crawls.cache_seconds`
 when a fetch of the crawl comes up: a paused crawl's fetch is held in Redis (its task
 id stays outstanding, so the crawl is not drained and nothing is lost) until
 :func:`resume` publishes it again; a cancelled crawl's fetch ends unfetched, counted
@@ -42,7 +42,7 @@ def resume(rt: FetchDeps, crawl_id: str, *, settle_s: float | None = None) -> in
     yet seen the resume. Returns how many were published."""
     rt.crawls.set_control(crawl_id, None)
     sent = _release(rt, crawl_id)
-    time.sleep(rt.crawls.CACHE_SECONDS + 0.5 if settle_s is None else settle_s)
+    time.sleep(rt.crawls.cache_seconds + 0.5 if settle_s is None else settle_s)
     return sent + _release(rt, crawl_id)
 
 
@@ -51,7 +51,7 @@ def cancel(rt: FetchDeps, crawl_id: str, *, settle_s: float | None = None) -> in
     ``cancelled``, no record); returns how many held ones were dropped now."""
     rt.crawls.set_control(crawl_id, CANCELLED)
     dropped = _drop_held(rt, crawl_id)
-    time.sleep(rt.crawls.CACHE_SECONDS + 0.5 if settle_s is None else settle_s)
+    time.sleep(rt.crawls.cache_seconds + 0.5 if settle_s is None else settle_s)
     return dropped + _drop_held(rt, crawl_id)
 
 

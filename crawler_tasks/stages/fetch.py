@@ -67,7 +67,7 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool =
     limits = rt.limits(req.crawl_id)  # the crawl's limits, resolved once for the page
     if limits.control is not None:  # paused or cancelled (seen within the config cache)
         if inline and limits.control == control.PAUSED:  # crawl.page waits in its own task
-            return Defer(req, time.time() + rt.crawls.CACHE_SECONDS)
+            return Defer(req, time.time() + rt.crawls.cache_seconds)
         control.controlled(rt, req, task_id, limits.control)
         return None
     robots = rt.robots.check(req, task_id) if s.robotstxt_obey else ALLOW

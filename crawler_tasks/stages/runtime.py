@@ -55,7 +55,7 @@ class Runtime:
         self.keys = Keys(settings.key_prefix)
         self.gate = Gate(self.redis, self.keys, replay_ttl=settings.replay_ttl,
                          seen=make_filter(settings, self.keys))
-        self.crawls = Crawls(self.redis, self.keys)
+        self.crawls = Crawls(self.redis, self.keys, cache_seconds=settings.crawl_refresh_s)
         self.claims = Claims(self.redis, self.keys, ttl=settings.claim_ttl)
         self.stats = Stats(self.redis, self.keys)
         self.store_queue = StoreQueue(self.redis, self.keys)

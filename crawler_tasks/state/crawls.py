@@ -26,13 +26,14 @@ DOMAIN_FIELD = "domain:"
 class Crawls:
     """Reads and writes crawl configuration and the outstanding-task sets."""
 
-    #: Workers see a crawl's new domains or limits within this many seconds.
-    CACHE_SECONDS = 5.0
     CACHE_SIZE = 1024
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, *, cache_seconds: float = 5.0) -> None:
         self.client = client
         self.keys = keys
+        #: Workers see a crawl's new domains, limits and state (paused, cancelled) within
+        #: this many seconds (``CRAWLER_CRAWL_REFRESH_S``).
+        self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, CrawlConfig]] = {}
 
     def register(self, crawl_id: str, *, domains: Iterable[str] = (), max_depth: int | None = None,
@@ -61,7 +62,7 @@ class Crawls:
     def config(self, crawl_id: str) -> CrawlConfig:
         """The crawl's configuration, cached for a few seconds per process."""
         hit = self._cache.get(crawl_id)
-        if hit and time.monotonic() - hit[0] < self.CACHE_SECONDS:
+        if hit and time.monotonic() - hit[0] < self.cache_seconds:
             return hit[1]
         fields = {k.decode(): v.decode() for k, v in self.client.hgetall(self.keys.crawl(crawl_id)).items()}
         config = CrawlConfig(
@@ -92,7 +93,7 @@ class Crawls:
 
     def set_control(self, crawl_id: str, control: str | None) -> None:
         """Pause (``paused``) or cancel (``cancelled``) the crawl, or run it again (None).
-        Workers see it within :attr:`CACHE_SECONDS`."""
+        Workers see it within :attr:`cache_seconds`."""
         if control is None:
             self.client.hdel(self.keys.crawl(crawl_id), "control")
         else:

@@ -32,7 +32,7 @@ class Cluster:
         redis.Redis.from_url(url).flushdb()
         self.store = str(tmp_path / "pages.db")
         self.settings = Settings(broker_url=url, redis_url=url, key_prefix=f"ctl{token()}", store=self.store,
-                                 visibility_timeout=10, **UNTHROTTLED)
+                                 visibility_timeout=10, crawl_refresh_s=1.5, **UNTHROTTLED)
         self.rt = Runtime(self.settings, create_app(self.settings))
         self.tmp = tmp_path
         self.workers: list[Workers] = []
@@ -43,8 +43,8 @@ class Cluster:
         self.workers.append(w)
         return w
 
-    def submit(self, site, crawl_id: str, pages: int = PAGES) -> None:
-        submit_requests(self.rt, build_requests(f"{site.url}/tree/{token()}/0?size={pages}&delay=0.3",
+    def submit(self, site, crawl_id: str, pages: int = PAGES, delay: float = 0.3) -> None:
+        submit_requests(self.rt, build_requests(f"{site.url}/tree/{token()}/0?size={pages}&delay={delay}",
                                                 crawl_id=crawl_id))
 
     def stored(self, crawl_id: str) -> int:
@@ -68,13 +68,13 @@ def cluster(tmp_path) -> Iterator[Cluster]:
 def test_a_paused_crawl_waits_in_redis_survives_a_restart_and_completes_after_resume(cluster, site):
     a, b = f"a-{token()}", f"b-{token()}"
     cluster.submit(site, a)
-    cluster.submit(site, b)
+    cluster.submit(site, b, delay=0.1)  # the other crawl: only its end matters
     first = cluster.start()
     cluster.wait(lambda: cluster.stored(a) >= 3)
     control.pause(a, cluster.rt)
     cluster.wait(lambda: cluster.rt.crawls.outstanding(b) == 0)  # the other crawl is untouched
     assert sorted(cluster.records(b)) == sorted(set(cluster.records(b))) and len(cluster.records(b)) == PAGES
-    time.sleep(cluster.rt.crawls.CACHE_SECONDS + 1.5)  # every worker has seen the pause
+    time.sleep(cluster.rt.crawls.cache_seconds + 1.5)  # every worker has seen the pause
     held, stored = cluster.rt.crawls.held(a), cluster.stored(a)
     assert held > 0 and stored < PAGES and cluster.rt.crawls.outstanding(a) > 0  # not drained
     [state] = [c["state"] for c in control.list_crawls(cluster.rt) if c["crawl_id"] == a]
@@ -94,7 +94,7 @@ def test_a_paused_crawl_waits_in_redis_survives_a_restart_and_completes_after_re
 def test_a_cancelled_crawl_stores_nothing_more_and_ends(cluster, site):
     a, b = f"a-{token()}", f"b-{token()}"
     cluster.submit(site, a, pages=160)
-    cluster.submit(site, b)
+    cluster.submit(site, b, delay=0.1)
     cluster.start()
     cluster.wait(lambda: cluster.stored(a) >= 3)
     control.cancel(a, cluster.rt)

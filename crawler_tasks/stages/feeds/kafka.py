@@ -48,10 +48,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__package__)
 
 KAFKA = "kafka"
-#: Seconds a step waits for messages, and between looks while the queue is full.
+#: Seconds a step waits for messages.
 POLL_S = 1.0
-#: A feed process that stops answering (killed) loses its partitions to the others after this.
-SESSION_TIMEOUT_MS = 10_000
+#: Seconds between two looks at the queue while the feed is paused.
+HOLD_S = 0.25
+#: A feed process that stops answering (killed) loses its partitions to the others after this
+#: (Kafka's least by default), its heartbeats a third of it.
+SESSION_TIMEOUT_MS = 6_000
 
 
 class KafkaFeed:
@@ -64,7 +67,8 @@ class KafkaFeed:
         self.poll_s = poll_s
         self.consumer = Consumer({**target.client_config(), "group.id": target.group,
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                  "session.timeout.ms": SESSION_TIMEOUT_MS, "logger": log, "log_level": 4})
+                                  "session.timeout.ms": SESSION_TIMEOUT_MS,
+                                  "heartbeat.interval.ms": SESSION_TIMEOUT_MS // 3, "logger": log, "log_level": 4})
         self.paused = False
 
     def check(self, timeout: float = 5.0) -> None:
@@ -162,7 +166,7 @@ class KafkaFeed:
             self.paused = True
             log.info("kafka feed: paused: %s", reason)
             record(self.rt, tick)
-        self.consumer.consume(self.batch, self.poll_s)  # paused: serves the group, returns nothing
+        self.consumer.consume(self.batch, min(self.poll_s, HOLD_S))  # paused: serves the group, returns nothing
         return tick
 
 
