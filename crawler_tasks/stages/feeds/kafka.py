@@ -117,8 +117,9 @@ class KafkaFeed:
         finally:
             fed.close()
         self._commit(last)
-        count_invalid(self.rt, fed)
-        return record(self.rt, Tick(KAFKA, "fed", fed=fed))
+        tick = Tick(KAFKA, "fed", fed=fed)
+        self._note(tick, fed)
+        return tick
 
     def _judge(self, messages: list[Any], fed: Fed) -> tuple[list[CrawlRequest], dict, dict]:
         """The batch's seeds, and its first and last offset per partition."""
@@ -140,6 +141,16 @@ class KafkaFeed:
             except BadInput as exc:
                 fed.refuse(f"message {msg.topic()}[{msg.partition()}]@{msg.offset()}", exc)
         return requests, first, last
+
+    def _note(self, tick: Tick, fed: Fed | None = None) -> None:
+        """The batch's outcome in the feed's status, and its malformed seeds counted; a
+        state Redis that is down loses the note, not the feed (it rides the outage out)."""
+        try:
+            if fed is not None:
+                count_invalid(self.rt, fed)
+            record(self.rt, tick)
+        except redis.RedisError as exc:
+            log.warning("kafka feed: status not recorded: %s", exc)
 
     def _commit(self, last: dict[tuple[str, int], int]) -> None:
         if not last:
@@ -165,7 +176,7 @@ class KafkaFeed:
         if not self.paused:
             self.paused = True
             log.info("kafka feed: paused: %s", reason)
-            record(self.rt, tick)
+            self._note(tick)
         self.consumer.consume(self.batch, min(self.poll_s, HOLD_S))  # paused: serves the group, returns nothing
         return tick
 
