@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..state.round_trip import RoundTrip
     from ..state.stats import Stats
     from ..state.store_queue import StoreQueue
-    from ..state.unpublished import Unpublished
+    from ..state.unpublished import SeedCalls, Unpublished
 
 
 class Configured(Protocol):
@@ -61,6 +61,8 @@ class EnqueueDeps(Configured, Protocol):
     def store_queue(self) -> StoreQueue: ...
     @property
     def unpublished(self) -> Unpublished: ...
+    @property
+    def seed_calls(self) -> SeedCalls: ...
     @property
     def callbacks(self) -> Callbacks: ...
     @property

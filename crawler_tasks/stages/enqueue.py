@@ -9,6 +9,7 @@ everything else goes through Celery.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from ..core.limits import Limits
     from ..state.fetch_queue import FetchQueue
     from .deps import EnqueueDeps, MoverDeps
+
+log = logging.getLogger(__name__)
 
 
 def new_task_ids(n: int) -> list[str]:
@@ -64,6 +67,19 @@ def fetches(rt: EnqueueDeps, requests: Sequence[CrawlRequest]) -> int:
     candidates = [Candidate(r.fingerprint, tid, r.dont_filter)
                   for r, tid in zip(requests, new_task_ids(len(requests)))]
     try:
+        call = rt.seed_calls.begin(crawl_id, [(c.task_id, r) for c, r in zip(candidates, requests)])
+    except Exception:
+        _keep(rt, crawl_id, taken)
+        raise
+    try:
+        return _admit_and_publish(rt, crawl_id, requests, candidates, taken, repeats)
+    finally:  # published, or handled here; only a call killed half-way stays journaled
+        rt.seed_calls.end(call)
+
+
+def _admit_and_publish(rt: EnqueueDeps, crawl_id: str, requests: list[CrawlRequest],
+                       candidates: list[Candidate], taken: list[CrawlRequest], repeats: int) -> int:
+    try:
         task_ids = rt.gate.admit(crawl_id, candidates, max_pages=rt.limits(crawl_id).max_pages,
                                  counts={counters.DUPLICATES: repeats})
     except Exception:
@@ -80,6 +96,28 @@ def fetches(rt: EnqueueDeps, requests: Sequence[CrawlRequest]) -> int:
                                         f"the seeds ({i} of {len(admitted)} enqueued): {exc}") from None
             raise
     return len(admitted)
+
+
+def recover_seed_calls(rt: EnqueueDeps) -> int:
+    """Publish again the seeds of seed calls that died between the gate and the broker
+    (:class:`~crawler_tasks.state.unpublished.SeedCalls`): those still outstanding. How many."""
+    total = 0
+    for crawl_id, seeds in rt.seed_calls.take_dead():
+        pending = rt.gate.pending(crawl_id, [tid for tid, _ in seeds])
+        sent = 0
+        left = [seed for seed, still in zip(seeds, pending) if still]
+        for i, (task_id, request) in enumerate(left):
+            try:
+                publish_fetch(rt, request, task_id)
+            except Exception:
+                rt.seed_calls.begin(crawl_id, left[i:])  # the rest, for a later look
+                raise
+            sent += 1
+        if sent:
+            log.warning("published %s seed(s) of crawl %s again: the call that gated them died before "
+                        "publishing them", sent, crawl_id)
+        total += sent
+    return total
 
 
 #: Unpublished seeds taken back per seed call.

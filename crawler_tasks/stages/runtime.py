@@ -39,7 +39,7 @@ from ..state.round_trip import RoundTrip
 from ..state.seen import make_filter
 from ..state.stats import Stats
 from ..state.store_queue import StoreQueue
-from ..state.unpublished import Unpublished
+from ..state.unpublished import SeedCalls, Unpublished
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -61,6 +61,7 @@ class Runtime:
         self.store_queue = StoreQueue(self.redis, self.keys)
         self.dead_letters = DeadLetters(self.redis, self.keys)
         self.unpublished = Unpublished(self.redis, self.keys)
+        self.seed_calls = SeedCalls(self.redis, self.keys)
         self.callbacks = Callbacks(self.redis, self.keys)
         #: Pipelines carrying several components' commands in one round trip.
         self.round_trip = RoundTrip(self.redis)

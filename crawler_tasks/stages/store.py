@@ -335,8 +335,10 @@ class _Settled:
 
 def housekeeping(rt: StoreDeps) -> None:
     """Once a second, in every worker process: give back the batches of dead writers, move
-    due retries, note drained crawls and send their ``on_done`` callbacks."""
+    due retries, publish the seeds of seed calls that died half-way, note drained crawls
+    and send their ``on_done`` callbacks."""
     rt.store_queue.tick()
+    enqueue.recover_seed_calls(rt)
     note_finished(rt)
     call_back_done(rt)
 

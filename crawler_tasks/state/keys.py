@@ -225,6 +225,15 @@ class Keys:
         """HASH crawl id -> its counters (JSON) as last written to its store's statistics."""
         return f"{self.prefix}:stats_flushed"
 
+    def seeding(self) -> str:
+        """HASH seed call id -> the seeds it gates and publishes (crawl id, task ids and
+        requests), kept while the call runs (:mod:`~crawler_tasks.state.unpublished`)."""
+        return f"{self.prefix}:{{seeding}}:calls"
+
+    def seeding_since(self) -> str:
+        """ZSET seed call id -> when it began (Unix time)."""
+        return f"{self.prefix}:{{seeding}}:since"
+
     def crawls(self) -> str:
         """SET of every crawl id seen."""
         return f"{self.prefix}:crawls"

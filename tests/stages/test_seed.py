@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import pytest
 
+from crawler_tasks.backends import open_store
+from crawler_tasks.cli.local import wait_drained
 from crawler_tasks.core.addresses import AddressPolicy
 from crawler_tasks.core.errors import BadInput, BlockedSeed
 from crawler_tasks.stages.seed import build_requests, parse_seed_line, refuse_blocked
+
+from ..conftest import token
 
 
 def test_a_seed_line_is_a_url_or_a_json_seed_object():
@@ -42,3 +46,26 @@ def test_a_seed_naming_a_refused_address_refuses_the_whole_submission():
     # A host name is left to the worker, which judges what it resolves to.
     refuse_blocked(build_requests(["http://metadata.google.internal/"]), AddressPolicy())
     refuse_blocked(build_requests(["http://10.0.0.1/"]), AddressPolicy(allowlist=("10.0.0.0/8",)))
+
+
+def test_seeds_of_a_call_killed_between_the_gate_and_the_broker_are_published_again(rt, worker, site, monkeypatch):
+    from crawler_tasks.core.policy import now_iso
+    from crawler_tasks.stages import enqueue
+    from crawler_tasks.state import unpublished
+    from crawler_tasks.state.gate import Candidate
+
+    crawl_id = f"died-{token()}"
+    urls = [f"{site.url}/page/{token()}-{i}" for i in range(3)]
+    reqs = build_requests(urls, crawl_id=crawl_id)
+    rt.crawls.register(crawl_id, domains={"127.0.0.1"})
+    # What a seed call does up to the broker; then its process dies.
+    candidates = [Candidate(r.fingerprint, tid) for r, tid in zip(reqs, enqueue.new_task_ids(len(reqs)))]
+    rt.seed_calls.begin(crawl_id, [(c.task_id, r) for c, r in zip(candidates, reqs)])
+    assert rt.gate.admit(crawl_id, candidates) == [c.task_id for c in candidates]
+    rt.crawls.running(crawl_id, now_iso())
+    assert enqueue.recover_seed_calls(rt) == 0  # not yet: the call may still be running
+    monkeypatch.setattr(unpublished, "STALE_S", 0.0)
+    assert enqueue.recover_seed_calls(rt) == 3
+    assert enqueue.recover_seed_calls(rt) == 0  # taken once
+    wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=30, workers=worker)
+    assert sorted(r.url for r in open_store(rt.settings.store).records(crawl_id)) == sorted(urls)
