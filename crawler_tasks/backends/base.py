@@ -25,6 +25,26 @@ class WriteOnlyStore(BadInput):
     own tools)."""
 
 
+class WriteOnly:
+    """The reads of a write-only store: :meth:`records` raises :class:`WriteOnlyStore`
+    (naming the store and how to read it instead), :meth:`get` finds nothing (a recrawl
+    through it revalidates nothing) and :meth:`count` is 0 (counting would mean reading
+    it all)."""
+
+    #: The store as messages name it, and how to read what it wrote.
+    shown: str
+    read_with: str
+
+    def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
+        raise WriteOnlyStore(f"{self.shown} is write-only: {self.read_with}")
+
+    def get(self, fingerprint: str) -> PageRecord | None:
+        return None
+
+    def count(self, crawl_id: str | None = None) -> int:
+        return 0
+
+
 class Store(Protocol):
     """What the store stage needs from a backend."""
 

@@ -22,8 +22,7 @@ refused (the dead letters, with the reason). A topic whose own limit
 (``max.message.bytes``) is lower refuses larger messages: set ``max_message_bytes`` under it.
 
 Write-only: Kafka is read by its consumers, not by ``crawler-tasks export`` or a
-recrawl's validators (``records`` raises :class:`~crawler_tasks.backends.base.WriteOnlyStore`,
-``get`` finds nothing, ``count`` is 0).
+recrawl's validators (:class:`~crawler_tasks.backends.base.WriteOnly`).
 
 One producer per store and process (a forked child builds its own: librdkafka does not
 survive a fork), its transactional id unique to the process; batches go one at a time.
@@ -36,16 +35,16 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..core import codec
 from ..core.errors import StoreUnavailable, UnknownStore
-from ..core.kafka_uri import BadKafkaURI, KafkaTarget, parse_kafka_uri
+from ..core.kafka_uri import BadKafkaURI, KafkaTarget, error_text, parse_kafka_uri
 from ..core.models import PageRecord
-from .base import RecordFailure, WriteOnlyStore
+from .base import RecordFailure, WriteOnly
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +72,7 @@ def message_of(record: PageRecord, limit: int) -> tuple[bytes | None, str]:
                   f"{limit}-byte message limit (max_message_bytes)")
 
 
-class KafkaStore:
+class KafkaStore(WriteOnly):
     """Records as JSON messages keyed by fingerprint, a transaction per batch (see the module doc)."""
 
     def __init__(self, target: KafkaTarget) -> None:
@@ -81,6 +80,8 @@ class KafkaStore:
             raise UnknownStore(f"kafka store {target.display!r}: name one topic, not {len(target.topics)}")
         self.target = target
         self.topic = target.topics[0]
+        self.shown = f"kafka store {target.display!r}"
+        self.read_with = "read the topic with a Kafka consumer"
         self._lock = threading.Lock()
         self._producer: Producer | None = None
         self._pid = 0
@@ -112,16 +113,6 @@ class KafkaStore:
             with self._lock:
                 failures += self._send(messages)
         return failures
-
-    def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
-        raise WriteOnlyStore(f"kafka store {self.target.display!r} is write-only: read the topic "
-                             "with a Kafka consumer")
-
-    def get(self, fingerprint: str) -> PageRecord | None:
-        return None  # not read back: a recrawl through it revalidates nothing
-
-    def count(self, crawl_id: str | None = None) -> int:
-        return 0  # not read back
 
     def close(self) -> None:
         with self._lock:
@@ -194,8 +185,7 @@ class KafkaStore:
 
 def _describe(exc: BaseException, refused: dict[str, KafkaError]) -> str:
     """One line: Kafka's error, and the first message error behind it."""
-    error = exc.args[0] if exc.args else exc
-    text = error.str() if isinstance(error, KafkaError) else str(error)
+    text = error_text(exc)
     if refused:
         first = next(iter(refused.values()))
         text += f" ({len(refused)} message(s) not delivered: {first.str()})"

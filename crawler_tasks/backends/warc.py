@@ -51,7 +51,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -63,7 +63,7 @@ from warcio.warcwriter import WARCWriter
 
 from ..core.errors import StoreUnavailable, UnknownStore
 from ..core.models import PageRecord
-from .base import RecordFailure, WriteOnlyStore
+from .base import RecordFailure, WriteOnly
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class _RawHeaders(StatusAndHeaders):
         self.headers_buff = self.to_bytes(header_filter, encoding="latin-1")
 
 
-class WARCStore:
+class WARCStore(WriteOnly):
     """Appends each record's request and response to this process's WARC file."""
 
     def __init__(self, directory: str, *, max_bytes: int = MAX_BYTES) -> None:
@@ -93,6 +93,8 @@ class WARCStore:
         if max_bytes <= 0:
             raise UnknownStore(f"warc store {directory!r}: max_bytes must be positive")
         self.directory = path
+        self.shown = f"warc store {str(path)!r}"
+        self.read_with = "read it with warcio (warcio index DIR/*.warc.gz)"
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._file: IO[bytes] | None = None
@@ -132,16 +134,6 @@ class WARCStore:
                 self._drop_file()
                 raise StoreUnavailable(f"warc store {str(self.directory)!r}: {exc}") from None
         return failures
-
-    def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
-        raise WriteOnlyStore(f"warc store {str(self.directory)!r} is write-only: read it with "
-                             "warcio (warcio index DIR/*.warc.gz)")
-
-    def get(self, fingerprint: str) -> PageRecord | None:
-        return None  # not read back: a recrawl through it revalidates nothing
-
-    def count(self, crawl_id: str | None = None) -> int:
-        return 0  # not read back (counting would mean reading every file)
 
     def close(self) -> None:
         with self._lock:

@@ -111,6 +111,14 @@ def parse_kafka_uri(uri: str, *, what: str = "kafka") -> KafkaTarget:
                        **_options(query, tls, bad))
 
 
+def error_text(exc: BaseException) -> str:
+    """The one line a librdkafka error says (a ``KafkaException`` holds a ``KafkaError``,
+    whose ``str()`` is the message alone), or the exception's own text."""
+    error = exc.args[0] if exc.args else exc
+    said = getattr(error, "str", None)
+    return said() if callable(said) else str(error)
+
+
 def _server(text: str, bad: Any) -> str:
     text = text.strip()
     if text.startswith("["):  # an IPv6 address: [::1]:9092

@@ -82,8 +82,10 @@ class SeedCalls:
                                               start=0, num=limit):
             if not self.client.zrem(self.keys.seeding_since(), call):
                 continue  # another worker took it
-            raw = self.client.hget(self.keys.seeding(), call)
-            self.client.hdel(self.keys.seeding(), call)
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.hget(self.keys.seeding(), call)
+                pipe.hdel(self.keys.seeding(), call)
+                raw, _ = pipe.execute()
             if raw is None:
                 continue
             entry = json.loads(raw)

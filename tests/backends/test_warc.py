@@ -13,7 +13,8 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler_tasks.backends import open_store
-from crawler_tasks.backends.warc import WARCStore, WriteOnlyStore
+from crawler_tasks.backends.base import WriteOnlyStore
+from crawler_tasks.backends.warc import WARCStore
 from crawler_tasks.core.errors import TLSFailure, UnknownStore
 from crawler_tasks.core.limits import Limits
 from crawler_tasks.core.models import CrawlRequest, PageRecord

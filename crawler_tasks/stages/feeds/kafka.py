@@ -33,7 +33,7 @@ import redis
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from ...core.errors import BadInput, BrokerUnavailable, FeedSourceUnavailable, QueueFull
-from ...core.kafka_uri import KafkaTarget
+from ...core.kafka_uri import KafkaTarget, error_text
 from ...core.models import CrawlRequest
 from .. import enqueue
 from ..seed import submit_requests
@@ -76,7 +76,7 @@ class KafkaFeed:
         try:
             found = self.consumer.list_topics(timeout=timeout).topics
         except KafkaException as exc:
-            raise FeedSourceUnavailable(f"kafka feed {self.target.display!r}: {_text(exc)}") from None
+            raise FeedSourceUnavailable(f"kafka feed {self.target.display!r}: {error_text(exc)}") from None
         missing = [t for t in self.target.topics if t not in found or found[t].error is not None]
         if missing:
             log.warning("kafka feed: topic(s) %s not there yet: waiting for them", ", ".join(missing))
@@ -159,7 +159,7 @@ class KafkaFeed:
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:  # e.g. a rebalance took the partition: its new reader re-reads
-            log.warning("kafka feed: offsets not committed (%s): the batch may be read again", _text(exc))
+            log.warning("kafka feed: offsets not committed (%s): the batch may be read again", error_text(exc))
 
     def _rewind(self, first: dict[tuple[str, int], int]) -> None:
         for (topic, partition), offset in first.items():
@@ -203,7 +203,3 @@ def _text_of(value: bytes | None) -> str:
     except UnicodeDecodeError:
         raise BadInput("a message that is not UTF-8") from None
 
-
-def _text(exc: KafkaException) -> str:
-    error = exc.args[0] if exc.args else exc
-    return error.str() if isinstance(error, KafkaError) else str(error)
