@@ -44,6 +44,10 @@ SECTIONS: tuple[tuple[str, tuple[str, str], tuple[str, ...]], ...] = (
         "CRAWLER_PROXIES", "CRAWLER_BAN_PATTERN", "CRAWLER_BAN_THRESHOLD", "CRAWLER_PROXY_BENCH_S")),
     ("Private networks", ("security defaults", "security.md#security-defaults"), (
         "CRAWLER_DENY_PRIVATE_NETWORKS", "CRAWLER_PRIVATE_ALLOWLIST")),
+    ("Rendering", ("rendering", "rendering.md"), (
+        "CRAWLER_RENDER_HOSTS", "CRAWLER_RENDER_BROWSER", "CRAWLER_RENDER_WAIT", "CRAWLER_RENDER_TIMEOUT_S",
+        "CRAWLER_RENDER_BLOCK", "CRAWLER_RENDER_MAX_REQUESTS", "CRAWLER_RENDER_PAGES_PER_BROWSER",
+        "CRAWLER_RENDER_BROWSER_MAX_MIB")),
     ("The gate", ("the gate", "gate.md"), (
         "CRAWLER_DEDUP", "CRAWLER_BLOOM_CAPACITY", "CRAWLER_BLOOM_ERROR_RATE",
         "CRAWLER_RECRAWL_AFTER", "CRAWLER_MAX_QUEUED")),

@@ -13,21 +13,26 @@ import redis
 from rich.console import Console
 
 from ..backends import open_store
-from ..core import counters
+from ..core import counters, routing
 from ..core.addresses import parse_allowlist
 from ..core.errors import BadInput, CrawlerError, CrawlStateLost, StoreUnavailable
 from ..core.program import parse_plugins, program_of
 from ..core.settings import Settings
 from ..core.store_uris import masked
 from ..core.urls import host_of
+from ..net.render import browser_problem
 from ..service.celery_app import create_app
 from ..stages.runtime import current
 from ..stages.seed import build_requests, submit_requests
 from ..stages.store import flush_stats
+from ..state.queues import queue_depths
 from .common import absolute_store
 from .demo_site import DemoSite
 from .local import CrawlWatch, EmbeddedRedis, Workers, reachable, wait_drained
 from .top import TTY_INTERVAL, LiveView
+
+#: Pages one render worker of ``crawler-tasks crawl`` renders at once (one browser).
+RENDER_CONCURRENCY = 4
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
@@ -95,6 +100,50 @@ def _allow_seed_hosts(settings: Settings, requests: list) -> Settings:
     return settings.replace(private_allowlist=(*settings.private_allowlist, *hosts))
 
 
+def _render_seed_hosts(settings: Settings, requests: list) -> Settings:
+    """``settings`` that render every page of the seeds' hosts (``--render``)."""
+    hosts = tuple(sorted({host_of(r.url) for r in requests}))
+    return settings.replace(render_hosts=tuple(dict.fromkeys((*settings.render_hosts, *hosts))))
+
+
+class _Renderers:
+    """The crawl's render worker: started once a page to render waits for one (at once with
+    ``--render``), never otherwise. It must find its browser, or the crawl stops there
+    (resumable with ``--crawl-id``)."""
+
+    #: Seconds between two looks at the render queue.
+    LOOK_S = 1.0
+
+    def __init__(self, settings: Settings, app: Any, crawl_id: str, say: Any = print) -> None:
+        self.settings, self.app, self.crawl_id, self.say = settings, app, crawl_id, say
+        self.workers: Workers | None = None
+        self._looked = 0.0
+
+    def start(self) -> None:
+        problem = browser_problem(self.settings)
+        if problem:
+            raise BadInput(f"pages to render, but {problem}")
+        self.workers = Workers(self.settings, name=f"{self.crawl_id}-render@%h", queues=(routing.RENDER_QUEUE,),
+                               pool="threads", concurrency=RENDER_CONCURRENCY).start()
+        self.say("starting a render worker (Chromium) for the pages to render")
+
+    def __call__(self) -> None:
+        if self.workers is not None:
+            if not self.workers.alive():
+                raise CrawlerError("the render worker exited before the crawl drained")
+            return
+        now = time.monotonic()
+        if now - self._looked < self.LOOK_S:
+            return
+        self._looked = now
+        if queue_depths(self.app, self.settings)[routing.RENDER_QUEUE]["total"]:
+            self.start()
+
+    def stop(self, timeout: float) -> None:
+        if self.workers is not None:
+            self.workers.stop(timeout=timeout)
+
+
 def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     """Run workers on this machine, submit ``requests`` and wait until their crawl drains.
 
@@ -103,16 +152,23 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     started outlives it.
     """
     settings = _allow_seed_hosts(_validate_crawl_options(args, Settings.from_env()), requests)
+    if getattr(args, "render", False):
+        settings = _render_seed_hosts(settings, requests)
     crawl_id = requests[0].crawl_id
     embedded: EmbeddedRedis | None = None
     workers: Workers | None = None
+    renderers: _Renderers | None = None
     try:
         if not reachable(settings):
             print("broker not reachable: starting an embedded Redis", file=sys.stderr)
             embedded = EmbeddedRedis().start()
             settings = settings.replace(broker_url=embedded.url, redis_url=embedded.url)
         workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h")
-        rt = current(create_app(settings))
+        app = create_app(settings)
+        rt = current(app)
+        renderers = _Renderers(settings, app, crawl_id, say=lambda line: print(line, file=sys.stderr))
+        if settings.render_hosts:
+            renderers.start()
         workers.start()
         started = time.monotonic()
         accepted = submit_requests(rt, requests, max_depth=args.max_depth,
@@ -120,8 +176,14 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
                                    plugins=args.plugins)
         with _Progress(rt, crawl_id, started, quiet=args.quiet) as progress:
             watch = CrawlWatch(rt, crawl_id, settings.stall_timeout, say=progress.say)
+            renderers.say = progress.say
+
+            def tick() -> None:
+                renderers()
+                progress()
+
             try:
-                wait_drained(watch.drained, tick=progress, workers=workers)
+                wait_drained(watch.drained, tick=tick, workers=workers)
             except CrawlStateLost as exc:
                 raise CrawlStateLost(f"{exc}: {_stored_count(settings.store, crawl_id)} of its pages are "
                                      f"stored in {masked(settings.store)}; run the same command with "
@@ -135,7 +197,7 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
               f"stops at once); resume with --crawl-id {crawl_id}", file=sys.stderr)
         raise
     finally:
-        _shut_down(settings, workers, embedded)
+        _shut_down(settings, workers, embedded, renderers)
     return {"crawl_id": crawl_id, "seeds_accepted": accepted, "elapsed": elapsed,
             "store": masked(settings.store), "stats": stats, "embedded": embedded is not None}
 
@@ -161,14 +223,18 @@ def _flush_stats(rt: Any, crawl_id: str) -> None:
         print(f"crawl statistics not written to the store: {exc}", file=sys.stderr)
 
 
-def _shut_down(settings: Settings, workers: Any, embedded: Any) -> None:
+def _shut_down(settings: Settings, workers: Any, embedded: Any, renderers: _Renderers | None = None) -> None:
     """Stop the workers warm (at once on a second signal), then the embedded Redis."""
     try:
         if workers is not None:
             try:
                 workers.stop(timeout=settings.download_timeout + 10)
+                if renderers is not None:
+                    renderers.stop(timeout=settings.download_timeout + settings.render_timeout_s + 10)
             except KeyboardInterrupt:
                 workers.kill()
+                if renderers is not None and renderers.workers is not None:
+                    renderers.workers.kill()
                 raise
     finally:
         if embedded is not None:

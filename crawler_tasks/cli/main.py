@@ -131,6 +131,9 @@ def _crawl_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-concurrency", type=int, default=None,
                    help="requests in flight to one host, 0 = no cap (default: CRAWLER_HOST_CONCURRENCY)")
     p.add_argument("--ignore-robots", action="store_true", help="do not read robots.txt")
+    p.add_argument("--render", action="store_true",
+                   help="render every page of the seeds' hosts in a browser (a render worker starts "
+                        "anyway once a rule or request asks for one)")
     _plugins_option(p, "the workers import them too")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
 

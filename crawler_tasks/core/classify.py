@@ -50,6 +50,8 @@ from .errors import (
     HeadersCut,
     MiddlewareRetry,
     ProxyFailure,
+    RenderFailed,
+    RenderTimeout,
     RequestFailed,
     ResponseIncomplete,
     TLSFailure,
@@ -87,6 +89,9 @@ FAILURE_FEEDBACK: dict[type[FetchError], FeedbackKind] = {
     TooManyRedirects: FeedbackKind.ERROR,
     BadStatus: FeedbackKind.ERROR,
     RequestFailed: FeedbackKind.ERROR,
+    # Made after the host was told of its document's download: listed for completeness.
+    RenderFailed: FeedbackKind.ERROR,
+    RenderTimeout: FeedbackKind.ERROR,
     # Made after the host heard what the response itself said: listed for completeness.
     MiddlewareRetry: FeedbackKind.ERROR,
 }

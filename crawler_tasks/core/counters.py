@@ -107,6 +107,11 @@ ITEMS = "items/kept"
 ITEMS_OVER_CAP = "items/over_cap"
 REQUESTS_REPLACED = "requests/replaced"
 CANCELLED = "cancelled"
+RENDERED = "render/pages"
+RENDER_UNSETTLED = "render/unsettled"
+RENDER_REQUESTS = "render/requests"
+RENDER_BLOCKED = "render/blocked"
+RENDER_REFUSED = "render/refused"
 
 # -- crawl counters: families ------------------------------------------------------------
 
@@ -231,6 +236,14 @@ REGISTRY: tuple[Counter, ...] = (
     Counter(REQUESTS_REPLACED, "requests a middleware replaced with another (sent through the gate), "
                                "neither fetched nor stored themselves"),
     PLUGIN_FAILED,
+    # rendering
+    Counter(RENDERED, "pages rendered in a browser (`crawl.render`) and parsed from their DOM"),
+    Counter(RENDER_UNSETTLED, "rendered pages read as they stood at `CRAWLER_RENDER_TIMEOUT_S`, before "
+                              "their wait condition"),
+    Counter(RENDER_REQUESTS, "requests rendered pages made (their documents included)"),
+    Counter(RENDER_BLOCKED, "requests of rendered pages for kinds `CRAWLER_RENDER_BLOCK` names, not made"),
+    Counter(RENDER_REFUSED, "requests of rendered pages refused: a private or metadata address, a method "
+                            "other than GET or HEAD, navigation away, past `CRAWLER_RENDER_MAX_REQUESTS`"),
     # crawl control
     Counter(CANCELLED, "fetches dropped because their crawl was cancelled (neither fetched nor stored)"),
     # stores

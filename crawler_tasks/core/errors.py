@@ -248,6 +248,23 @@ class RequestFailed(FetchError):
     reason = "request"
 
 
+class RenderFailed(FetchError):
+    """The browser could not render the page (it crashed, or could not start): a fresh one may."""
+
+    reason = "render_failed"
+    retryable = True
+
+
+class RenderTimeout(FetchError):
+    """The page's scripts held the browser past the render time limit and gave no DOM."""
+
+    reason = "render_timeout"
+
+
+class BrowserMissing(BadInput):
+    """No browser to render with: Playwright is not installed, or no Chromium at the path set."""
+
+
 class StoreUnavailable(CrawlerError):
     """A store backend could not take a write; the batch goes back to the store queue,
     retried with backoff."""

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .codec import dumps
-from .routing import FETCH_QUEUE, FETCH_TASK, TRACKED_HEADER
+from .routing import TRACKED_HEADER, fetch_route
 
 #: The embedded options of a task with no callbacks, chain or chord.
 _NO_EMBED: Mapping[str, Any] = {}
@@ -29,13 +29,15 @@ _NO_EMBED: Mapping[str, Any] = {}
 
 def fetch_message(request: Mapping[str, Any], task_id: str, *, url: str, priority: int,
                   delivery_tag: str | None = None) -> bytes:
-    """The JSON of a ``crawl.fetch`` message for ``request`` (its dict) as task ``task_id``,
-    tracked, with broker ``priority`` (the Redis step, :func:`~crawler_tasks.core.routing.broker_priority`)."""
+    """The JSON of a ``crawl.fetch`` message (``crawl.render`` when it says ``render``) for
+    ``request`` (its dict) as task ``task_id``, tracked, with broker ``priority`` (the Redis
+    step, :func:`~crawler_tasks.core.routing.broker_priority`)."""
+    task, queue = fetch_route(bool(request.get("render")))
     return dumps({
         "body": dumps([[request], {}, _NO_EMBED]).decode(),
         "content-type": "application/json",
-        "headers": {"task": FETCH_TASK, "id": task_id, "argsrepr": repr([url]), TRACKED_HEADER: 1},
+        "headers": {"task": task, "id": task_id, "argsrepr": repr([url]), TRACKED_HEADER: 1},
         "properties": {"correlation_id": task_id, "priority": priority,
-                       "delivery_info": {"exchange": "", "routing_key": FETCH_QUEUE},
+                       "delivery_info": {"exchange": "", "routing_key": queue},
                        "delivery_tag": delivery_tag or uuid.uuid4().hex},
     })

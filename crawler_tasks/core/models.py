@@ -56,6 +56,8 @@ class CrawlRequest:
     #: Who hears of the page once it is stored: ``{"on_page": <callback>, "follow": bool}``
     #: (``follow``: the pages found from it too); see :func:`callback`.
     notify: dict[str, Any] | None = None
+    #: Fetched by a ``crawl.render`` task: its document rendered in a browser before parsing.
+    render: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "url", validate_url(self.url))
@@ -87,6 +89,8 @@ class CrawlRequest:
                 raise BadInput(f"{name}: must be 0 or more")
         if not isinstance(self.dont_filter, bool):
             raise BadInput("dont_filter: must be true or false")
+        if not isinstance(self.render, bool):
+            raise BadInput("render: must be true or false")
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -119,7 +123,7 @@ class CrawlRequest:
 
     @classmethod
     def from_seed(cls, seed: str | dict[str, Any], **defaults: Any) -> CrawlRequest:
-        """Accept a URL string or a seed message ``{"url", "meta", "method", "_encoding"}``.
+        """Accept a URL string or a seed message ``{"url", "meta", "method", "render", ...}``.
 
         ``defaults`` (priority, meta, crawl_id, dont_filter) apply where the seed
         does not say otherwise; a seed's ``meta`` is merged over them.
@@ -133,7 +137,7 @@ class CrawlRequest:
             raise BadInput("meta: must be a JSON object")
         fields = dict(defaults)
         fields["meta"] = {**defaults.get("meta", {}), **meta}
-        for key in ("method", "headers", "priority", "crawl_id", "dont_filter"):
+        for key in ("method", "headers", "priority", "crawl_id", "dont_filter", "render"):
             if key in seed:
                 fields[key] = seed[key]
         return cls(url=seed["url"], **fields)
@@ -214,6 +218,12 @@ class PageRecord:
     items: list[dict[str, Any]] = field(default_factory=list)
     #: The rule that parsed the page (``module.function``); None: the default extraction.
     rule: str | None = None
+    #: How the page was rendered in a browser (:class:`~crawler_tasks.core.render.RenderReport`
+    #: as a dict: wait, settled, requests, blocked, refused, failed, ms); None: not rendered.
+    rendered: dict[str, Any] | None = None
+    #: The rendered page's DOM, serialized after its scripts ran (what was parsed), when the
+    #: store keeps bodies; ``body`` keeps the response as served.
+    dom: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-ready dict (shallow: its lists and dicts are shared)."""

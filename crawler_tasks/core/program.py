@@ -36,7 +36,8 @@ RuleResult = Any
 @dataclass(frozen=True)
 class Request:
     """A request a rule asks for: it goes through the gate and the priority bands like
-    any link found on a page (``dont_filter``: past the gate's seen filter)."""
+    any link found on a page (``dont_filter``: past the gate's seen filter; ``render``:
+    rendered in a browser by the ``crawl.render`` workers)."""
 
     url: str
     priority: int = 0
@@ -44,6 +45,7 @@ class Request:
     method: str = "GET"
     headers: dict[str, str] = field(default_factory=dict)
     dont_filter: bool = False
+    render: bool = False
 
 
 def as_child(wanted: Request, parent: CrawlRequest, *, url: str, depth: int) -> CrawlRequest:
@@ -52,7 +54,8 @@ def as_child(wanted: Request, parent: CrawlRequest, *, url: str, depth: int) -> 
     :class:`~crawler_tasks.core.errors.InvalidURL`...) when it cannot be one."""
     return CrawlRequest(url=url, method=wanted.method, headers=dict(wanted.headers), meta=dict(wanted.meta),
                         priority=int(wanted.priority), depth=depth, crawl_id=parent.crawl_id,
-                        dont_filter=bool(wanted.dont_filter), notify=inherited_notify(parent))
+                        dont_filter=bool(wanted.dont_filter), notify=inherited_notify(parent),
+                        render=bool(wanted.render))
 
 
 class Scope(Protocol):
@@ -104,6 +107,8 @@ class Rule:
     func: Callable[[Any], RuleResult]
     #: ``module.function``: the rule's name in counters, records and plugin lists.
     name: str
+    #: Whether the pages it parses are rendered in a browser first.
+    render: bool = False
 
     def matches(self, url: str, host: str) -> bool:
         return (self.host is None or self.host == host) and self.pattern.search(url) is not None
@@ -136,6 +141,11 @@ class Rules:
         subset._rules = [r for r in self._rules if within(r.name, plugins)]
         return subset
 
+    @property
+    def renders(self) -> bool:
+        """Whether any rule renders its pages in a browser."""
+        return any(r.render for r in self._rules)
+
     def pick(self, url: str, host: str, plugins: tuple[str, ...] = ()) -> Rule | None:
         """The rule for ``url``: of those that match (and belong to ``plugins``, when given),
         the one of highest priority; the first registered among equals."""
@@ -151,15 +161,17 @@ class Rules:
 RULES = Rules()
 
 
-def rule(pattern: str, *, host: str | None = None, follow: bool = True,
-         priority: int = 0) -> Callable[[Callable[[Any], RuleResult]], Callable[[Any], RuleResult]]:
+def rule(pattern: str, *, host: str | None = None, follow: bool = True, priority: int = 0,
+         render: bool = False) -> Callable[[Callable[[Any], RuleResult]], Callable[[Any], RuleResult]]:
     """Register the decorated function as the extractor of pages whose URL matches the
     regular expression ``pattern`` (searched anywhere in the URL), on ``host`` when given.
 
     The function receives a :class:`~crawler_tasks.stages.parse.rules.Page` and returns
     or yields items (dicts of JSON values) and :class:`Request` objects. With ``follow``
     the page's links are followed as on any page; without, only the requests it yields.
-    Of several rules that match a page, the one of highest ``priority`` runs.
+    Of several rules that match a page, the one of highest ``priority`` runs. With
+    ``render`` the pages it matches are rendered in a browser (``crawl.render`` workers)
+    before it sees them.
     """
     try:
         compiled = re.compile(pattern)
@@ -168,7 +180,8 @@ def rule(pattern: str, *, host: str | None = None, follow: bool = True,
 
     def register(func: Callable[[Any], RuleResult]) -> Callable[[Any], RuleResult]:
         name = f"{func.__module__}.{func.__qualname__}"
-        RULES.add(Rule(compiled, host.lower() if host else None, follow, int(priority), func, name))
+        RULES.add(Rule(compiled, host.lower() if host else None, follow, int(priority), func, name,
+                       bool(render)))
         return func
     return register
 

@@ -12,6 +12,10 @@ from __future__ import annotations
 import email.utils
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .render import RenderReport
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 #: Request headers for the proxy alone, left out of the exchange a record keeps.
@@ -73,6 +77,11 @@ class Download:
     raw: RawExchange | None = None
     #: ``time.monotonic()`` when the request went out (0.0: not known).
     sent_at: float = 0.0
+    #: The page's DOM after a browser ran its scripts (``body`` stays the response as
+    #: served); None: not rendered.
+    dom: str | None = None
+    #: How it was rendered (:class:`~crawler_tasks.core.render.RenderReport`); None: not rendered.
+    rendered: RenderReport | None = None
 
     @property
     def content_type(self) -> str:

@@ -2,7 +2,10 @@
 
 All fetches share one queue, ``crawl.fetch``, ordered by message priority:
 separate queues per band give no cross-queue order on RabbitMQ, one queue with
-message priorities orders strictly on both brokers (celery-notes §1).
+message priorities orders strictly on both brokers (celery-notes §1). Requests to
+render in a browser go to ``crawl.render`` instead, banded the same way, which only the
+render workers consume (``-Q crawl.render``): a worker started without ``-Q`` serves
+every queue but that one.
 
 A crawl priority (Scrapy's convention: integer, higher = sooner, 0 normal) is
 clamped into a *band* 0..9 (``NORMAL_BAND + priority``; higher band = sooner).
@@ -24,11 +27,15 @@ DEFAULT_QUEUE = "celery"
 PARSE_QUEUE = "crawl.parse"
 STORE_QUEUE = "crawl.store"
 SEED_QUEUE = "crawl.seed"
+#: Fetches rendered in a browser: consumed only by workers that name it (``-Q crawl.render``).
+RENDER_QUEUE = "crawl.render"
 #: Where callbacks into the calling app go unless their signature names a queue: the
 #: calling app's workers consume it; the crawler's never do (they would not know the task).
 CALLBACK_QUEUE = "crawl.callbacks"
 
 FETCH_TASK = "crawl.fetch"
+#: A fetch whose document is rendered in a browser (``render=True``).
+RENDER_TASK = "crawl.render"
 #: One page on demand, returning its summary (for Celery's canvas).
 PAGE_TASK = "crawl.page"
 PARSE_TASK = "crawl.parse"
@@ -42,6 +49,12 @@ STATS_TASK = "crawl.flush_stats"
 
 #: Consumption order of a worker that serves every queue: pages in flight first.
 QUEUE_ORDER = (PARSE_QUEUE, STORE_QUEUE, SEED_QUEUE, FETCH_QUEUE, DEFAULT_QUEUE)
+#: Queues only the workers that name them consume.
+OPT_IN_QUEUES = (RENDER_QUEUE,)
+#: Every queue declared.
+ALL_QUEUES = (*QUEUE_ORDER, *OPT_IN_QUEUES)
+#: Queues whose messages carry bands (one Redis list per band on a Redis broker).
+BANDED_QUEUES = (FETCH_QUEUE, RENDER_QUEUE)
 
 #: Message header of every fetch this package publishes: its id was added to its crawl's
 #: outstanding set first. A fetch without it came from another app and is adopted.
@@ -53,7 +66,8 @@ TRACKED_HEADER = "crawler_tracked"
 #: while a long-lived producer still believes them declared.
 ROUTES = {
     task: {"queue": queue}
-    for task, queue in ((FETCH_TASK, FETCH_QUEUE), (PAGE_TASK, FETCH_QUEUE), (PARSE_TASK, PARSE_QUEUE),
+    for task, queue in ((FETCH_TASK, FETCH_QUEUE), (RENDER_TASK, RENDER_QUEUE), (PAGE_TASK, FETCH_QUEUE),
+                        (PARSE_TASK, PARSE_QUEUE),
                         (STORE_TASK, STORE_QUEUE), (STORE_BATCH_TASK, STORE_QUEUE), (SUBMIT_TASK, SEED_QUEUE),
                         (FEED_TASK, SEED_QUEUE), (STATS_TASK, STORE_QUEUE))
 }
@@ -73,7 +87,12 @@ def queues() -> list[Queue]:
     """
     return [Queue(name, Exchange(name, type="direct"), routing_key=name,
                   queue_arguments=None if name == DEFAULT_QUEUE else {"x-max-priority": MAX_BAND})
-            for name in QUEUE_ORDER]
+            for name in ALL_QUEUES]
+
+
+def fetch_route(render: bool) -> tuple[str, str]:
+    """(task, queue) of a fetch: ``crawl.render`` for a page rendered in a browser."""
+    return (RENDER_TASK, RENDER_QUEUE) if render else (FETCH_TASK, FETCH_QUEUE)
 
 
 def band(priority: int) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 from .addresses import parse_allowlist
 from .errors import BadInput, SettingsError
 from .program import parse_ordered, parse_plugins
+from .render import wait_of
 
 DEFAULT_BROKER_URL = "redis://localhost:6379/0"
 DEFAULT_STORE = "./crawl-data/pages.db"
@@ -58,6 +59,14 @@ def _number(raw: str) -> float:
 
 def _csv(raw: str) -> tuple[str, ...]:
     return tuple(part.strip().lower() for part in raw.split(",") if part.strip())
+
+
+def _render_wait(raw: str) -> str:
+    """A wait condition of a rendered page (checked by :func:`~crawler_tasks.core.render.wait_of`)."""
+    try:
+        return wait_of(raw)
+    except BadInput as exc:
+        raise SettingsError(f"CRAWLER_RENDER_WAIT: {exc}") from None
 
 
 def _proxies(raw: str) -> tuple[str, ...]:
@@ -313,6 +322,32 @@ SPECS: tuple[Spec, ...] = (
          "that may be reached although private. A cloud-metadata address only when named "
          "exactly (its address, or the URL's host name). `crawler-tasks crawl` and `demo` "
          "add the hosts of their seeds.", "none"),
+    Spec("CRAWLER_RENDER_HOSTS", "render_hosts", _csv, (),
+         "Comma list of hosts (their subdomains too; `*` for every host) whose pages are "
+         "rendered in a browser by the `crawl.render` workers, as if each request said "
+         "`render=True`.", "none"),
+    Spec("CRAWLER_RENDER_BROWSER", "render_browser", str, "/usr/bin/chromium",
+         "The Chromium executable render workers drive through Playwright (Debian's "
+         "`chromium` package installs it here)."),
+    Spec("CRAWLER_RENDER_WAIT", "render_wait", _render_wait, "load",
+         "When a rendered page is read: `load`, `domcontentloaded`, `networkidle` (no request "
+         "for 500 ms), or a CSS selector to appear after `load`; a request's "
+         "`meta[\"render_wait\"]` says otherwise for its page."),
+    Spec("CRAWLER_RENDER_TIMEOUT_S", "render_timeout_s", _number, 15.0,
+         "Seconds a page has to reach its wait condition; past it the DOM is read as it "
+         "stands (the record says so), or the page fails if its scripts hold the browser."),
+    Spec("CRAWLER_RENDER_BLOCK", "render_block", _csv, ("image", "font", "media"),
+         "Kinds of subresource a rendered page may not load (Playwright's resource types: "
+         "`image`, `font`, `media`, `stylesheet`...); counted as blocked."),
+    Spec("CRAWLER_RENDER_MAX_REQUESTS", "render_max_requests", int, 200,
+         "Requests one rendered page may make (its document, scripts, XHR...); past it they "
+         "are refused and counted."),
+    Spec("CRAWLER_RENDER_PAGES_PER_BROWSER", "render_pages_per_browser", int, 500,
+         "Pages a browser renders before it is replaced by a fresh one (its pages at work "
+         "finish first), so a long crawl's memory stays flat."),
+    Spec("CRAWLER_RENDER_BROWSER_MAX_MIB", "render_browser_max_mib", int, 2048,
+         "Resident MiB of a browser's processes past which it is replaced after its pages "
+         "at work finish (measured every few pages)."),
     Spec("CRAWLER_START_URLS_KEY", "start_urls_key", str, "",
          "Redis key other programs push seeds onto (a list, set or sorted set: URLs or "
          "JSON seed objects), drained by Beat's `crawl.feed`.",
@@ -436,6 +471,14 @@ class Settings:
     max_idle_connections: int = _DEFAULTS["max_idle_connections"]
     deny_private_networks: bool = _DEFAULTS["deny_private_networks"]
     private_allowlist: tuple[str, ...] = _DEFAULTS["private_allowlist"]
+    render_hosts: tuple[str, ...] = _DEFAULTS["render_hosts"]
+    render_browser: str = _DEFAULTS["render_browser"]
+    render_wait: str = _DEFAULTS["render_wait"]
+    render_timeout_s: float = _DEFAULTS["render_timeout_s"]
+    render_block: tuple[str, ...] = _DEFAULTS["render_block"]
+    render_max_requests: int = _DEFAULTS["render_max_requests"]
+    render_pages_per_browser: int = _DEFAULTS["render_pages_per_browser"]
+    render_browser_max_mib: int = _DEFAULTS["render_browser_max_mib"]
     start_urls_key: str = _DEFAULTS["start_urls_key"]
     start_urls_batch: int = _DEFAULTS["start_urls_batch"]
     start_urls_interval: float = _DEFAULTS["start_urls_interval"]
@@ -492,7 +535,8 @@ class Settings:
                      "store_batch", "store_flush_s", "store_lease_s", "store_writers", "robotstxt_ttl",
                      "autothrottle_target_concurrency", "autothrottle_max_delay", "ban_threshold",
                      "proxy_bench_s", "max_url_length", "max_idle_connections",
-                     "sitemap_lastmod_max"):
+                     "sitemap_lastmod_max", "render_timeout_s", "render_max_requests",
+                     "render_pages_per_browser", "render_browser_max_mib"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name}: must be greater than 0")
         if self.malloc_arenas < 0:

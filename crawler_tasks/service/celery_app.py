@@ -23,6 +23,7 @@ from ..core import routing
 from ..core.errors import PluginError, SettingsError, UnknownStore
 from ..core.program import program_of
 from ..core.settings import Settings
+from ..net.render import browser_problem
 from ..state.connection import broker_params
 from . import redis_transport, tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's store dispatcher and mover)
 from .beat import beat_schedule
@@ -39,8 +40,8 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
         "priority_steps": list(range(routing.MAX_BAND + 1)),
         "sep": routing.REDIS_SEP,
         "queue_order_strategy": "priority",
-        # Only crawl.fetch has a list per band, and acks skip MULTI/EXEC (service.redis_transport).
-        redis_transport.BANDED_OPTION: [routing.FETCH_QUEUE],
+        # Only the fetch queues have a list per band, and acks skip MULTI/EXEC (service.redis_transport).
+        redis_transport.BANDED_OPTION: list(routing.BANDED_QUEUES),
         # Sweep for messages of dead workers often enough that a small
         # visibility timeout really recovers within about a minute.
         "unacked_restore_interval": max(1, min(10, vt // 4)),
@@ -163,6 +164,24 @@ def _check_store(sender: Any = None, **_: Any) -> None:
         open_store(settings.store, settings).close()
     except (UnknownStore, SettingsError) as exc:
         _refuse(f"CRAWLER_STORE: {exc}")
+
+
+@signals.worker_init.connect
+def _render_queue(sender: Any = None, **_: Any) -> None:
+    """A worker started without ``-Q`` serves every queue but ``crawl.render``; one that
+    serves ``crawl.render`` must find its browser, or stops at start with one line."""
+    app = getattr(sender, "app", None)
+    settings = getattr(app, "crawler_settings", None)
+    if settings is None:
+        return
+    queues = app.amqp.queues
+    if getattr(queues, "_consume_from", None) is None:  # no -Q: the default set
+        queues.deselect(list(routing.OPT_IN_QUEUES))
+        return
+    if routing.RENDER_QUEUE in queues.consume_from:
+        problem = browser_problem(settings)
+        if problem:
+            _refuse(f"cannot serve {routing.RENDER_QUEUE}: {problem}")
 
 
 @signals.worker_init.connect

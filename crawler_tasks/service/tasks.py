@@ -5,6 +5,8 @@ Task names are stable; other apps may ``send_task`` them:
 ``crawl.submit``  kwargs ``urls`` (URLs or seed objects), ``priority``, ``meta``,
                   ``crawl_id``, ``dont_filter`` — gated like ``submit()``.
 ``crawl.fetch``   args ``[request]`` — one request object; bypasses the gate.
+``crawl.render``  args ``[request]`` — the same, its page rendered in a browser (queue
+                  ``crawl.render``, served by the render workers only).
 ``crawl.parse``   args ``[claim_id, request]`` — internal (split pipeline).
 ``crawl.store``   args ``[claim_id, request]`` — sent by earlier releases only: the
                   record of the claim joins the store queue (:mod:`crawler_tasks.stages.store`).
@@ -50,7 +52,7 @@ from ..core.errors import BadInput, BrokerUnavailable, ClaimMissing, QueueFull, 
 from ..core.models import CrawlRequest, PageRecord
 from ..core.policy import Defer, Retry, backoff
 from ..core.urls import host_of
-from ..stages import enqueue, feeds, fetch, page, parse, seed, store
+from ..stages import enqueue, feeds, fetch, page, parse, render, seed, store
 from ..stages.runtime import Runtime, current
 from ..state.gate import Adoption
 from . import redis_transport
@@ -61,7 +63,7 @@ T = TypeVar("T")
 #: Extra deliveries allowed when a worker process dies under a task (SIGKILL, OOM).
 WORKER_LOST_RETRIES = 3
 #: Task name -> index of the request in its args.
-REQUEST_ARG = {routing.FETCH_TASK: 0, routing.PARSE_TASK: 1, routing.STORE_TASK: 1}
+REQUEST_ARG = {routing.FETCH_TASK: 0, routing.RENDER_TASK: 0, routing.PARSE_TASK: 1, routing.STORE_TASK: 1}
 
 
 class CrawlTask(Task):
@@ -204,21 +206,41 @@ def _tracked(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
 @shared_task(name=routing.FETCH_TASK, bind=True, base=CrawlTask, own_retries_setting="max_retries")
 @_shaped
 def fetch_page(self: Task, request: dict[str, Any]) -> None:
-    """Download one request; parse and store it, or retry it demoted after a backoff."""
+    """Download one request; parse and store it, or retry it demoted after a backoff. A
+    request to render goes on to ``crawl.render`` under the same task id."""
+    _fetch(self, request, renderer=False)
+
+
+@shared_task(name=routing.RENDER_TASK, bind=True, base=CrawlTask, own_retries_setting="max_retries")
+@_shaped
+def render_page(self: Task, request: dict[str, Any]) -> None:
+    """Download one request and render it in this process's browser; parse its DOM and
+    store it, or retry it demoted after a backoff."""
+    _fetch(self, request, renderer=True)
+
+
+def _fetch(task: Task, request: dict[str, Any], *, renderer: bool) -> None:
     req = _request(request)
     if req is None:
         return
-    rt = current(self.app)
+    rt = current(task.app)
+    if renderer and not req.render:
+        req = req.replace(render=True)
 
     def step() -> Retry | None:
-        if _worker_lost_too_often(self, rt, req) or not _tracked(self, rt, req):
+        if _worker_lost_too_often(task, rt, req) or not _tracked(task, rt, req):
             return None
-        return fetch.fetch_page(rt, req, self.request.id, ack=_in_band_ack(self, rt))
+        if not renderer and render.needs_render(rt, req, rt.limits(req.crawl_id)):
+            # Fetch workers never start a browser: the page goes to the render workers.
+            enqueue.publish_fetch(rt, req.replace(render=True), task.request.id)
+            log.info("%s goes to the render workers", req.url)
+            return None
+        return fetch.fetch_page(rt, req, task.request.id, ack=_in_band_ack(task, rt))
 
     outcome = _run(rt, req.url, step)
     if isinstance(outcome, Retry):
         prio = routing.broker_priority(outcome.request.priority, redis=rt.settings.broker_is_redis)
-        _resend(self, args=[outcome.request.to_dict()], countdown=outcome.countdown, priority=prio)
+        _resend(task, args=[outcome.request.to_dict()], countdown=outcome.countdown, priority=prio)
 
 
 class PageTask(CrawlTask):

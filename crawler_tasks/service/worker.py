@@ -102,12 +102,13 @@ def start() -> None:
 def stop(**_: Any) -> None:
     """Stop them: the mover first (what it took and did not publish goes back after its
     lease), then the dispatcher, which in a worker that serves the store queue writes
-    what waits first (warm shutdown)."""
+    what waits first (warm shutdown); then the browser, in a render worker."""
     running = _running.pop(os.getpid(), None)
     if running is not None:
         dispatcher, mover = running
         mover.stop()
         dispatcher.stop(drain_s=DRAIN_S if _serves_store() else 0.0)
+        current(current_app._get_current_object()).browser.close()  # if this process started one
 
 
 def _serves_store() -> bool:

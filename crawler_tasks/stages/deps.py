@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..core.program import Program
     from ..core.proxies import Proxies
     from ..core.settings import Settings
+    from ..net.render import Browser
     from ..net.robots import Robots
     from ..state.callbacks import Callbacks
     from ..state.claims import Claims
@@ -119,7 +120,11 @@ class StoreDeps(ParseDeps, Protocol):
 
 
 class FetchDeps(StoreDeps, Protocol):
-    """Fetch: politeness (hosts, robots, proxies), the HTTP session, then parse and store."""
+    """Fetch: politeness (hosts, robots, proxies), the HTTP session (and the browser, for
+    pages to render), then parse and store."""
+
+    @property
+    def browser(self) -> Browser: ...
 
     @property
     def robots(self) -> Robots: ...

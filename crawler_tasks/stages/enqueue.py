@@ -310,10 +310,11 @@ _TRACKED = {routing.TRACKED_HEADER: 1}
 
 
 def publish_fetch(rt: EnqueueDeps, request: CrawlRequest, task_id: str, *, countdown: float = 0) -> None:
-    """Send one fetch in the band of its priority (the caller has tracked ``task_id``)."""
+    """Send one fetch in the band of its priority, on ``crawl.render`` when it is to be
+    rendered (the caller has tracked ``task_id``)."""
+    task, queue = routing.fetch_route(request.render)
     rt.app.send_task(
-        routing.FETCH_TASK, args=[request.to_dict()], task_id=task_id,
-        countdown=countdown or None, **routing.ROUTES[routing.FETCH_TASK],
+        task, args=[request.to_dict()], task_id=task_id, countdown=countdown or None, queue=queue,
         argsrepr=_shown(request), kwargsrepr="{}", headers=_TRACKED,
         priority=routing.broker_priority(request.priority, redis=rt.settings.broker_is_redis),
     )

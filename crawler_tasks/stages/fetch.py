@@ -40,7 +40,7 @@ from ..core.policy import (
 from ..core.politeness import ALLOW, Feedback, host_key
 from ..core.responses import Download
 from ..net.download import download
-from . import control, enqueue, failures, middleware, parse, store
+from . import control, enqueue, failures, middleware, parse, render, store
 from .middleware import Go
 
 if TYPE_CHECKING:
@@ -58,6 +58,8 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool =
     Before the download, robots.txt and the host limiter have their say (a
     disallowed URL is skipped, a busy host makes the fetch wait in Redis);
     after it, the host's slot is freed with what the response told about it.
+    A request that says ``render`` has its downloaded document rendered in this process's
+    browser (:mod:`crawler_tasks.stages.render`) and its DOM parsed.
     ``inline`` (``crawl.page``, which must answer for its own page): a fetch that
     must wait comes back as its Defer instead of waiting in Redis, and a page
     handed on comes back as its record. ``ack`` queues the task message's ack onto
@@ -94,11 +96,11 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool =
                 return apply(rt, req, task_id, step, release=release, limits=limits, inline=inline)
             go, req = step, step.request
         pool_proxy = None if go.proxy else slot.proxy  # a middleware's own proxy is not the pool's
+        proxy_url = go.proxy or rt.proxies.url(slot.proxy)
         before = store.previous(rt, req)
         try:
             result = download(rt.session, conditional(req, before), timeout=s.download_timeout,
-                              maxsize=s.download_maxsize, proxy=go.proxy or rt.proxies.url(slot.proxy),
-                              permit=permit)
+                              maxsize=s.download_maxsize, proxy=proxy_url, permit=permit)
         except FetchError as err:
             result = err
         feedback = release.feedback = host_feedback(result, rt.proxies, pool_proxy)
@@ -107,6 +109,8 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool =
         if tell_at_once(feedback, len(rt.proxies)):
             proxied = release.now()
         outcome: Outcome | None = _rerouted(rt, req, feedback, direct=pool_proxy is None, proxied=proxied)
+        if outcome is None and req.render and isinstance(result, Download) and render.renders(result):
+            result = render.render(rt, req, result, proxy_url)  # the host heard of the download already
         if outcome is None:
             if chain and isinstance(result, Download):
                 answered = middleware.after_download(chain, req, go.proxy, result, limits, s)
@@ -116,6 +120,8 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool =
                     outcome = answered
             if outcome is None:
                 outcome = decide(req, result, s, limits, previous=before)
+        if isinstance(outcome, HandOn) and isinstance(result, Download) and result.rendered is not None:
+            outcome = render.handed_on(rt, outcome, result)
         shown = middleware.shown_proxy(go.proxy) if go.proxy else rt.proxies.shown(slot.proxy)
         return apply(rt, req, task_id, _via(outcome, shown), release=release, limits=limits, inline=inline)
     finally:

@@ -19,11 +19,14 @@ from ..backends import Store, open_store
 from ..core.addresses import AddressPolicy
 from ..core.budget import LargeBodies
 from ..core.limits import Limits
+from ..core.models import CrawlRequest
 from ..core.program import Program, program_of
 from ..core.proxies import Proxies
+from ..core.responses import Download
 from ..core.settings import Settings
 from ..core.store_uris import StoreResolver
-from ..net.download import make_session
+from ..net.download import download, make_session
+from ..net.render import Browser
 from ..net.robots import Robots
 from ..state.callbacks import Callbacks
 from ..state.claims import Claims
@@ -83,6 +86,7 @@ class Runtime:
         self._limits: dict[str, tuple[object, Limits]] = {}
         self._lock = threading.Lock()
         self._program: Program | None = None
+        self._browser: Browser | None = None
 
     @property
     def session(self) -> requests.Session:
@@ -95,6 +99,21 @@ class Runtime:
             with self._lock:
                 self._sessions.append(session)
         return session
+
+    @property
+    def browser(self) -> Browser:
+        """This process's browser, for the pages it renders (started on first render)."""
+        if self._browser is None:
+            with self._lock:
+                if self._browser is None:
+                    self._browser = Browser(self.settings, self._subresource)
+        return self._browser
+
+    def _subresource(self, url: str, headers: dict[str, str], proxy: str | None) -> Download:
+        """One request of a rendered page, made by this thread's guarded session."""
+        s = self.settings
+        return download(self.session, CrawlRequest(url=url, headers=headers), timeout=s.download_timeout,
+                        maxsize=s.download_maxsize, proxy=proxy)
 
     def store(self, uri: str) -> Store:
         """The open store for ``uri``, masked (as Redis keeps it) or not (opened on first use;
@@ -131,6 +150,8 @@ class Runtime:
         return hit[1]
 
     def close(self) -> None:
+        if self._browser is not None:
+            self._browser.close()
         for store in self._stores.values():
             store.close()
         self._stores.clear()

@@ -1,4 +1,5 @@
-"""The ``crawl.fetch`` queue of a Redis broker, written without a round trip per fetch.
+"""The fetch queues of a Redis broker (``crawl.fetch``, and ``crawl.render`` for pages
+rendered in a browser), written without a round trip per fetch.
 
 Celery sends each message on its own (one ``LPUSH``, one round trip, and half a
 millisecond of CPU in Celery and kombu). A page that finds new links has them
@@ -34,7 +35,7 @@ SCHEMES = ("redis://", "rediss://")
 
 
 class FetchQueue:
-    """Pushes fetch messages onto the bands of ``crawl.fetch`` on the broker Redis."""
+    """Pushes fetch messages onto the bands of ``crawl.fetch`` (or ``crawl.render``) on the broker Redis."""
 
     def __init__(self, client: redis.Redis, *, shared: bool) -> None:
         #: The broker Redis.
@@ -58,7 +59,7 @@ class FetchQueue:
         out = []
         for request, task_id in fetches:
             priority = routing.broker_priority(request.priority, redis=True)
-            out.append((routing.redis_list(routing.FETCH_QUEUE, priority),
+            out.append((routing.redis_list(routing.fetch_route(request.render)[1], priority),
                         fetch_message(request.to_dict(), task_id, url=request.url, priority=priority)))
         return out
 

@@ -25,8 +25,9 @@ def queue_depths(app: Celery, settings: Settings) -> dict[str, dict[str, int]]:
 
 
 def waiting_fetches(app: Celery, settings: Settings) -> int:
-    """Fetch messages waiting in the broker (not those a worker has taken)."""
-    return queue_depths(app, settings)[routing.FETCH_QUEUE]["total"]
+    """Fetch messages waiting in the broker, plain and to render (not those a worker has taken)."""
+    depths = queue_depths(app, settings)
+    return sum(depths[queue]["total"] for queue in routing.BANDED_QUEUES)
 
 
 #: Where kombu's Redis transport keeps the bindings of the event exchange: a monitor
@@ -52,12 +53,12 @@ def monitor_listening(settings: Settings) -> bool:
 def _redis_depths(url: str) -> dict[str, dict[str, int]]:
     client = redis.Redis.from_url(url)
     pipe = client.pipeline(transaction=False)
-    for queue in routing.QUEUE_ORDER:
+    for queue in routing.ALL_QUEUES:
         for prio in range(routing.MAX_BAND + 1):
             pipe.llen(routing.redis_list(queue, prio))
     counts = iter(pipe.execute())
     out: dict[str, dict[str, int]] = {}
-    for queue in routing.QUEUE_ORDER:
+    for queue in routing.ALL_QUEUES:
         bands = {f"band {routing.MAX_BAND - prio}": next(counts) for prio in range(routing.MAX_BAND + 1)}
         out[queue] = {**dict(sorted(bands.items(), reverse=True)), "total": sum(bands.values())}
     return out
@@ -67,7 +68,7 @@ def _amqp_depths(app: Celery) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     with app.connection_for_write() as conn:
         channel = conn.default_channel
-        for queue in routing.QUEUE_ORDER:
+        for queue in routing.ALL_QUEUES:
             try:
                 out[queue] = {"total": channel.queue_declare(queue, passive=True).message_count}
             except Exception:  # not declared yet: nothing waits in it

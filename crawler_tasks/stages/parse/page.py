@@ -16,7 +16,7 @@ from ...core import counters
 from ...core.budget import LARGE_BODY, ByteBudget
 from ...core.models import CrawlRequest, PageRecord
 from ...core.urls import host_of
-from .. import enqueue, failures
+from .. import enqueue, failures, render
 from .base import Parsed
 from .links import follow
 from .rules import Extracted, Page, run_pipelines, run_rule
@@ -67,8 +67,11 @@ def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes
     record.title = parsed.title
     record.text = parsed.text
     record.links = parsed.links
-    record.encoding = parsed.encoding
-    if rt.settings.store_body:
+    if record.rendered is None:
+        record.encoding = parsed.encoding
+    if rt.settings.store_body and record.rendered is not None:
+        record.dom = parsed.html  # its body keeps the response as served
+    elif rt.settings.store_body:
         record.body = parsed.html
     counts = {counters.LINKS_OVER_CAP: parsed.links_over_cap, counters.LINKS_TOO_LONG: parsed.links_too_long}
     children: list[CrawlRequest] = []
@@ -87,6 +90,8 @@ def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes
         links, too_long = follow(req, parsed.links, limits, s.max_url_length)
         children += links
         counts[counters.LINKS_TOO_LONG] += too_long
+    if children:
+        children = render.marked(rt, children, limits or rt.limits(req.crawl_id))
     return children, {name: n for name, n in counts.items() if n}
 
 

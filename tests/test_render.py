@@ -1,0 +1,196 @@
+"""Pages rendered in a browser by render workers of their own, against a local site whose
+links and content exist only once its scripts ran (tests/js_site.py).
+
+Real processes throughout: a fetch worker started as ``celery -A crawler_tasks worker``
+(every queue but ``crawl.render``), a render worker started with ``-Q crawl.render``
+driving Debian's Chromium through Playwright, the real Redis as broker and state.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from crawler_tasks.backends import open_store
+from crawler_tasks.cli.local import Workers, wait_drained
+from crawler_tasks.core import counters, routing
+from crawler_tasks.core.models import PageRecord
+from crawler_tasks.core.settings import Settings
+from crawler_tasks.service.celery_app import create_app
+from crawler_tasks.stages.runtime import Runtime
+from crawler_tasks.stages.seed import build_requests, submit_requests
+
+from .conftest import REDIS, flush, token
+from .js_site import JSSite
+
+RENDER_DB = int(os.environ.get("CRAWLER_RENDER_TEST_DB", "12"))
+ROOT = Path(__file__).resolve().parent.parent
+RULES, REQUESTS = "tests.programs.render_rules", "tests.programs.render_requests"
+PAGES_PER_BROWSER = 4
+
+pytestmark = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK),
+                                reason="Debian's chromium is not installed (.ci/run installs it)")
+
+
+class Pool:
+    """A fetch worker and a render worker on their own Redis database, and a way to crawl."""
+
+    def __init__(self, settings: Settings, logs: Path) -> None:
+        self.settings = settings
+        self.logs = logs
+        env = {"PYTHONPATH": str(ROOT)}
+        self.fetchers = Workers(settings, concurrency=4, name="render-tests-fetch@%h", queues=routing.QUEUE_ORDER,
+                                log_path=str(logs / "fetch.log"), extra_env=env)
+        self.renderers = self.render_worker()
+        self.rt = Runtime(settings, create_app(settings))
+
+    def render_worker(self) -> Workers:
+        return Workers(self.settings, concurrency=2, name=f"render-tests-{token()}@%h",
+                       queues=(routing.RENDER_QUEUE,), log_path=str(self.logs / "render.log"),
+                       extra_env={"PYTHONPATH": str(ROOT)}, loglevel="INFO")
+
+    def crawl(self, seeds: list, *, plugins: tuple[str, ...], timeout: float = 60,
+              max_depth: int = 2) -> tuple[str, dict[str, PageRecord]]:
+        crawl_id = f"r-{token()}"
+        store = str(self.logs / f"{crawl_id}.db")
+        submit_requests(self.rt, build_requests(seeds, crawl_id=crawl_id), max_depth=max_depth, store=store,
+                        plugins=plugins)
+        wait_drained(lambda: self.rt.crawls.outstanding(crawl_id) == 0, timeout=timeout, workers=self.fetchers)
+        return crawl_id, {r.url: r for r in open_store(store).records(crawl_id)}
+
+
+@pytest.fixture(scope="module")
+def js() -> Iterator[JSSite]:
+    site = JSSite(items=5, slow_s=0.7).start()  # under the tests' 1 s download timeout
+    yield site
+    site.stop()
+
+
+@pytest.fixture(scope="module")
+def pool(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    flush(RENDER_DB)
+    s = settings.replace(broker_url=f"{REDIS}/{RENDER_DB}", redis_url=f"{REDIS}/{RENDER_DB}",
+                         key_prefix=f"rn{token()}", plugins=(RULES, REQUESTS), render_timeout_s=2.0,
+                         render_pages_per_browser=PAGES_PER_BROWSER, visibility_timeout=6,
+                         retry_backoff_max=2.0)
+    p = Pool(s, tmp_path_factory.mktemp("render"))
+    p.fetchers.start()
+    p.renderers.start()
+    yield p
+    p.fetchers.stop()
+    p.renderers.stop()
+    p.rt.close()
+    flush(RENDER_DB)
+
+
+def items(records: dict[str, PageRecord]) -> dict[str, list[dict]]:
+    return {url.rsplit("/", 1)[-1]: r.items for url, r in records.items() if "/item/" in url}
+
+
+def expected(n: int = 5) -> dict[str, list[dict]]:
+    return {str(i): [{"name": f"Widget {i}", "price": f"{i}.50"}] for i in range(1, n + 1)}
+
+
+def test_without_rendering_the_scripted_links_and_items_are_missed(pool, js):
+    _, records = pool.crawl([js.url + "/"], plugins=(REQUESTS,))
+    assert list(records) == [js.url + "/"]
+    page = records[js.url + "/"]
+    assert page.title == "Catalogue" and page.links == [] and page.rendered is None
+
+
+def test_a_rule_that_renders_crawls_the_scripted_links_and_stores_their_items(pool, js):
+    crawl_id, records = pool.crawl([js.url + "/"], plugins=(RULES,))
+    catalogue = records[js.url + "/"]
+    assert catalogue.title == "Catalogue (built)" and catalogue.rendered["settled"]
+    assert catalogue.links == [f"{js.url}/item/{i}" for i in range(1, 6)]
+    assert items(records) == expected()
+    item = records[js.url + "/item/2"]
+    assert item.rendered["requests"] == 3 and item.title == "Widget 2"  # document, app.js, its JSON
+    # The record keeps the response as served, and the DOM the rule read.
+    assert "Widget" not in item.body and '<h1 class="name">Widget 2</h1>' in item.dom
+    stats = pool.rt.stats.read(crawl_id)
+    assert stats[counters.RENDERED] == 6 and stats[counters.STORED] == 6
+
+
+def test_requests_that_say_render_are_rendered_and_their_items_stored(pool, js):
+    crawl_id, records = pool.crawl([{"url": js.url + "/", "render": True}], plugins=(REQUESTS,))
+    assert items(records) == expected()
+    assert all(r.rendered is not None for r in records.values())
+    assert pool.rt.stats.read(crawl_id)[counters.RENDERED] == 6
+
+
+def test_a_page_whose_scripts_never_settle_ends_at_the_time_limit_with_a_description(pool, js):
+    start = time.monotonic()
+    _, records = pool.crawl([{"url": js.url + "/busy", "render": True},
+                             {"url": js.url + "/polling", "render": True, "meta": {"render_wait": "networkidle"}}],
+                            plugins=(REQUESTS,))
+    busy, polling = records[js.url + "/busy"], records[js.url + "/polling"]
+    assert busy.description == ("render: the page's scripts did not let it reach the load event within 2s, "
+                                "nor give its DOM")
+    assert busy.title is None and busy.rendered is None
+    assert polling.description == "render: network idle not reached within 2s; the DOM as it stood"
+    assert polling.title == "polling" and polling.rendered["settled"] is False
+    assert polling.rendered["requests"] > 5  # it polled all along
+    assert time.monotonic() - start < 20
+
+
+def test_a_page_asking_private_and_metadata_addresses_is_refused_them(pool, js):
+    crawl_id, records = pool.crawl([{"url": js.url + "/private", "render": True,
+                                     "meta": {"render_wait": "networkidle"}}], plugins=(REQUESTS,))
+    page = records[js.url + "/private"]
+    for refused in ("private", "metadata", "post"):
+        assert f'<p id="{refused}">refused</p>' in page.dom
+    assert '<p id="api">answered 200</p>' in page.dom
+    assert page.rendered["refused"] == 3 and page.rendered["blocked"] == 2  # the image and the font
+    assert "POST /api/item/1" not in js.hits and "/pic.png" not in js.hits and "/font.woff2" not in js.hits
+    stats = pool.rt.stats.read(crawl_id)
+    assert stats[counters.RENDER_REFUSED] == 3 and stats[counters.RENDER_BLOCKED] == 2
+
+
+def test_a_render_worker_replaces_its_browser_every_few_pages(pool, js):
+    before = (pool.logs / "render.log").read_text().count("browser replaced after")
+    _, records = pool.crawl([{"url": f"{js.url}/item/{i}?r={token()}", "render": True} for i in range(12)],
+                            plugins=(REQUESTS,))
+    assert len(records) == 12 and all(r.items for r in records.values())
+    log = (pool.logs / "render.log").read_text()
+    assert log.count("browser replaced after") - before >= 12 // PAGES_PER_BROWSER - 1
+
+
+def _chromium_of(pid: int) -> list[psutil.Process]:
+    try:
+        return [p for p in psutil.Process(pid).children(recursive=True) if "chrom" in p.name()]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def test_a_sigkilled_render_worker_loses_no_page_and_leaves_no_browser(pool, js):
+    seeds = [{"url": f"{js.url}/slow/{i}?k={token()}", "render": True} for i in range(4)]
+    crawl_id = f"k-{token()}"
+    store = str(pool.logs / f"{crawl_id}.db")
+    submit_requests(pool.rt, build_requests(seeds, crawl_id=crawl_id), store=store, plugins=(REQUESTS,))
+    deadline = time.monotonic() + 30
+    while not any(path.startswith("/api/slow/") for path in js.hits):
+        assert time.monotonic() < deadline, "no slow page started"
+        time.sleep(0.05)
+    worker = pool.renderers.proc
+    browsers = _chromium_of(worker.pid)
+    assert browsers, "the render worker runs no browser"
+    os.kill(worker.pid, signal.SIGKILL)  # the worker alone, as the OOM killer does
+    worker.wait()
+    gone_by = time.monotonic() + 15
+    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in browsers):
+        assert time.monotonic() < gone_by, "the browser outlived its worker"
+        time.sleep(0.2)
+    pool.renderers.stop()
+    pool.renderers = pool.render_worker().start()
+    wait_drained(lambda: pool.rt.crawls.outstanding(crawl_id) == 0, timeout=90, workers=pool.fetchers)
+    records = list(open_store(store).records(crawl_id))
+    assert sorted(r.url for r in records) == sorted(s["url"] for s in seeds)
+    assert all(r.items and r.items[0]["name"].startswith("Widget") for r in records)
+    assert pool.rt.stats.read(crawl_id)[counters.STORED] == 4  # each page written once
