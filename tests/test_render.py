@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +24,7 @@ from crawler_tasks.cli.local import Workers, wait_drained
 from crawler_tasks.core import counters, routing
 from crawler_tasks.core.models import PageRecord
 from crawler_tasks.core.settings import Settings
+from crawler_tasks.core.urls import fingerprint
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
@@ -32,6 +35,7 @@ from .js_site import JSSite
 RENDER_DB = int(os.environ.get("CRAWLER_RENDER_TEST_DB", "12"))
 ROOT = Path(__file__).resolve().parent.parent
 RULES, REQUESTS = "tests.programs.render_rules", "tests.programs.render_requests"
+CRAWLER_TASKS = str(Path(sys.executable).parent / "crawler-tasks")
 PAGES_PER_BROWSER = 4
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK),
@@ -194,3 +198,64 @@ def test_a_sigkilled_render_worker_loses_no_page_and_leaves_no_browser(pool, js)
     assert sorted(r.url for r in records) == sorted(s["url"] for s in seeds)
     assert all(r.items and r.items[0]["name"].startswith("Widget") for r in records)
     assert pool.rt.stats.read(crawl_id)[counters.STORED] == 4  # each page written once
+
+
+def test_crawl_page_moves_a_page_to_render_to_the_render_workers(pool, js):
+    crawl_id = f"p-{token()}"
+    url = f"{js.url}/item/4?page={token()}"
+    pool.rt.crawls.register(crawl_id, store=str(pool.logs / f"{crawl_id}.db"), plugins=[REQUESTS])
+    pool.rt.app.send_task(routing.PAGE_TASK, args=[{"url": url, "render": True}], kwargs={"crawl_id": crawl_id})
+    store = open_store(str(pool.logs / f"{crawl_id}.db"))
+    deadline = time.monotonic() + 30
+    while (record := store.get(fingerprint(url))) is None:
+        assert time.monotonic() < deadline, "crawl.page never stored its page"
+        time.sleep(0.1)
+    assert record.rendered is not None and record.items == [{"name": "Widget 4", "price": "4.50"}]
+    assert not _chromium_of(pool.fetchers.proc.pid)  # the fetch worker never started a browser
+
+
+def test_a_worker_without_a_browser_refuses_to_serve_the_render_queue(pool, tmp_path):
+    s = pool.settings.replace(render_browser="/nonexistent/chromium")
+    w = Workers(s, concurrency=1, name=f"nobrowser-{token()}@%h", queues=(routing.RENDER_QUEUE,),
+                log_path=str(tmp_path / "w.log")).start()
+    assert w.proc.wait(timeout=30) == 2
+    said = [line for line in (tmp_path / "w.log").read_text().splitlines() if line.startswith("crawler_tasks:")]
+    assert said == [
+        "crawler_tasks: cannot serve crawl.render: CRAWLER_RENDER_BROWSER: no browser at /nonexistent/chromium "
+        "(install Debian's chromium package, or set CRAWLER_RENDER_BROWSER to a Chromium executable)"]
+    assert "Traceback" not in (tmp_path / "w.log").read_text()
+
+
+def test_a_worker_started_without_queues_serves_every_queue_but_the_render_queue(settings):
+    app = create_app(settings)
+    worker = app.WorkController(app=app, hostname=f"plain-{token()}@test", pool_cls="solo")
+    assert set(app.amqp.queues.consume_from) == set(routing.QUEUE_ORDER)
+    app.WorkController(app=app, hostname=f"render-{token()}@test", pool_cls="solo", queues=[routing.RENDER_QUEUE])
+    assert set(app.amqp.queues.consume_from) == {routing.RENDER_QUEUE}
+    del worker
+
+
+CLI_DB = int(os.environ.get("CRAWLER_RENDER_CLI_TEST_DB", "4"))
+
+
+def cli_crawl(url: str, cwd: Path, *options: str) -> subprocess.CompletedProcess:
+    flush(CLI_DB)
+    broker = f"{REDIS}/{CLI_DB}"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CRAWLER_")}, "PYTHONPATH": str(ROOT),
+           "CRAWLER_BROKER_URL": broker, "CRAWLER_REDIS_URL": broker, "CRAWLER_PLUGINS": f"{RULES},{REQUESTS}"}
+    return subprocess.run([CRAWLER_TASKS, "crawl", url, "--workers", "1", "--delay", "0", "--max-depth", "2",
+                           "--store", "pages.db", "--quiet", *options],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_crawler_tasks_crawl_starts_a_render_worker_only_when_a_page_needs_one(js, tmp_path):
+    plain = cli_crawl(js.url + "/", tmp_path, "--plugins", REQUESTS)
+    assert plain.returncode == 0, plain.stderr
+    assert "render worker" not in plain.stderr
+    assert len(list(open_store(str(tmp_path / "pages.db")).records())) == 1
+    (tmp_path / "pages.db").unlink()
+    rendered = cli_crawl(js.url + "/", tmp_path, "--plugins", RULES)
+    assert rendered.returncode == 0, rendered.stderr
+    assert "starting a render worker (Chromium) for the pages to render" in rendered.stderr
+    records = {r.url: r for r in open_store(str(tmp_path / "pages.db")).records()}
+    assert items(records) == expected()

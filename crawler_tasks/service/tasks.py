@@ -243,6 +243,10 @@ def _fetch(task: Task, request: dict[str, Any], *, renderer: bool) -> None:
         _resend(task, args=[outcome.request.to_dict()], countdown=outcome.countdown, priority=prio)
 
 
+#: What ``crawl.page`` does with a page to render, delivered to a worker that does not render.
+_TO_RENDER = object()
+
+
 class PageTask(CrawlTask):
     """``crawl.page`` retries itself while its host makes it wait: no bound of Celery's own
     (the fetch's retries are bounded by ``CRAWLER_MAX_RETRIES`` as for any fetch)."""
@@ -257,6 +261,8 @@ def crawl_page(self: Task, url: str | dict[str, Any], crawl_id: str | None = Non
                request: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Crawl one page now and return its summary: through the gate (unless ``dont_filter``),
     robots.txt, politeness, middlewares, rules and pipelines, written to its crawl's store.
+    A page to render (``request["render"]``, its rule, ``CRAWLER_RENDER_HOSTS``) moves the
+    task to ``crawl.render``, where a render worker renders it.
     For Celery's canvas: ``chain(crawl_page.s(url), myapp.handle.s())``."""
     try:
         req = CrawlRequest.from_dict(request) if request is not None else seed.build_requests(
@@ -267,12 +273,19 @@ def crawl_page(self: Task, url: str | dict[str, Any], crawl_id: str | None = Non
     rt = current(self.app)
     task_id = self.request.id
 
+    rendering = (self.request.delivery_info or {}).get("routing_key") == routing.RENDER_QUEUE
+
     def step() -> Any:
         if not page.track(rt, req, task_id):
             return page.summary(rt, req, None, duplicate=True)
-        return fetch.fetch_page(rt, req, task_id, inline=True)
+        if not rendering and render.needs_render(rt, req, rt.limits(req.crawl_id)):
+            return _TO_RENDER  # fetch workers never start a browser: this task goes to the render workers
+        return fetch.fetch_page(rt, req.replace(render=rendering or req.render), task_id, inline=True)
 
     outcome = _run(rt, req.url, step)
+    if outcome is _TO_RENDER:
+        _resend(self, args=[req.url], kwargs={"request": req.replace(render=True).to_dict()},
+                queue=routing.RENDER_QUEUE, countdown=0)
     if isinstance(outcome, dict):
         return outcome
     if isinstance(outcome, Retry):
