@@ -22,6 +22,7 @@ from ..core.errors import BadInput, BlockedSeed
 from ..core.models import DEFAULT_CRAWL_ID, CrawlRequest, callback
 from ..core.policy import now_iso
 from ..core.program import parse_plugins
+from ..core.render import wants_render
 from ..core.settings import Settings
 from ..core.urls import check_length, host_of
 from . import enqueue
@@ -67,7 +68,7 @@ def submit_requests(rt: SeedDeps, requests: list[CrawlRequest], *, max_depth: in
     refuse_blocked(requests, rt.addresses)
     enqueue.ensure_room(rt)
     by_crawl: dict[str, list[CrawlRequest]] = defaultdict(list)
-    for req in requests:
+    for req in by_host(requests, rt.settings.render_hosts):
         by_crawl[req.crawl_id].append(req)
     accepted = 0
     for crawl_id, reqs in by_crawl.items():
@@ -76,6 +77,15 @@ def submit_requests(rt: SeedDeps, requests: list[CrawlRequest], *, max_depth: in
         accepted += enqueue.fetches(rt, reqs)
         rt.crawls.running(crawl_id, now_iso())  # after the seeds: never found drained before them
     return accepted
+
+
+def by_host(requests: list[CrawlRequest], hosts: tuple[str, ...]) -> list[CrawlRequest]:
+    """``requests`` with ``render`` set on those of ``CRAWLER_RENDER_HOSTS`` (``hosts``), which
+    then go straight to the render workers (a seed a rule renders goes there from a fetch worker)."""
+    if not hosts:
+        return requests
+    return [r if r.render or not wants_render(r.url, asked=False, rule_renders=False, hosts=hosts)
+            else r.replace(render=True) for r in requests]
 
 
 def refuse_blocked(requests: Iterable[CrawlRequest], policy: AddressPolicy) -> None:
