@@ -13,6 +13,7 @@
                   loopback port, loads an image and a font, and posts to the site; what
                   answered is written into the page.
 ``/away``         its script sends the browser to another page.
+``/latin``        served in ISO-8859-1 (``naïve``); its script adds ``café``.
 
 Every request is counted by path (``hits``).
 """
@@ -137,6 +138,11 @@ class JSSite:
         if path == "/away":
             return 200, html, (b"<html><head><title>away</title></head><body><script>"
                                b"location.href = '/item/1';</script></body></html>")
+        if path == "/latin":
+            return 200, "text/html; charset=iso-8859-1", (
+                "<html><head><meta charset='iso-8859-1'><title>na\u00efve</title></head><body><p>na\u00efve</p>"
+                "<script>var p = document.createElement('p'); p.id = 'js'; p.textContent = 'caf\\u00e9';"
+                "document.body.appendChild(p);</script></body></html>").encode("latin-1")
         return 404, html, b"<html><body>not here</body></html>"
 
     def start(self) -> JSSite:

@@ -48,7 +48,7 @@ DOCKER = ROOT / "docker"
 SECRETS = {"FLOWER_BASIC_AUTH": "admin:test-secret", "GRAFANA_ADMIN_PASSWORD": "grafana-secret"}
 PROFILES = {"elasticsearch": {"elasticsearch"}, "hbase": {"hbase"}, "kafka": {"kafka", "kafka-feed"},
             "pools": {"fetcher", "parser", "storer"}}
-CORE = {"redis", "worker", "beat", "flower", "metrics", "prometheus", "grafana"}
+CORE = {"redis", "worker", "render", "beat", "flower", "metrics", "prometheus", "grafana"}
 POOLS = PROFILES["pools"]
 
 
@@ -249,7 +249,7 @@ def test_every_service_has_a_healthcheck_and_starts_once_what_it_needs_is_health
         assert "redis" in service["depends_on"], name
     assert set(all_services["prometheus"]["depends_on"]) == {"metrics"}
     assert set(all_services["grafana"]["depends_on"]) == {"prometheus"}
-    for name in ("worker", *POOLS):  # the workers wait for the stores that run
+    for name in ("worker", "render", *POOLS):  # the workers wait for the stores that run
         assert set(all_services[name]["depends_on"]) == {"redis", "elasticsearch", "hbase", "kafka"}
     assert set(all_services["kafka-feed"]["depends_on"]) == {"redis", "kafka"}
 
@@ -303,16 +303,26 @@ def test_workers_scale_and_every_published_port_is_on_loopback_and_its_own():
             assert port["host_ip"] == "127.0.0.1", (name, port)
             published.append(int(port["published"]))
     assert len(published) == len(set(published)), sorted(published)
-    assert {name for name, s in services().items() if is_worker(s)} == {"worker", *POOLS}
+    assert {name for name, s in services().items() if is_worker(s)} == {"worker", "render", *POOLS}
 
 
 def test_every_image_is_pinned_and_the_crawler_services_share_one():
     for name, service in services().items():
         image = service["image"]
         assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), (name, image)
-    builds = {json.dumps(s["build"], sort_keys=True) for s in crawler_services().values()}
-    assert len(builds) == 1 and {s["image"] for s in crawler_services().values()} == {"crawler-tasks:local"}
-    assert set(crawler_services()) == {"worker", "beat", "flower", "metrics", "kafka-feed", *POOLS}
+    plain = {name: s for name, s in crawler_services().items() if name != "render"}
+    builds = {json.dumps(s["build"], sort_keys=True) for s in plain.values()}
+    assert len(builds) == 1 and {s["image"] for s in plain.values()} == {"crawler-tasks:local"}
+    assert set(crawler_services()) == {"worker", "render", "beat", "flower", "metrics", "kafka-feed", *POOLS}
+    # The render workers' image: the same Dockerfile, with the browser (ARG RENDER).
+    render = services()["render"]
+    assert render["image"] == "crawler-tasks:render"
+    assert {k: v for k, v in render["build"].items() if k != "args"} == json.loads(builds.pop())
+    assert render["build"]["args"] == {"RENDER": "1"}
+    final = dockerfile_stages()[-1]
+    assert final["ARG"] == "RENDER=0"
+    assert any('"$RENDER" = 1' in r and "apt-get install" in r and "chromium" in r and "playwright" in r
+               for r in final["RUN"])
 
 
 def test_every_crawler_setting_exists_and_parses():
@@ -373,6 +383,9 @@ def test_the_pools_split_the_queues_between_them():
         assert queues <= served, f"{name} consumes {queues - served}, which no crawler task uses"
         assert routing.CALLBACK_QUEUE not in queues, f"{name} would take the calling app's callbacks"
     assert consumed["worker"] == served
+    # The render workers serve crawl.render alone; no other worker takes it.
+    assert queues_of(all_services["render"]) == {routing.RENDER_QUEUE}
+    assert routing.RENDER_QUEUE not in set().union(*consumed.values())
     assert set().union(*(consumed[p] for p in POOLS)) == served
     assert sum(len(consumed[p]) for p in POOLS) == len(served), "a queue is served by two pools"
     assert consumed["fetcher"] == {routing.FETCH_QUEUE, routing.SEED_QUEUE}

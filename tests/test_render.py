@@ -129,6 +129,13 @@ def test_requests_that_say_render_are_rendered_and_their_items_stored(pool, js):
     assert pool.rt.stats.read(crawl_id)[counters.RENDERED] == 6
 
 
+def test_a_rendered_page_served_in_another_encoding_is_read_right(pool, js):
+    _, records = pool.crawl([{"url": js.url + "/latin", "render": True}], plugins=(REQUESTS,))
+    page = records[js.url + "/latin"]
+    assert page.title == "na\u00efve" and "na\u00efve" in page.text and "caf\u00e9" in page.text
+    assert page.encoding == "cp1252" and "<p>na\u00efve</p>" in page.body and 'id="js">caf\u00e9<' in page.dom
+
+
 def test_a_page_whose_scripts_never_settle_ends_at_the_time_limit_with_a_description(pool, js):
     start = time.monotonic()
     _, records = pool.crawl([{"url": js.url + "/busy", "render": True},

@@ -17,7 +17,7 @@ rewrites it): the compacted topic still keeps the page once, and its consumers s
 second copy under the same key.
 
 A record whose JSON is over ``max_message_bytes`` (default 1000000) goes without its
-``body`` and ``body_base64``, with ``body_omitted`` saying why; one still over it is
+``body``, ``body_base64`` and ``dom``, with ``body_omitted`` saying why; one still over it is
 refused (the dead letters, with the reason). A topic whose own limit
 (``max.message.bytes``) is lower refuses larger messages: set ``max_message_bytes`` under it.
 
@@ -49,7 +49,7 @@ from .base import RecordFailure, WriteOnly
 log = logging.getLogger(__name__)
 
 #: Fields left out of a record over the message limit.
-BODY_FIELDS = ("body", "body_base64")
+BODY_FIELDS = ("body", "body_base64", "dom")
 #: Room for the key and the record batch's framing beside the value.
 FRAMING = 4096
 

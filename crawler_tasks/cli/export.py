@@ -23,6 +23,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             data = record.to_dict()
             if args.no_body:
                 data.pop("body", None)
+                data.pop("dom", None)
             sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     finally:
         store.close()

@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="write stored records as JSON lines to stdout")
     e.add_argument("--store", default=None, help="store URI (default: CRAWLER_STORE)")
     e.add_argument("--crawl-id", default=None)
-    e.add_argument("--no-body", action="store_true", help="leave the page bodies out")
+    e.add_argument("--no-body", action="store_true", help="leave the page bodies (and rendered DOMs) out")
 
     t = sub.add_parser("stats", help="show counters and queue depth per band")
     t.add_argument("--json", action="store_true")

@@ -107,6 +107,8 @@ class RenderReport:
     refused: int = 0
     #: Requests that failed (timeouts, refused connections...).
     failed: int = 0
+    #: Scripts and stylesheets served from the browser's cache (fetched for an earlier page).
+    cached: int = 0
     #: Milliseconds from the start of the page to its DOM read.
     ms: int = 0
     #: Where the page's scripts tried to send the browser (not followed); None: nowhere.

@@ -346,8 +346,9 @@ SPECS: tuple[Spec, ...] = (
          "Pages a browser renders before it is replaced by a fresh one (its pages at work "
          "finish first), so a long crawl's memory stays flat."),
     Spec("CRAWLER_RENDER_BROWSER_MAX_MIB", "render_browser_max_mib", int, 2048,
-         "Resident MiB of a browser's processes past which it is replaced after its pages "
-         "at work finish (measured every few pages)."),
+         "MiB a browser's processes hold (their proportional set size: pages they share "
+         "counted once) past which it is replaced after its pages at work finish (measured "
+         "every ten pages)."),
     Spec("CRAWLER_START_URLS_KEY", "start_urls_key", str, "",
          "Redis key other programs push seeds onto (a list, set or sorted set: URLs or "
          "JSON seed objects), drained by Beat's `crawl.feed`.",

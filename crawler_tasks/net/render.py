@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,8 @@ LAUNCH_S = 30.0
 MEASURE_EVERY = 10
 #: Threads fetching the subresources of the pages of one browser.
 SUBRESOURCE_THREADS = 8
+#: Bytes of scripts and stylesheets one browser keeps for its next pages.
+CACHE_BYTES = 32 << 20
 
 
 def browser_problem(settings: Settings) -> str | None:
@@ -83,19 +86,41 @@ def browser_problem(settings: Settings) -> str | None:
     return None
 
 
-@dataclass
-class _Generation:
-    """One browser and its context, with the pages at work in it."""
+class _Cache:
+    """The scripts and stylesheets a browser's pages loaded (status 200, not ``no-store``),
+    by URL, up to ``max_bytes``, least recently used out first: a site's app is fetched once
+    per browser, not once per page."""
 
-    browser: Any
-    context: Any
-    inflight: int = 0
-    done: int = 0
-    retiring: bool = False
+    KINDS = frozenset({"script", "stylesheet"})
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._entries: OrderedDict[str, tuple[int, dict[str, str], bytes]] = OrderedDict()
+
+    def get(self, kind: str, url: str) -> tuple[int, dict[str, str], bytes] | None:
+        if kind not in self.KINDS:
+            return None
+        hit = self._entries.get(url)
+        if hit is not None:
+            self._entries.move_to_end(url)
+        return hit
+
+    def put(self, kind: str, url: str, got: Download) -> None:
+        if kind not in self.KINDS or got.status != 200 or got.truncated or len(got.body) > self.max_bytes \
+                or "no-store" in got.headers.get("cache-control", "").lower():
+            return
+        self._entries[url] = (got.status, _passed(got.headers), got.body)
+        self.size += len(got.body)
+        while self.size > self.max_bytes:
+            _, (_, _, body) = self._entries.popitem(last=False)
+            self.size -= len(body)
 
 
 @dataclass
 class _PageState:
+    """One render: its report, its document as served, the proxy of its requests."""
+
     report: RenderReport
     served: Download
     proxy: str | None = None
@@ -103,7 +128,28 @@ class _PageState:
     #: Set when the page's scripts navigate away.
     away: asyncio.Event = field(default_factory=asyncio.Event)
     document_pending: bool = True
-    pending: set[asyncio.Future[Any]] = field(default_factory=set)
+
+
+@dataclass
+class _Tab:
+    """A browser tab, kept between renders (a new tab costs a renderer process): the render
+    it serves now, if any."""
+
+    page: Any
+    state: _PageState | None = None
+
+
+@dataclass
+class _Generation:
+    """One browser and its context, with the pages at work in it and its idle tabs."""
+
+    browser: Any
+    context: Any
+    cache: _Cache
+    inflight: int = 0
+    done: int = 0
+    retiring: bool = False
+    idle: list[_Tab] = field(default_factory=list)
 
 
 class Browser:
@@ -193,7 +239,7 @@ class Browser:
                 executable_path=self.settings.render_browser, args=list(LAUNCH_ARGS), timeout=LAUNCH_S * 1000)
             context = await browser.new_context(service_workers="block", accept_downloads=False,
                                                 user_agent=self.settings.user_agent)
-            self._gen = _Generation(browser, context)
+            self._gen = _Generation(browser, context, _Cache(CACHE_BYTES))
             self.browsers_started += 1
             log.info("browser %d started (%s)", self.browsers_started, self.settings.render_browser)
             return self._gen
@@ -209,12 +255,14 @@ class Browser:
         gen.inflight += 1
         state = _PageState(RenderReport(wait=wait), served, proxy)
         started = time.monotonic()
+        tab: _Tab | None = None
+        dom: str | None = None
         try:
-            state.page = page = await gen.context.new_page()
-            await page.route("**/*", lambda route, request: self._route(state, route, request))
-            state.report.settled = await self._navigate(page, url, wait, state.away)
+            tab = gen.idle.pop() if gen.idle else await self._new_tab(gen)
+            tab.state, state.page = state, tab.page
+            state.report.settled = await self._navigate(tab.page, url, wait, state.away)
             try:
-                dom: str | None = await asyncio.wait_for(page.content(), READ_S)
+                dom = await asyncio.wait_for(tab.page.content(), READ_S)
             except (TimeoutError, PlaywrightError):
                 dom = None
             state.report.ms = int((time.monotonic() - started) * 1000)
@@ -222,13 +270,34 @@ class Browser:
         except PlaywrightError as exc:
             raise RenderFailed(f"render: the browser failed: {_first_line(exc)}") from None
         finally:
-            if state.page is not None:
-                try:
-                    await asyncio.wait_for(state.page.close(run_before_unload=False), CLOSE_S)
-                except (TimeoutError, PlaywrightError):
-                    gen.retiring = True  # a page that will not close: this browser goes
+            if tab is not None:
+                await self._put_back(gen, tab, reuse=dom is not None)
             gen.inflight -= 1
             await self._done(gen)
+
+    async def _new_tab(self, gen: _Generation) -> _Tab:
+        tab = _Tab(await gen.context.new_page())
+        await tab.page.route("**/*", lambda route, request: self._route(tab, gen.cache, route, request))
+        return tab
+
+    async def _put_back(self, gen: _Generation, tab: _Tab, *, reuse: bool) -> None:
+        """Keep ``tab`` for the next render, emptied (``about:blank``: its page's timers stop
+        asking the site for more), or close it: a page whose scripts held the browser, or any
+        page of a browser that goes."""
+        from playwright.async_api import Error as PlaywrightError
+
+        tab.state = None
+        if reuse and not gen.retiring:
+            try:
+                await asyncio.wait_for(tab.page.goto("about:blank"), CLOSE_S)
+                gen.idle.append(tab)
+                return
+            except (TimeoutError, PlaywrightError):
+                pass
+        try:
+            await asyncio.wait_for(tab.page.close(run_before_unload=False), CLOSE_S)
+        except (TimeoutError, PlaywrightError):
+            gen.retiring = True  # a page that will not close: this browser goes
 
     async def _navigate(self, page: Any, url: str, wait: str, away: asyncio.Event) -> bool:
         """Load ``url`` until ``wait``; False when the time limit came first, or the page's
@@ -260,10 +329,15 @@ class Browser:
             return False
         return True
 
-    async def _route(self, state: _PageState, route: Any, request: Any) -> None:
-        """Every request of a page: its document served, the rest judged, fetched or refused."""
+    async def _route(self, tab: _Tab, cache: _Cache, route: Any, request: Any) -> None:
+        """Every request of a page: its document served, the rest judged, fetched (or taken
+        from the browser's cache) or refused."""
         from playwright.async_api import Error as PlaywrightError
 
+        state = tab.state
+        if state is None:  # an idle tab: nothing may load
+            await _quietly(route.abort("blockedbyclient"))
+            return
         report = state.report
         report.requests += 1
         try:
@@ -288,6 +362,12 @@ class Browser:
                     report.refused += 1
                 await route.abort("blockedbyclient")
                 return
+            kind = request.resource_type
+            hit = cache.get(kind, request.url)
+            if hit is not None:
+                report.cached += 1
+                await route.fulfill(status=hit[0], headers=hit[1], body=hit[2])
+                return
             headers = {k: v for k, v in request.headers.items() if k.lower() not in _OWN_HEADERS}
             loop = asyncio.get_running_loop()
             try:
@@ -303,6 +383,7 @@ class Browser:
                 report.failed += 1
                 await route.abort("failed")
                 return
+            cache.put(kind, request.url, got)
             await route.fulfill(status=got.status, headers=_passed(got.headers), body=got.body)
         except PlaywrightError:
             pass  # the page closed meanwhile
@@ -313,10 +394,14 @@ class Browser:
         self.pages_rendered += 1
         gen.done += 1
         s = self.settings
-        if not gen.retiring and (gen.done >= s.render_pages_per_browser or (
-                gen.done % MEASURE_EVERY == 0 and _children_mib() > s.render_browser_max_mib)):
-            log.info("browser replaced after %d pages (%.0f MiB)", gen.done, _children_mib())
+        if not gen.retiring and gen.done >= s.render_pages_per_browser:
+            log.info("browser replaced after %d pages", gen.done)
             gen.retiring = True
+        elif not gen.retiring and gen.done % MEASURE_EVERY == 0:
+            mib = await asyncio.get_running_loop().run_in_executor(self._pool, _children_mib)
+            if mib > s.render_browser_max_mib:
+                log.info("browser replaced after %d pages: its processes hold %.0f MiB", gen.done, mib)
+                gen.retiring = True
         if gen.retiring and self._gen is gen:
             self._gen = None
         if gen.retiring and gen.inflight == 0:
@@ -343,13 +428,25 @@ class Browser:
             self._playwright = None
 
 
+async def _quietly(step: Any) -> None:
+    """Await a route's answer; a page closed meanwhile is no error."""
+    from playwright.async_api import Error as PlaywrightError
+
+    try:
+        await step
+    except PlaywrightError:
+        pass
+
+
 def _passed(headers: dict[str, str]) -> dict[str, str]:
     """Response headers as the browser gets them (the body is decoded and whole)."""
     return {k: v for k, v in headers.items() if k.lower() not in _HOP_HEADERS}
 
 
 def _children_mib() -> float:
-    """Resident MiB of this process's children (the browser's driver and processes)."""
+    """Resident MiB of this process's children (the browser's driver and processes), as their
+    proportional set size: a page shared by several of them (Chromium's processes share most
+    of theirs) is counted once, not once per process as the sum of their RSS would."""
     try:
         import psutil
     except ImportError:
@@ -357,8 +454,8 @@ def _children_mib() -> float:
     total = 0
     for child in psutil.Process().children(recursive=True):
         try:
-            total += child.memory_info().rss
-        except psutil.Error:
+            total += child.memory_full_info().pss
+        except (psutil.Error, AttributeError):
             continue
     return total / (1 << 20)
 

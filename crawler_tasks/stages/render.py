@@ -11,6 +11,7 @@ beside the ``dom``).
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -89,6 +90,7 @@ def handed_on(rt: FetchDeps, outcome: HandOn, result: Download) -> HandOn:
     dom = result.dom.encode("utf-8", errors="replace")
     if len(dom) > s.download_maxsize:
         dom, record.truncated = dom[:s.download_maxsize], True
+    dom = codecs.BOM_UTF8 + dom  # the DOM is UTF-8, whatever the response's header and <meta> say
     counts = dict(outcome.counts)
     for name, n in ((counters.RENDERED, 1), (counters.RENDER_UNSETTLED, int(not report.settled)),
                     (counters.RENDER_REQUESTS, report.requests), (counters.RENDER_BLOCKED, report.blocked),

@@ -189,6 +189,21 @@ def test_rewrite_replaces_every_field_and_leaves_no_stale_body(hbase2: HBaseServ
     store.close()
 
 
+def test_a_rendered_pages_dom_is_kept_compressed_and_a_later_plain_fetch_drops_it(hbase2: HBaseServer) -> None:
+    hbase, store = hbase2, open_store(hbase2)
+    dom = "<html><body>" + "<p>built by a script</p>" * 20_000 + "</body></html>"
+    page = record(1, body="<html><body></body></html>", dom=dom,
+                  rendered={"wait": "load", "settled": True, "requests": 3})
+    assert store.upsert([page]) == []
+    cells = hbase.dump("pages")[row_key(page.url, page.fingerprint)]
+    assert 0 < len(cells[b"c:dom"]) < len(dom) // 50 and b"f:dom" not in cells
+    assert store.get(page.fingerprint) == page
+    plain = dataclasses.replace(page, dom=None, rendered=None)
+    assert store.upsert([plain]) == []
+    assert store.get(page.fingerprint) == plain
+    store.close()
+
+
 def test_a_batch_with_one_fingerprint_twice_keeps_the_last(store: HBaseStore) -> None:
     first, last = record(1, title="first"), record(1, title="last")
     assert store.upsert([first, record(2), last]) == []

@@ -51,6 +51,28 @@ def test_messages_are_read_back_by_kombu_in_band_order_with_their_request_and_ta
     assert client.hlen("unacked") == 0
 
 
+def test_requests_to_render_go_onto_the_bands_of_the_render_queue():
+    flush(DB)
+    s = settings()
+    client = redis.Redis.from_url(s.redis_url)
+    queue = FetchQueue.of(s, client)
+    assert queue is not None
+    queue.push([(CrawlRequest(url=f"http://a.test/r{p}", crawl_id="c1", priority=p, render=True), f"r{p}")
+                for p in (0, 2, -1)] + [(CrawlRequest(url="http://a.test/plain", crawl_id="c1"), "plain")])
+    assert {k.decode(): client.llen(k) for k in client.keys("crawl.*") if client.type(k) == b"list"} == \
+        {"crawl.render:4": 1, "crawl.render:2": 1, "crawl.render:5": 1, "crawl.fetch:4": 1}
+    with create_app(s).connection_for_read() as conn:
+        channel = conn.default_channel
+        taken = []
+        while (message := channel.basic_get(routing.RENDER_QUEUE)) is not None:
+            taken.append((message.headers["id"], message.headers["task"], message.decode()[0][0]))
+            message.ack()
+    assert taken == [("r2", "crawl.render", {"url": "http://a.test/r2", "crawl_id": "c1", "priority": 2, "render": True}),
+                     ("r0", "crawl.render", {"url": "http://a.test/r0", "crawl_id": "c1", "render": True}),
+                     ("r-1", "crawl.render", {"url": "http://a.test/r-1", "crawl_id": "c1", "priority": -1,
+                                              "render": True})]
+
+
 def test_a_message_is_under_half_what_send_task_writes():
     flush(DB)
     s = settings()

@@ -79,11 +79,14 @@ LINKS = b"l:links"
 BODY = b"c:body"
 BODY_PARTS = b"c:body.parts"
 INDEX = b"i:row"
+#: A rendered page's DOM, as the zlib stream of its UTF-8 (empty: none). A DOM over one
+#: cell is left out of the row: the page's text, links and items came from it already.
+DOM = b"c:dom"
 #: PageRecord fields kept in ``f``, one cell each.
 META_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in dataclasses.fields(PageRecord) if f.name not in ("text", "links", "body"))
+    f.name for f in dataclasses.fields(PageRecord) if f.name not in ("text", "links", "body", "dom"))
 #: What a record read fetches (split body parts are fetched apart).
-LOAD_COLUMNS = [b"f", TEXT, LINKS, BODY, BODY_PARTS]
+LOAD_COLUMNS = [b"f", TEXT, LINKS, BODY, BODY_PARTS, DOM]
 
 
 class Refused(Exception):
@@ -161,6 +164,8 @@ def encode(record: PageRecord, cell_bytes: int, call_bytes: int) -> Encoded:
     cells[LINKS] = json_cell(record.links, "links")
     body, parts = _body_cells(record.body, row, cell_bytes)
     cells.update(body)
+    dom = b"" if record.dom is None else zlib.compress(record.dom.encode("utf-8", "surrogatepass"), ZLIB_LEVEL)
+    cells[DOM] = dom if _keyvalue_bytes(row, DOM, dom) <= cell_bytes else b""
     for column, value in cells.items():
         if _keyvalue_bytes(row, column, value) > cell_bytes:
             raise Refused(f"{column.decode()}: {len(value)} bytes, over the {cell_bytes} "
@@ -201,9 +206,18 @@ def decode(data: dict[bytes, bytes]) -> dict[str, Any] | None:
         for name, column in (("text", TEXT), ("links", LINKS)):
             if column in data:
                 fields[name] = _unjson(data[column])
+        if data.get(DOM):
+            fields["dom"] = _dom(data[DOM])
     except ValueError:  # not JSON: a cell some other program wrote
         return None
     return fields if "url" in fields and "fingerprint" in fields else None
+
+
+def _dom(stream: bytes) -> str | None:
+    try:
+        return inflate(stream)
+    except zlib.error:  # not whole: read as none (the next write of the page rewrites it)
+        return None
 
 
 def body_parts(data: dict[bytes, bytes]) -> int:
