@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis
+from kombu.exceptions import OperationalError
 from rich.console import Console
 
 from ..backends import open_store
@@ -136,7 +137,11 @@ class _Renderers:
         if now - self._looked < self.LOOK_S:
             return
         self._looked = now
-        if queue_depths(self.app, self.settings)[routing.RENDER_QUEUE]["total"]:
+        try:
+            waiting = queue_depths(self.app, self.settings)[routing.RENDER_QUEUE]["total"]
+        except (redis.RedisError, OperationalError, OSError):  # the broker away a while: the watch says so
+            return
+        if waiting:
             self.start()
 
     def stop(self, timeout: float) -> None:
