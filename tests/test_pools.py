@@ -53,6 +53,9 @@ def test_fetch_parse_and_store_nodes_apart_store_every_page_once(make_crawl, tmp
     ran = {role: tasks_run((tmp_path / f"{role}.log").read_text()) for role in nodes}
     assert ran == {"fetch": {routing.FETCH_TASK}, "parse": {routing.PARSE_TASK},
                    "store": {routing.STORE_BATCH_TASK}}, ran
+    # -P prefork runs prefork although CRAWLER_WORKER_POOL says threads (Celery would let it win).
+    assert "ForkPoolWorker" in (tmp_path / "parse.log").read_text()
+    assert "ForkPoolWorker" not in (tmp_path / "store.log").read_text()
 
 
 @pytest.mark.slow

@@ -266,3 +266,23 @@ def test_crawler_tasks_crawl_starts_a_render_worker_only_when_a_page_needs_one(j
     assert "starting a render worker (Chromium) for the pages to render" in rendered.stderr
     records = {r.url: r for r in open_store(str(tmp_path / "pages.db")).records()}
     assert items(records) == expected()
+
+
+def test_a_prefork_render_worker_recycles_its_children_with_their_browsers(pool, js, tmp_path):
+    pool.renderers.stop()
+    prefork = Workers(pool.settings, concurrency=1, pool="prefork", name=f"render-prefork-{token()}@%h",
+                      queues=(routing.RENDER_QUEUE,), log_path=str(tmp_path / "prefork.log"),
+                      extra_env={"PYTHONPATH": str(ROOT)}, loglevel="INFO")
+    prefork.cmds = [[*cmd, "--max-tasks-per-child", "2"] for cmd in prefork.cmds]
+    prefork.start()
+    try:
+        _, records = pool.crawl([{"url": f"{js.url}/item/{i}", "render": True} for i in range(1, 6)],
+                                plugins=(REQUESTS,))
+        assert items(records) == expected()
+        log = (tmp_path / "prefork.log").read_text()
+        assert log.count("browser 1 started") >= 3 and "ForkPoolWorker" in log  # a browser per child
+        assert len([p for p in _chromium_of(prefork.proc.pid) if p.status() != psutil.STATUS_ZOMBIE
+                    and "--type=" not in " ".join(p.cmdline())]) <= 1  # the children gone took theirs
+    finally:
+        prefork.stop()
+        pool.renderers = pool.render_worker().start()

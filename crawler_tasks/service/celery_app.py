@@ -22,7 +22,7 @@ from celery import Celery, signals
 from ..core import routing
 from ..core.errors import PluginError, SettingsError, UnknownStore
 from ..core.program import program_of
-from ..core.settings import Settings
+from ..core.settings import POOLS, Settings
 from ..net.render import browser_problem
 from ..state.connection import broker_params
 from . import redis_transport, tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's store dispatcher and mover)
@@ -131,9 +131,29 @@ def _flower_defaults() -> None:
         os.environ.setdefault("FLOWER_TASKS_COLUMNS", FLOWER_TASKS_COLUMNS)
 
 
+def pool_named(argv: list[str]) -> str | None:
+    """The pool a ``celery worker`` command line names (``-P x``, ``-Px``, ``--pool x``,
+    ``--pool=x``), or None."""
+    for i, arg in enumerate(argv):
+        if arg in ("-P", "--pool") and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--pool="):
+            return arg.split("=", 1)[1]
+        if arg.startswith("-P") and len(arg) > 2 and not arg.startswith("--"):
+            return arg[2:]
+    return None
+
+
 def _settings_from_env() -> Settings:
+    """The settings of this process; under ``celery worker -P <pool>`` that pool is
+    ``worker_pool``. (Celery cannot tell ``-P prefork`` from its default, and lets a
+    configured ``worker_pool`` win over it: ``-P prefork`` would run CRAWLER_WORKER_POOL.)"""
     try:
-        return Settings.from_env()
+        settings = Settings.from_env()
+        pool = pool_named(sys.argv[1:]) if _is_celery_command() and "worker" in sys.argv[1:] else None
+        if pool in POOLS and pool != settings.worker_pool:
+            settings = settings.replace(worker_pool=pool)
+        return settings
     except SettingsError as exc:
         if _is_celery_command():
             _refuse(str(exc))

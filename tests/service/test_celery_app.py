@@ -23,3 +23,14 @@ def test_a_worker_with_a_bad_configuration_stops_at_start_in_one_line(env, line,
     assert done.returncode == 2
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(line) and "Traceback" not in done.stderr and "secret" not in done.stderr
+
+
+@pytest.mark.parametrize(("argv", "pool"), [
+    (["worker", "-P", "prefork"], "prefork"), (["worker", "-Pprefork"], "prefork"),
+    (["worker", "--pool", "solo", "-c", "1"], "solo"), (["worker", "--pool=gevent"], "gevent"),
+    (["worker", "-Q", "crawl.parse"], None), (["worker", "-P"], None),
+])
+def test_the_pool_a_worker_command_names(argv, pool):
+    from crawler_tasks.service.celery_app import pool_named
+
+    assert pool_named(argv) == pool
