@@ -34,8 +34,11 @@ What is archived, from the record (see :func:`crawler_tasks.core.policy.response
   3xx and failure bodies) is archived with its headers and an empty payload,
   marked ``WARC-Truncated: unspecified``;
 - the items a parse rule extracted follow as a ``metadata`` record
-  (``Content-Type: application/json``, ``{"rule": ..., "items": [...]}``),
-  ``WARC-Concurrent-To`` the response, as the request record is;
+  (``Content-Type: application/json``, ``{"rule": ..., "items": [...]}``, with
+  ``"rendered"`` for a page rendered in a browser), ``WARC-Concurrent-To`` the
+  response, as the request record is;
+- a rendered page's DOM follows as a ``conversion`` record (``text/html; charset=utf-8``)
+  whose ``WARC-Refers-To`` is the response: the response stays the exchange as served;
 - records without a response (connection errors, robots.txt skips) write nothing.
 """
 
@@ -147,7 +150,8 @@ class WARCStore(WriteOnly):
 
     def _build(self, record: PageRecord) -> tuple[Any, list[Any]]:
         """The response warcio record of ``record``, and those that go with it: the request,
-        and a ``metadata`` record of the items a parse rule extracted (JSON)."""
+        a ``metadata`` record of the items a parse rule extracted (JSON), and a rendered
+        page's DOM as a ``conversion`` record."""
         writer = WARCWriter(io.BytesIO(), gzip=True, warc_version="1.1")  # builds, never writes
         date = _warc_date(record.fetched_at)
         status_line = record.status_line or _status_line(record.status or 0)
@@ -175,11 +179,21 @@ class WARCStore(WriteOnly):
                 record.url, "request", payload=io.BytesIO(b""), length=0,
                 warc_headers_dict=dict(concurrent),
                 http_headers=_RawHeaders(record.request["line"], req_headers, is_http_request=True)))
-        if record.items:
-            items = json.dumps({"rule": record.rule, "items": record.items}, ensure_ascii=False).encode()
+        if record.items or record.rendered:
+            about = {"rule": record.rule, "items": record.items}
+            if record.rendered:
+                about["rendered"] = record.rendered
+            data = json.dumps(about, ensure_ascii=False).encode()
             others.append(writer.create_warc_record(
-                record.url, "metadata", payload=io.BytesIO(items), length=len(items),
+                record.url, "metadata", payload=io.BytesIO(data), length=len(data),
                 warc_headers_dict=dict(concurrent), warc_content_type="application/json"))
+        if record.dom is not None:
+            dom = record.dom.encode("utf-8", "surrogateescape")
+            others.append(writer.create_warc_record(
+                record.url, "conversion", payload=io.BytesIO(dom), length=len(dom),
+                warc_headers_dict={"WARC-Date": date,
+                                   "WARC-Refers-To": response.rec_headers.get_header("WARC-Record-ID")},
+                warc_content_type="text/html; charset=utf-8"))
         return response, others
 
     def _write(self, response: Any, others: list[Any]) -> None:

@@ -274,3 +274,20 @@ def test_items_follow_their_response_as_a_metadata_record(raw_site, tmp_path):
     assert meta["headers"].get_header("Content-Type") == "application/json"
     assert json.loads(meta["payload"]) == {"rule": "shop.product", "items": with_items.items}
     assert meta["digests_ok"]
+
+
+def test_a_rendered_page_keeps_its_response_as_served_and_its_dom_as_a_conversion(raw_site, tmp_path):
+    store = open_store(f"warc://{tmp_path}")
+    page = fetched(raw_site, "/page.html")
+    served = page.body
+    page.dom = "<html><head><title>built caf\u00e9</title></head><body><a href='/next'>next</a></body></html>"
+    page.rendered = {"wait": "load", "settled": True, "requests": 3}
+    assert store.upsert([page]) == []
+    store.close()
+    records = read_warcs(tmp_path)
+    [response], [conversion], [meta] = (by_type(records, kind) for kind in ("response", "conversion", "metadata"))
+    assert response["payload"] == served.encode(page.encoding) and response["digests_ok"]
+    assert conversion["headers"].get_header("WARC-Refers-To") == response["headers"].get_header("WARC-Record-ID")
+    assert conversion["headers"].get_header("Content-Type") == "text/html; charset=utf-8"
+    assert conversion["payload"].decode("utf-8") == page.dom and conversion["digests_ok"]
+    assert json.loads(meta["payload"])["rendered"] == page.rendered
