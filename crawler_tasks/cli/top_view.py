@@ -97,7 +97,9 @@ def _every_crawl(snapshot: Snapshot, rates: Mapping[str, float | None]) -> tuple
 def plain_line(snapshot: Snapshot, rates: Mapping[str, float | None]) -> str:
     """The figures in one line, for a log or a pipe."""
     fetch = snapshot.queues.get(routing.FETCH_QUEUE, {}).get("total", 0)
-    tail = (f"queued {fetch:,} · store queue {snapshot.store_queue.pending:,}"
+    render = snapshot.queues.get(routing.RENDER_QUEUE, {}).get("total", 0)
+    tail = (f"queued {fetch:,}{f' (+{render:,} to render)' if render else ''}"
+            f" · store queue {snapshot.store_queue.pending:,}"
             f" · dead letters {snapshot.dead_letters:,}")
     if snapshot.crawl_id is None:
         total = _sum(c.counters for c in snapshot.crawls)

@@ -35,6 +35,8 @@ SIMPLE: dict[str, tuple[str, str]] = {
     "crawler_stored": (counters.STORED, "records written"),
     "crawler_items": (counters.ITEMS, "items parse rules extracted that the pipelines kept"),
     "crawler_errors": (counters.ERRORS, "tasks or store writes ended by an unexpected error"),
+    "crawler_rendered": (counters.RENDERED, "pages rendered in a browser"),
+    "crawler_render_refused": (counters.RENDER_REFUSED, "requests of rendered pages refused"),
 }
 
 
