@@ -383,6 +383,12 @@ class Browser:
                 report.failed += 1
                 await route.abort("failed")
                 return
+            except Exception as exc:  # noqa: BLE001 - whatever the page asked for, its request ends
+                log.info("render: a request of %s to %.200s failed: %s: %s", state.served.url, request.url,
+                         type(exc).__name__, exc)
+                report.failed += 1
+                await route.abort("failed")
+                return
             cache.put(kind, request.url, got)
             await route.fulfill(status=got.status, headers=_passed(got.headers), body=got.body)
         except PlaywrightError:
