@@ -138,7 +138,7 @@ class _Renderers:
             return
         self._looked = now
         try:
-            waiting = queue_depths(self.app, self.settings)[routing.RENDER_QUEUE]["total"]
+            waiting = queue_depths(self.app, self.settings, (routing.RENDER_QUEUE,))[routing.RENDER_QUEUE]["total"]
         except (redis.RedisError, OperationalError, OSError):  # the broker away a while: the watch says so
             return
         if waiting:

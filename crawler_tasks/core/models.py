@@ -218,8 +218,8 @@ class PageRecord:
     items: list[dict[str, Any]] = field(default_factory=list)
     #: The rule that parsed the page (``module.function``); None: the default extraction.
     rule: str | None = None
-    #: How the page was rendered in a browser (:class:`~crawler_tasks.core.render.RenderReport`
-    #: as a dict: wait, settled, requests, blocked, refused, failed, ms); None: not rendered.
+    #: How the page was rendered in a browser (a :class:`~crawler_tasks.core.render.RenderReport`
+    #: as a dict); None: not rendered.
     rendered: dict[str, Any] | None = None
     #: The rendered page's DOM, serialized after its scripts ran (what was parsed), when the
     #: store keeps bodies; ``body`` keeps the response as served.

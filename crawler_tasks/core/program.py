@@ -124,10 +124,13 @@ class Rules:
 
     def __init__(self) -> None:
         self._rules: list[Rule] = []
+        #: Whether any rule renders its pages in a browser (asked for every link).
+        self.renders = False
 
     def add(self, rule: Rule) -> None:
         self._rules = [r for r in self._rules if r.name != rule.name]  # a module imported again
         self._rules.append(rule)
+        self.renders = any(r.render for r in self._rules)
 
     def __len__(self) -> int:
         return len(self._rules)
@@ -139,12 +142,8 @@ class Rules:
         """The rules that belong to ``plugins`` (their module is one, or lies under one)."""
         subset = Rules()
         subset._rules = [r for r in self._rules if within(r.name, plugins)]
+        subset.renders = any(r.render for r in subset._rules)
         return subset
-
-    @property
-    def renders(self) -> bool:
-        """Whether any rule renders its pages in a browser."""
-        return any(r.render for r in self._rules)
 
     def pick(self, url: str, host: str, plugins: tuple[str, ...] = ()) -> Rule | None:
         """The rule for ``url``: of those that match (and belong to ``plugins``, when given),

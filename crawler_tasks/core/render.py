@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import BadInput
+from .urls import host_of
 
 #: Page events a rendered page may wait for (Playwright's ``wait_until``).
 WAIT_EVENTS = ("load", "domcontentloaded", "networkidle")
@@ -71,7 +72,7 @@ def wants_render(url: str, *, asked: bool, rule_renders: bool, hosts: tuple[str,
     its host is in ``hosts`` (``CRAWLER_RENDER_HOSTS``)."""
     if asked or rule_renders:
         return True
-    return bool(hosts) and host_rendered((urlsplit(url).hostname or "").lower(), hosts)
+    return bool(hosts) and host_rendered(host_of(url), hosts)
 
 
 def verdict(*, method: str, url: str, resource_type: str, made: int, block: tuple[str, ...],

@@ -124,7 +124,6 @@ class _PageState:
     report: RenderReport
     served: Download
     proxy: str | None = None
-    page: Any = None
     #: Set when the page's scripts navigate away.
     away: asyncio.Event = field(default_factory=asyncio.Event)
     document_pending: bool = True
@@ -158,8 +157,7 @@ class Browser:
     def __init__(self, settings: Settings, fetch: FetchSub) -> None:
         self.settings = settings
         self.fetch = fetch
-        #: Pages rendered, and browsers started, by this process (for its tests and logs).
-        self.pages_rendered = 0
+        #: Browsers started by this process (for its logs and tests).
         self.browsers_started = 0
         self._lock = threading.Lock()
         self._pid = 0
@@ -168,7 +166,7 @@ class Browser:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._playwright: Any = None
         self._gen: _Generation | None = None
-        self._launching: asyncio.Lock | None = None
+        self._launching = asyncio.Lock()
 
     def render(self, url: str, served: Download, *, wait: str,
                proxy: str | None = None) -> tuple[str | None, RenderReport]:
@@ -211,7 +209,7 @@ class Browser:
                 self._pid = os.getpid()
                 self._gen = self._playwright = None
                 loop = asyncio.new_event_loop()
-                self._launching = None
+                self._launching = asyncio.Lock()
                 self._pool = concurrent.futures.ThreadPoolExecutor(SUBRESOURCE_THREADS,
                                                                    thread_name_prefix="render-fetch")
                 self._thread = threading.Thread(target=loop.run_forever, name="browser", daemon=True)
@@ -221,8 +219,6 @@ class Browser:
 
     async def _generation(self) -> _Generation:
         """The browser pages start in: the current one, or a new one."""
-        if self._launching is None:
-            self._launching = asyncio.Lock()
         async with self._launching:
             gen = self._gen
             if gen is not None and not gen.retiring and gen.browser.is_connected():
@@ -259,7 +255,7 @@ class Browser:
         dom: str | None = None
         try:
             tab = gen.idle.pop() if gen.idle else await self._new_tab(gen)
-            tab.state, state.page = state, tab.page
+            tab.state = state
             state.report.settled = await self._navigate(tab.page, url, wait, state.away)
             try:
                 dom = await asyncio.wait_for(tab.page.content(), READ_S)
@@ -341,7 +337,7 @@ class Browser:
         report = state.report
         report.requests += 1
         try:
-            if request.is_navigation_request() and request.frame == state.page.main_frame:
+            if request.is_navigation_request() and request.frame == tab.page.main_frame:
                 if state.document_pending:
                     state.document_pending = False
                     await route.fulfill(status=state.served.status, headers=_passed(state.served.headers),
@@ -397,7 +393,6 @@ class Browser:
     async def _done(self, gen: _Generation) -> None:
         """One page less at work in ``gen``: retire it when it has rendered its share or
         grown too large, close it once its last page is done."""
-        self.pages_rendered += 1
         gen.done += 1
         s = self.settings
         if not gen.retiring and gen.done >= s.render_pages_per_browser:

@@ -108,7 +108,7 @@ def stop(**_: Any) -> None:
         dispatcher, mover = running
         mover.stop()
         dispatcher.stop(drain_s=DRAIN_S if _serves_store() else 0.0)
-        current(current_app._get_current_object()).browser.close()  # if this process started one
+        current(current_app._get_current_object()).close_browser()
 
 
 def _serves_store() -> bool:

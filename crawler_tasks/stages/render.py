@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..core import counters
-from ..core.errors import BadInput, FetchError, RenderTimeout
+from ..core.errors import BrowserMissing, FetchError, RenderTimeout
 from ..core.models import CrawlRequest
 from ..core.policy import HandOn
 from ..core.render import page_wait, stuck, unsettled, wants_render
@@ -66,7 +66,7 @@ def render(rt: FetchDeps, req: CrawlRequest, served: Download, proxy: str | None
         dom, report = rt.browser.render(req.url, served, wait=wait, proxy=proxy)
     except FetchError as err:
         return err
-    except BadInput as err:  # no browser on this worker
+    except BrowserMissing as err:  # no browser on this worker
         return FetchError(f"render: {err}")
     if dom is None:
         return RenderTimeout(stuck(wait, s.render_timeout_s))

@@ -149,9 +149,13 @@ class Runtime:
             hit = self._limits[crawl_id] = (config, Limits.of(config, self.settings))
         return hit[1]
 
-    def close(self) -> None:
+    def close_browser(self) -> None:
+        """Close this process's browser, if it started one."""
         if self._browser is not None:
             self._browser.close()
+
+    def close(self) -> None:
+        self.close_browser()
         for store in self._stores.values():
             store.close()
         self._stores.clear()

@@ -13,21 +13,23 @@ if TYPE_CHECKING:
     from celery import Celery
 
 
-def queue_depths(app: Celery, settings: Settings) -> dict[str, dict[str, int]]:
-    """``{queue: {"band N": waiting, ..., "total": waiting}}``.
+def queue_depths(app: Celery, settings: Settings,
+                 queues: tuple[str, ...] = routing.ALL_QUEUES) -> dict[str, dict[str, int]]:
+    """``{queue: {"band N": waiting, ..., "total": waiting}}`` for each of ``queues`` (every
+    queue unless told).
 
     On Redis each band is its own list, so the split is exact. On RabbitMQ a
     queue reports one count; only ``total`` is given.
     """
     if settings.broker_is_redis:
-        return _redis_depths(settings.broker_url)
-    return _amqp_depths(app)
+        return _redis_depths(settings.broker_url, queues)
+    return _amqp_depths(app, queues)
 
 
 def waiting_fetches(app: Celery, settings: Settings) -> int:
     """Fetch messages waiting in the broker, plain and to render (not those a worker has taken)."""
-    depths = queue_depths(app, settings)
-    return sum(depths[queue]["total"] for queue in routing.BANDED_QUEUES)
+    depths = queue_depths(app, settings, routing.BANDED_QUEUES)
+    return sum(depth["total"] for depth in depths.values())
 
 
 #: Where kombu's Redis transport keeps the bindings of the event exchange: a monitor
@@ -50,25 +52,25 @@ def monitor_listening(settings: Settings) -> bool:
     return any(m.decode(errors="replace").startswith(tuple(f"#{sep}" for sep in seps)) for m in members)
 
 
-def _redis_depths(url: str) -> dict[str, dict[str, int]]:
+def _redis_depths(url: str, queues: tuple[str, ...]) -> dict[str, dict[str, int]]:
     client = redis.Redis.from_url(url)
     pipe = client.pipeline(transaction=False)
-    for queue in routing.ALL_QUEUES:
+    for queue in queues:
         for prio in range(routing.MAX_BAND + 1):
             pipe.llen(routing.redis_list(queue, prio))
     counts = iter(pipe.execute())
     out: dict[str, dict[str, int]] = {}
-    for queue in routing.ALL_QUEUES:
+    for queue in queues:
         bands = {f"band {routing.MAX_BAND - prio}": next(counts) for prio in range(routing.MAX_BAND + 1)}
         out[queue] = {**dict(sorted(bands.items(), reverse=True)), "total": sum(bands.values())}
     return out
 
 
-def _amqp_depths(app: Celery) -> dict[str, dict[str, int]]:
+def _amqp_depths(app: Celery, queues: tuple[str, ...]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     with app.connection_for_write() as conn:
         channel = conn.default_channel
-        for queue in routing.ALL_QUEUES:
+        for queue in queues:
             try:
                 out[queue] = {"total": channel.queue_declare(queue, passive=True).message_count}
             except Exception:  # not declared yet: nothing waits in it
