@@ -1,5 +1,5 @@
-"""kombu's Redis transport with one list per band only where bands exist, and acks
-without transactions.
+"""kombu's Redis transport with one list per band only where bands exist, acks
+without transactions, and no message lost between its take and its note.
 
 kombu gives every queue one Redis list per priority step, and every ``BRPOP``
 a worker sends names each list of each queue it consumes: ten steps over five
@@ -11,8 +11,8 @@ bands by step).
 
 kombu also wraps the two commands that note a message taken (and the two that
 ack it) in MULTI/EXEC: four of a page's Redis commands. The transaction
-protects nothing here: a message whose note failed half-way is lost as one
-whose note failed whole (``BRPOP`` took it already), and the ack deletes the
+protects nothing here: a message whose note failed half-way is put back as
+one whose note failed whole (below), and the ack deletes the
 copy before its index entry, so an ack cut short leaves an index entry that
 kombu's restore sweep drops (it restores nothing without the copy).
 
@@ -25,12 +25,24 @@ options name no banded queues. An app that sends to the crawl queues with
 stock kombu reaches them too: it sends to a base list unless it names a
 priority, and a worker of this package still reads every band of
 ``crawl.fetch``.
+
+Every connection of this transport also keeps a message it took when Redis
+dies before the message is noted: ``BRPOP`` took it (the AOF has the take) and
+the note that would let the restore sweep give it back never arrived, so the
+message is only in the worker's memory, where kombu drops it. It is held
+(:data:`_held`) and put back at the front of its queue once Redis answers (the
+next restore sweep, or the channel's close); lost only when that worker dies
+too before Redis is back. Should the note have reached Redis after all (its
+reply lost), the sweep gives a second copy back a visibility timeout later,
+which the gate refuses as a duplicate.
 """
 
 from __future__ import annotations
 
+import logging
 import numbers
 import os
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -46,6 +58,10 @@ BANDED_OPTION = "banded_queues"
 #: Delivery tags acked in a task's own round trip (:func:`in_band_ack`): kombu's ack of
 #: them sends nothing more.
 _acked_in_band: set[str] = set()
+#: Messages taken from a queue whose unacked note failed (Redis went away): each
+#: ``(payload, exchange, routing_key)``, put back when Redis answers.
+_held: deque[tuple[dict[str, Any], str, str]] = deque()
+logger = logging.getLogger(__name__)
 #: The process whose channels take messages (a forked pool child inherits the module, not
 #: the consumer; it may publish, or close a channel, but takes nothing).
 _consumer_pid: int | None = None
@@ -76,6 +92,36 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
     """kombu's ack emulation, in plain pipelines on a crawler connection (no MULTI/EXEC):
     kombu's own note and ack take their pipeline from :meth:`pipe_or_acquire`; a message
     its task acked in band (:func:`in_band_ack`) is only forgotten here."""
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        """Note ``message`` as unacked; when Redis fails under the note, hold the message
+        to put back (:meth:`give_back_held`) and fail as kombu does."""
+        try:
+            super().append(message, delivery_tag)
+        except self.channel.connection_errors:
+            delivery = message.delivery_info
+            _held.append((message._raw, delivery["exchange"], delivery["routing_key"]))
+            raise
+
+    def give_back_held(self) -> None:
+        """Put each message held by :meth:`append` back at the front of its queue (raises
+        the connection error while Redis is still away; what is left stays held)."""
+        while _held:
+            payload, exchange, routing_key = _held[0]
+            with self.channel.conn_or_acquire() as client, client.pipeline() as pipe:
+                self.channel._do_restore_message(payload, exchange, routing_key, pipe)
+                pipe.execute()
+            _held.popleft()
+            logger.warning("put back task %s, taken as the broker went away",
+                           payload.get("headers", {}).get("id"))
+
+    def restore_visible(self, *args: Any, **kwargs: Any) -> None:
+        self.give_back_held()
+        super().restore_visible(*args, **kwargs)
+
+    def restore_unacked(self, client: Any = None) -> Any:
+        self.give_back_held()
+        return super().restore_unacked(client)
 
     def ack(self, delivery_tag: str) -> None:
         if delivery_tag in _acked_in_band:
@@ -125,6 +171,20 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         if client is None or client.connection_pool is not self.pool:
             client = self._sync_client = super()._create_client()
         return client
+
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
+        """kombu's connection parameters; a connection error once the connection is released.
+
+        A worker that loses the broker closes its channel twice (Celery's ``collect()``,
+        then ``close()``); when the first close stops early (the read of a pending reply
+        fails), the second one gives back the unacked messages through a new pool of a
+        connection kombu has already let go, and kombu's AttributeError stops the worker.
+        As a connection error it is ignored like the broker being away: the messages stay
+        unacked in Redis, and the restore sweep gives them back.
+        """
+        if self.connection.client is None:
+            raise kombu_redis.redis.ConnectionError("the broker connection was released")
+        return super()._connparams(asynchronous=asynchronous)  # type: ignore[no-any-return]
 
     def basic_consume(self, *args: Any, **kwargs: Any) -> Any:
         _consuming()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import redis
 from celery import Celery
 
@@ -125,3 +126,43 @@ def test_a_forked_pool_child_leaves_the_ack_to_its_parent():
         os._exit(0)
     os.waitpid(pid, 0)
     assert os.read(read, 4) == b"none"
+
+
+def test_a_message_taken_as_redis_dies_before_it_is_noted_is_put_back_when_redis_answers(
+        tmp_path, monkeypatch):
+    from kombu.transport import redis as kombu_redis
+
+    from ..test_reliability import AofRedis
+
+    server = AofRedis(tmp_path).start()  # AOF, fsync always: the take survives the crash
+    s = Settings.from_env(broker_url=server.url, redis_url=server.url)
+    app = create_app(s)
+    app.send_task(routing.FETCH_TASK, args=[{"url": "http://a.test/"}], queue=routing.FETCH_QUEUE,
+                  task_id="held-1", priority=routing.broker_priority(4, redis=True))
+    note = kombu_redis.QoS.append
+
+    def crash_then_note(qos, message, tag):  # Redis dies between the take and its note
+        server.crash()
+        note(qos, message, tag)
+
+    monkeypatch.setattr(kombu_redis.QoS, "append", crash_then_note)
+    conn = app.connection_for_read()
+    try:
+        with pytest.raises(redis.ConnectionError):
+            conn.default_channel.basic_get(routing.FETCH_QUEUE)
+        monkeypatch.undo()
+        with pytest.raises(redis.ConnectionError):  # still away: the message stays held
+            conn.default_channel.qos.restore_visible()
+        server.start()
+        client = redis.Redis.from_url(server.url)
+        assert not client.keys("crawl.fetch*") and client.hlen("unacked") == 0  # only held here
+        with app.connection_for_read() as again:
+            again.default_channel.qos.restore_visible()  # the sweep after Redis came back
+            message = again.default_channel.basic_get(routing.FETCH_QUEUE)
+            assert message.headers["id"] == "held-1" and message.delivery_info["redelivered"]
+            assert message.properties["priority"] == routing.broker_priority(4, redis=True)
+            message.ack()
+        assert not client.keys("crawl.fetch*") and client.hlen("unacked") == 0  # put back once
+    finally:
+        conn.release()
+        server.stop()
