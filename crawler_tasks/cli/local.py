@@ -187,6 +187,7 @@ class CrawlWatch:
     def drained(self) -> bool:
         try:
             outstanding, known = self.rt.crawls.progress(self.crawl_id)
+            counters = self.rt.stats.read(self.crawl_id) if self.stall_timeout and outstanding else None
         except redis.RedisError as exc:
             self._unavailable(exc)
             return False
@@ -200,7 +201,7 @@ class CrawlWatch:
         if outstanding == 0:
             return True
         if self.stall_timeout:
-            state = (outstanding, self.rt.stats.read(self.crawl_id))
+            state = (outstanding, counters)
             now = time.monotonic()
             if state != self._last:
                 self._last, self._moved = state, now
