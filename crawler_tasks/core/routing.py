@@ -114,3 +114,9 @@ def pipeline_priority(*, redis: bool) -> int:
 def redis_list(queue: str, broker_prio: int) -> str:
     """Name of the Redis list holding ``queue`` messages of one broker priority."""
     return queue if broker_prio == 0 else f"{queue}{REDIS_SEP}{broker_prio}"
+
+
+def wake_list(queue: str) -> str:
+    """Name of the Redis list a worker waiting for ``queue`` blocks on: whoever pushes a
+    message onto one of its lists pushes a token here (at most one waits)."""
+    return f"{queue}{REDIS_SEP}wake"

@@ -1,22 +1,34 @@
-"""kombu's Redis transport with one list per band only where bands exist, acks
-without transactions, and no message lost between its take and its note.
+"""kombu's Redis transport: one list per band only where bands exist, acks without
+transactions, and a message taken and noted as unacked in one step.
 
-kombu gives every queue one Redis list per priority step, and every ``BRPOP``
-a worker sends names each list of each queue it consumes: ten steps over five
-queues made 50 list names, about 950 bytes sent with each message a worker
-took. Only ``crawl.fetch`` has bands; the other queues carry their messages in
-their base list whatever priority a sender gave, so a ``BRPOP`` names 14 lists,
-in the same order as before (every queue's base list first, then the fetch
-bands by step).
+kombu gives every queue one Redis list per priority step. Only ``crawl.fetch``
+and ``crawl.render`` have bands; the other queues carry their messages in their
+base list whatever priority a sender gave, so a worker reads 14 lists, not 50,
+in the same order as kombu would (every queue's base list first, then the bands
+by step).
 
-kombu also wraps the two commands that note a message taken (and the two that
-ack it) in MULTI/EXEC: four of a page's Redis commands. The transaction
-protects nothing here: a message whose note failed half-way is put back as
-one whose note failed whole (below), and the ack deletes the
-copy before its index entry, so an ack cut short leaves an index entry that
-kombu's restore sweep drops (it restores nothing without the copy).
+kombu takes a message with ``BRPOP`` and notes it as unacked (the copy its
+restore sweep gives back when the worker dies) in a second round trip. A Redis
+killed between the two (or after it wrote the take to its AOF and before it sent
+the reply, which with ``appendfsync always`` lasts as long as an fsync) leaves
+the message only in the worker's memory or nowhere: a page lost across a Redis
+restart. Here a worker takes with a script (:data:`TAKE`) that pops the first
+message of its lists in order and writes kombu's note in the same step, so a
+take either happened with its note or not at all; a reply that never arrives
+leaves a noted message the sweep gives back. A script cannot block, so a take
+that finds nothing is followed by a ``BRPOP`` on the queues' wake lists
+(:func:`~crawler_tasks.core.routing.wake_list`): whoever pushes a message —
+this transport's publish and restore, the fetch queue's pushes, a take that
+leaves more behind — pushes a token there (one at most), which wakes one
+waiting worker at once. A message pushed without a token (stock kombu from
+another app) is taken when the wait ends, within ``brpop_timeout`` (1 s).
 
-Both apply only to a connection whose transport options name the banded
+kombu also wraps the two commands that note a message (and the two that ack it)
+in MULTI/EXEC; the acks here go without: the ack deletes the copy before its
+index entry, so an ack cut short leaves an index entry that kombu's restore
+sweep drops (it restores nothing without the copy).
+
+All of this applies only to a connection whose transport options name the banded
 queues (``banded_queues``, set by :func:`crawler_tasks.service.celery_app.celery_config`).
 The transport is registered under kombu's own ``redis`` and ``rediss`` names,
 so URLs read as they are written (Flower picks its queue-length reader by the
@@ -26,35 +38,82 @@ stock kombu reaches them too: it sends to a base list unless it names a
 priority, and a worker of this package still reads every band of
 ``crawl.fetch``.
 
-Every connection of this transport also keeps a message it took when Redis
-dies before the message is noted: ``BRPOP`` took it (the AOF has the take) and
-the note that would let the restore sweep give it back never arrived, so the
-message is only in the worker's memory, where kombu drops it. It is held
-(:data:`_held`) and put back at the front of its queue once Redis answers (the
-next restore sweep, or the channel's close); lost only when that worker dies
-too before Redis is back. Should the note have reached Redis after all (its
-reply lost), the sweep gives a second copy back a visibility timeout later,
-which the gate refuses as a duplicate.
+Such an app's connection, which takes with ``BRPOP`` and notes after, keeps a
+message whose note failed because Redis went away: it is held (:data:`_held`)
+and put back at the front of its queue once Redis answers (the next restore
+sweep, or the channel's close), where kombu would drop it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import numbers
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from queue import Empty
 from typing import Any
 
 import kombu.transport
 from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.transport import redis as kombu_redis
 
+from ..core import routing
+from ..state.fetch_queue import wake
+
 #: The transport option naming the queues with one list per priority step.
 BANDED_OPTION = "banded_queues"
 
 
+#: Takes a message and notes it as unacked in one step: the first message of the lists
+#: in order (``KEYS[3 .. 2+n]``), its note in ``unacked`` (``KEYS[1]``, kombu's
+#: ``[payload, exchange, routing_key]``) and ``unacked_index`` (``KEYS[2]``, scored
+#: ``ARGV[1]``); when its list holds more and its queue's wake list
+#: (``KEYS[2+n+i]``) is empty, a token there wakes the next waiting worker. ``ARGV[2]``
+#: is 1 where the server has ``LMPOP`` (Redis 7). Returns ``{list, message}`` or nil.
+TAKE = b"""
+local n = (#KEYS - 2) / 2
+local key, message
+if ARGV[2] == '1' then
+  local args = {n}
+  for i = 3, 2 + n do args[#args + 1] = KEYS[i] end
+  args[#args + 1] = 'RIGHT'
+  local popped = redis.call('LMPOP', unpack(args))
+  if popped then key, message = popped[1], popped[2][1] end
+else
+  for i = 3, 2 + n do
+    message = redis.call('RPOP', KEYS[i])
+    if message then key = KEYS[i] break end
+  end
+end
+if not message then return false end
+local ok, payload = pcall(cjson.decode, message)
+local props = ok and type(payload) == 'table' and payload['properties']
+local tag = props and props['delivery_tag']
+if tag then
+  local info = props['delivery_info'] or {}
+  redis.call('ZADD', KEYS[2], ARGV[1], tag)
+  redis.call('HSET', KEYS[1], tag, '[' .. message .. ',' .. cjson.encode(info['exchange'] or '')
+             .. ',' .. cjson.encode(info['routing_key'] or '') .. ']')
+end
+for i = 3, 2 + n do
+  if KEYS[i] == key then
+    local wake = KEYS[i + n]
+    if redis.call('LLEN', key) > 0 and redis.call('EXISTS', wake) == 0 then
+      redis.call('LPUSH', wake, 1)
+    end
+    break
+  end
+end
+return {key, message}
+"""
+TAKE_SHA = hashlib.sha1(TAKE).hexdigest()
+
+#: Delivery tags noted by :data:`TAKE` itself: kombu's note of them sends nothing.
+_noted_in_take: set[str] = set()
 #: Delivery tags acked in a task's own round trip (:func:`in_band_ack`): kombu's ack of
 #: them sends nothing more.
 _acked_in_band: set[str] = set()
@@ -94,8 +153,13 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
     its task acked in band (:func:`in_band_ack`) is only forgotten here."""
 
     def append(self, message: Any, delivery_tag: str) -> None:
-        """Note ``message`` as unacked; when Redis fails under the note, hold the message
-        to put back (:meth:`give_back_held`) and fail as kombu does."""
+        """Note ``message`` as unacked (a message taken by :data:`TAKE` is noted already);
+        when Redis fails under the note, hold the message to put back
+        (:meth:`give_back_held`) and fail as kombu does."""
+        if delivery_tag in _noted_in_take:
+            _noted_in_take.discard(delivery_tag)
+            virtual.QoS.append(self, message, delivery_tag)
+            return
         try:
             super().append(message, delivery_tag)
         except self.channel.connection_errors:
@@ -157,6 +221,9 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._sync_client: Any = None
+        #: Whether the next read takes (else it waits on the wake lists), what the last sent.
+        self._taking = self._sent_take = True
+        self._lmpop: bool | None = None
         super().__init__(*args, **kwargs)
         if self.banded_queues is not None:
             self.banded_queues = frozenset(self.banded_queues)
@@ -205,20 +272,114 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
                                   for queue in queues))
 
     def _brpop_start(self, timeout: float | None = None) -> None:
-        if self.banded_queues is None:
+        """Send the next read of the consumed queues: a take (:data:`TAKE`), or, after a
+        take found nothing, a ``BRPOP`` on their wake lists (``timeout``, kombu's
+        ``brpop_timeout``, bounds the wait for a message pushed without a token)."""
+        if self.banded_queues is None or self.global_keyprefix:
             return super()._brpop_start(timeout)  # type: ignore[no-any-return]
-        if timeout is None:
-            timeout = self.brpop_timeout
         queues = self._queue_cycle.consume(len(self.active_queues))
         if not queues:
             return None
         self._in_poll = self.client.connection
         self._brpop_sent_at = kombu_redis.monotonic()
-        command_args: list[Any] = ["BRPOP", *self._lists(queues), timeout or 0]
-        if self.global_keyprefix:
-            command_args = self.client._prefix_args(command_args)
+        self._sent_take = self._taking
+        if self._taking:
+            command_args = self._take_args(queues)
+        else:
+            wakes = list(dict.fromkeys(routing.wake_list(queue) for queue in queues))
+            command_args = ["BRPOP", *wakes, timeout if timeout is not None else self.brpop_timeout]
         self.client.connection.send_command(*command_args)
         return None
+
+    def _take_args(self, queues: list[str]) -> list[Any]:
+        lists = self._lists(queues)
+        wakes = [routing.wake_list(name.rsplit(self.sep, 1)[0] if name not in queues else name)
+                 for name in lists]
+        return ["EVALSHA", TAKE_SHA, 2 + 2 * len(lists), self.unacked_key, self.unacked_index_key,
+                *lists, *wakes, time.time(), int(self._has_lmpop())]
+
+    def _has_lmpop(self) -> bool:
+        if self._lmpop is None:
+            with self.conn_or_acquire() as client:
+                version = str(client.info("server").get("redis_version", "0"))
+            self._lmpop = int(version.split(".")[0]) >= 7
+        return self._lmpop
+
+    def _load_take(self) -> None:
+        with self.conn_or_acquire() as client:
+            client.script_load(TAKE)
+
+    def _brpop_read(self, **options: Any) -> bool:
+        """Read the reply of :meth:`_brpop_start`: a message taken (delivered, noted by the
+        take), or nothing (wait next), or a wake (take next)."""
+        if self.banded_queues is None or self.global_keyprefix:
+            return super()._brpop_read(**options)  # type: ignore[no-any-return]
+        try:
+            try:
+                reply = self.client.parse_response(self.client.connection, "BRPOP", **options)
+            except kombu_redis.redis.exceptions.NoScriptError:  # a Redis restarted since
+                self._load_take()
+                raise Empty() from None
+            except self.connection_errors:
+                self.client.connection.disconnect()
+                raise
+            if not self._sent_take:
+                self._taking = True
+                raise Empty()
+            if not reply:
+                self._taking = False
+                raise Empty()
+            dest, item = reply
+            payload = kombu_redis.loads(kombu_redis.bytes_to_str(item))
+            queue = kombu_redis.bytes_to_str(dest)
+            if queue not in self.active_queues:
+                queue = queue.rsplit(self.sep, 1)[0]
+            self._queue_cycle.rotate(queue)
+            _noted_in_take.add(payload["properties"]["delivery_tag"])
+            self.connection._deliver(payload, queue)
+            return True
+        finally:
+            self._in_poll = None
+            self._flush_brpop_reauth()
+
+    def _get(self, queue: str) -> Any:
+        """One message of ``queue`` (``basic_get``), taken and noted in one step."""
+        if self.banded_queues is None or self.global_keyprefix:
+            return super()._get(queue)
+        args = self._take_args([queue])[1:]
+        with self.conn_or_acquire() as client:
+            try:
+                reply = client.evalsha(*args)
+            except kombu_redis.redis.exceptions.NoScriptError:
+                client.script_load(TAKE)
+                reply = client.evalsha(*args)
+        if not reply:
+            raise Empty()
+        payload = kombu_redis.loads(kombu_redis.bytes_to_str(reply[1]))
+        _noted_in_take.add(payload["properties"]["delivery_tag"])
+        return payload
+
+    def _put(self, queue: str, message: Any, **kwargs: Any) -> None:
+        """kombu's publish, and a token on the queue's wake list (:meth:`_brpop_start`)."""
+        super()._put(queue, message, **kwargs)
+        if self.banded_queues is None:
+            return
+        batch = kwargs.get("_publish_batch")
+        if batch is not None:
+            batch.add("lpush", routing.wake_list(queue), 1)
+            batch.add("ltrim", routing.wake_list(queue), 0, 0)
+            return
+        with self.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:
+            wake(pipe, queue)
+            pipe.execute()
+
+    def _do_restore_message(self, payload: Any, exchange: str, routing_key: str,
+                            pipe: Any, leftmost: bool = False) -> None:
+        """kombu's restore of a message to its queue, and a token on the queue's wake list."""
+        super()._do_restore_message(payload, exchange, routing_key, pipe, leftmost)
+        if self.banded_queues is not None:
+            for queue in self._lookup(exchange, routing_key):
+                wake(pipe, queue)
 
     def _size(self, queue: str) -> int:
         with self.conn_or_acquire() as client, client.pipeline() as pipe:

@@ -34,6 +34,14 @@ from .round_trip import is_cluster
 SCHEMES = ("redis://", "rediss://")
 
 
+def wake(pipe: Any, queue: str) -> None:
+    """Add to ``pipe`` the token that wakes a worker waiting for ``queue``: one at most
+    waits on its wake list (:func:`~crawler_tasks.core.routing.wake_list`)."""
+    name = routing.wake_list(queue)
+    pipe.lpush(name, 1)
+    pipe.ltrim(name, 0, 0)
+
+
 class FetchQueue:
     """Pushes fetch messages onto the bands of ``crawl.fetch`` (or ``crawl.render``) on the broker Redis."""
 
@@ -65,12 +73,15 @@ class FetchQueue:
 
     def queue(self, pipe: Any, fetches: Sequence[tuple[CrawlRequest, str]]) -> None:
         """Add the messages of ``fetches`` (request, task id: tracked already) to ``pipe``,
-        a pipeline on the broker Redis: one ``LPUSH`` per band, in their order."""
+        a pipeline on the broker Redis: one ``LPUSH`` per band, in their order, and a token
+        on each queue's wake list (:func:`~crawler_tasks.core.routing.wake_list`)."""
         bands: dict[str, list[bytes]] = defaultdict(list)
         for name, message in self.messages(fetches):
             bands[name].append(message)
         for name, messages in bands.items():
             pipe.lpush(name, *messages)
+        for queue in {routing.fetch_route(request.render)[1] for request, _ in fetches}:
+            wake(pipe, queue)
 
     def push(self, fetches: Sequence[tuple[CrawlRequest, str]]) -> None:
         """Send the messages of ``fetches`` in one round trip of their own."""

@@ -4,6 +4,8 @@ behaviour for any other app in the process."""
 from __future__ import annotations
 
 import os
+import socket
+import time
 
 import pytest
 import redis
@@ -26,8 +28,9 @@ def settings() -> Settings:
 
 
 def lists(client: redis.Redis) -> dict[str, int]:
+    """The queue lists (not the wake lists) and their lengths."""
     return {k.decode(): client.llen(k) for k in client.keys("crawl.*") + client.keys("mine*")
-            if client.type(k) == b"list"}
+            if client.type(k) == b"list" and not k.endswith(b":wake")}
 
 
 def test_only_the_fetch_queue_has_a_list_per_band_and_every_message_is_read_back():
@@ -128,17 +131,55 @@ def test_a_forked_pool_child_leaves_the_ack_to_its_parent():
     assert os.read(read, 4) == b"none"
 
 
+def test_a_take_whose_reply_never_arrives_is_noted_and_given_back_by_the_restore_sweep(tmp_path):
+    """Redis killed after the take reached its AOF and before the worker read the reply:
+    the take noted the message in the same step, so the sweep gives it back."""
+    from ..test_reliability import AofRedis
+
+    server = AofRedis(tmp_path).start()  # AOF, fsync always: what was written survives the crash
+    s = Settings.from_env(broker_url=server.url, redis_url=server.url, visibility_timeout=2,
+                          retry_backoff_max=1)
+    app = create_app(s)
+    app.send_task(routing.FETCH_TASK, args=[{"url": "http://a.test/"}], queue=routing.FETCH_QUEUE,
+                  task_id="lost-reply", priority=routing.broker_priority(4, redis=True))
+    client = redis.Redis.from_url(server.url)
+    client.delete(routing.wake_list(routing.FETCH_QUEUE))
+    try:
+        client.script_load(redis_transport.TAKE)  # as a worker has it loaded
+        with app.connection_for_read() as conn:
+            raw = redis.Connection(port=server.port)
+            raw.send_command(*conn.default_channel._take_args([routing.FETCH_QUEUE]))
+            deadline = time.monotonic() + 5
+            while not client.hlen("unacked"):  # taken, its reply unread
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        server.crash()
+        server.start()
+        assert not lists(client) and client.hlen("unacked") == 1 and client.zcard("unacked_index") == 1
+        time.sleep(2.1)  # past the visibility timeout
+        with app.connection_for_read() as conn:
+            conn.default_channel.qos.restore_visible(num=10, interval=1)
+            message = conn.default_channel.basic_get(routing.FETCH_QUEUE)
+            assert message.headers["id"] == "lost-reply" and message.delivery_info["redelivered"]
+            assert message.properties["priority"] == routing.broker_priority(4, redis=True)
+            message.ack()
+        assert not lists(client) and client.hlen("unacked") == 0
+    finally:
+        server.stop()
+
+
 def test_a_message_taken_as_redis_dies_before_it_is_noted_is_put_back_when_redis_answers(
         tmp_path, monkeypatch):
+    """Another app's connection (kombu's take, then its note): the message held in memory
+    across the restart is put back at the front of its queue."""
     from kombu.transport import redis as kombu_redis
 
     from ..test_reliability import AofRedis
 
-    server = AofRedis(tmp_path).start()  # AOF, fsync always: the take survives the crash
-    s = Settings.from_env(broker_url=server.url, redis_url=server.url)
-    app = create_app(s)
-    app.send_task(routing.FETCH_TASK, args=[{"url": "http://a.test/"}], queue=routing.FETCH_QUEUE,
-                  task_id="held-1", priority=routing.broker_priority(4, redis=True))
+    server = AofRedis(tmp_path).start()
+    create_app(settings())  # the crawler's transport is registered for redis:// now
+    app = Celery("other", broker=server.url)
+    app.send_task("mine.task", queue="mine", task_id="held-1")
     note = kombu_redis.QoS.append
 
     def crash_then_note(qos, message, tag):  # Redis dies between the take and its note
@@ -149,20 +190,56 @@ def test_a_message_taken_as_redis_dies_before_it_is_noted_is_put_back_when_redis
     conn = app.connection_for_read()
     try:
         with pytest.raises(redis.ConnectionError):
-            conn.default_channel.basic_get(routing.FETCH_QUEUE)
+            conn.default_channel.basic_get("mine")
         monkeypatch.undo()
         with pytest.raises(redis.ConnectionError):  # still away: the message stays held
             conn.default_channel.qos.restore_visible()
         server.start()
         client = redis.Redis.from_url(server.url)
-        assert not client.keys("crawl.fetch*") and client.hlen("unacked") == 0  # only held here
+        assert not lists(client) and client.hlen("unacked") == 0  # only held here
         with app.connection_for_read() as again:
             again.default_channel.qos.restore_visible()  # the sweep after Redis came back
-            message = again.default_channel.basic_get(routing.FETCH_QUEUE)
+            message = again.default_channel.basic_get("mine")
             assert message.headers["id"] == "held-1" and message.delivery_info["redelivered"]
-            assert message.properties["priority"] == routing.broker_priority(4, redis=True)
             message.ack()
-        assert not client.keys("crawl.fetch*") and client.hlen("unacked") == 0  # put back once
+        assert not lists(client) and client.hlen("unacked") == 0  # put back once
     finally:
         conn.release()
         server.stop()
+
+
+def test_a_worker_waiting_on_empty_queues_is_woken_by_a_message_pushed_for_it():
+    """A consumer whose take found nothing blocks on the wake lists (here for up to 30 s):
+    a message sent through Celery or pushed onto the bands wakes it at once."""
+    import threading
+
+    from crawler_tasks.core.models import CrawlRequest
+    from crawler_tasks.state.fetch_queue import FetchQueue
+
+    flush(DB)
+    s = settings()
+    app = create_app(s)
+    app.conf.broker_transport_options = {**app.conf.broker_transport_options, "brpop_timeout": 30}
+    got: list[tuple[str, float]] = []
+    with app.connection_for_read() as conn:
+        channel = conn.default_channel
+
+        def on_message(message):
+            got.append((message.headers["id"], time.monotonic()))
+            message.ack()
+
+        channel.basic_consume(routing.FETCH_QUEUE, False, on_message, "waiting")
+        with pytest.raises(socket.timeout):
+            conn.drain_events(timeout=0.5)  # nothing yet: the take found nothing, it waits
+        assert conn.transport.client.transport_options["brpop_timeout"] == 30
+        for send in (lambda: app.send_task(routing.FETCH_TASK, args=[{}], queue=routing.FETCH_QUEUE, task_id="sent"),
+                     lambda: FetchQueue.of(s, redis.Redis.from_url(s.redis_url)).push(
+                         [(CrawlRequest(url="http://a.test/", crawl_id="c"), "pushed")])):
+            timer, wanted = threading.Timer(0.3, send), len(got) + 1
+            started = time.monotonic()
+            timer.start()
+            while len(got) < wanted:
+                conn.drain_events(timeout=25)
+            timer.join()
+            assert got[-1][1] - started < 10  # woken, not the 30 s wait
+    assert [task_id for task_id, _ in got] == ["sent", "pushed"]

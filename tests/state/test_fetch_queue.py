@@ -30,9 +30,10 @@ def test_messages_are_read_back_by_kombu_in_band_order_with_their_request_and_ta
     assert queue is not None and queue.shared
     fetches = [(CrawlRequest(url=f"http://a.test/{p}", crawl_id="c1", priority=p), f"task{p}") for p in (-1, 3, 0, 3)]
     queue.push(fetches)
-    # One list per band, as send_task writes them (a band of 8 is Redis priority 1).
+    # One list per band, as send_task writes them (a band of 8 is Redis priority 1), and one
+    # token for a worker waiting on the queue.
     assert {k.decode(): client.llen(k) for k in client.keys("crawl.fetch*") if client.type(k) == b"list"} == \
-        {"crawl.fetch:5": 1, "crawl.fetch:1": 2, "crawl.fetch:4": 1}
+        {"crawl.fetch:5": 1, "crawl.fetch:1": 2, "crawl.fetch:4": 1, "crawl.fetch:wake": 1}
     app = create_app(s)
     with app.connection_for_read() as conn:
         channel = conn.default_channel
@@ -60,7 +61,8 @@ def test_requests_to_render_go_onto_the_bands_of_the_render_queue():
     queue.push([(CrawlRequest(url=f"http://a.test/r{p}", crawl_id="c1", priority=p, render=True), f"r{p}")
                 for p in (0, 2, -1)] + [(CrawlRequest(url="http://a.test/plain", crawl_id="c1"), "plain")])
     assert {k.decode(): client.llen(k) for k in client.keys("crawl.*") if client.type(k) == b"list"} == \
-        {"crawl.render:4": 1, "crawl.render:2": 1, "crawl.render:5": 1, "crawl.fetch:4": 1}
+        {"crawl.render:4": 1, "crawl.render:2": 1, "crawl.render:5": 1, "crawl.fetch:4": 1,
+         "crawl.render:wake": 1, "crawl.fetch:wake": 1}
     with create_app(s).connection_for_read() as conn:
         channel = conn.default_channel
         taken = []
