@@ -71,9 +71,10 @@ BANDED_OPTION = "banded_queues"
 #: Takes a message and notes it as unacked in one step: the first message of the lists
 #: in order (``KEYS[3 .. 2+n]``), its note in ``unacked`` (``KEYS[1]``, kombu's
 #: ``[payload, exchange, routing_key]``) and ``unacked_index`` (``KEYS[2]``, scored
-#: ``ARGV[1]``); when its list holds more and its queue's wake list
-#: (``KEYS[2+n+i]``) is empty, a token there wakes the next waiting worker. ``ARGV[2]``
-#: is 1 where the server has ``LMPOP`` (Redis 7). Returns ``{list, message}`` or nil.
+#: ``ARGV[1]``); when any list holds more and the wake list of its queue
+#: (``KEYS[i+n]``) is empty, a token there wakes the next waiting worker. ``ARGV[2]``
+#: is 1 where the server has ``LMPOP`` (Redis 7). Returns ``{list, message, lists
+#: left non-empty}`` or nil.
 TAKE = b"""
 local n = (#KEYS - 2) / 2
 local key, message
@@ -90,25 +91,24 @@ else
   end
 end
 if not message then return false end
-local ok, payload = pcall(cjson.decode, message)
-local props = ok and type(payload) == 'table' and payload['properties']
-local tag = props and props['delivery_tag']
+local tag = string.match(message, '"delivery_tag"%s*:%s*"([^"]*)"')
 if tag then
-  local info = props['delivery_info'] or {}
+  local ok, info = pcall(cjson.decode, string.match(message, '"delivery_info"%s*:%s*(%b{})') or '{}')
+  if not ok or type(info) ~= 'table' then info = {} end
   redis.call('ZADD', KEYS[2], ARGV[1], tag)
   redis.call('HSET', KEYS[1], tag, '[' .. message .. ',' .. cjson.encode(info['exchange'] or '')
              .. ',' .. cjson.encode(info['routing_key'] or '') .. ']')
 end
-for i = 3, 2 + n do
-  if KEYS[i] == key then
-    local wake = KEYS[i + n]
-    if redis.call('LLEN', key) > 0 and redis.call('EXISTS', wake) == 0 then
-      redis.call('LPUSH', wake, 1)
+local more = redis.call('EXISTS', unpack(KEYS, 3, 2 + n))
+if more > 0 then
+  for i = 3, 2 + n do
+    if KEYS[i] == key then
+      if redis.call('EXISTS', KEYS[i + n]) == 0 then redis.call('LPUSH', KEYS[i + n], 1) end
+      break
     end
-    break
   end
 end
-return {key, message}
+return {key, message, more}
 """
 TAKE_SHA = hashlib.sha1(TAKE).hexdigest()
 
@@ -311,7 +311,8 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
 
     def _brpop_read(self, **options: Any) -> bool:
         """Read the reply of :meth:`_brpop_start`: a message taken (delivered, noted by the
-        take), or nothing (wait next), or a wake (take next)."""
+        take; take again while its lists hold more, else wait), nothing (wait next), or
+        a wake (take next)."""
         if self.banded_queues is None or self.global_keyprefix:
             return super()._brpop_read(**options)  # type: ignore[no-any-return]
         try:
@@ -329,7 +330,8 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
             if not reply:
                 self._taking = False
                 raise Empty()
-            dest, item = reply
+            dest, item, more = reply
+            self._taking = bool(more)  # none left: wait for a token next
             payload = kombu_redis.loads(kombu_redis.bytes_to_str(item))
             queue = kombu_redis.bytes_to_str(dest)
             if queue not in self.active_queues:
