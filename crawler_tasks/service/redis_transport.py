@@ -60,56 +60,19 @@ from typing import Any
 import kombu.transport
 from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.transport import redis as kombu_redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
 
 from ..core import routing
+from ..state import scripts
 from ..state.fetch_queue import wake
 
 #: The transport option naming the queues with one list per priority step.
 BANDED_OPTION = "banded_queues"
 
 
-#: Takes a message and notes it as unacked in one step: the first message of the lists
-#: in order (``KEYS[3 .. 2+n]``), its note in ``unacked`` (``KEYS[1]``, kombu's
-#: ``[payload, exchange, routing_key]``) and ``unacked_index`` (``KEYS[2]``, scored
-#: ``ARGV[1]``); when any list holds more and the wake list of its queue
-#: (``KEYS[i+n]``) is empty, a token there wakes the next waiting worker. ``ARGV[2]``
-#: is 1 where the server has ``LMPOP`` (Redis 7). Returns ``{list, message, lists
-#: left non-empty}`` or nil.
-TAKE = b"""
-local n = (#KEYS - 2) / 2
-local key, message
-if ARGV[2] == '1' then
-  local args = {n}
-  for i = 3, 2 + n do args[#args + 1] = KEYS[i] end
-  args[#args + 1] = 'RIGHT'
-  local popped = redis.call('LMPOP', unpack(args))
-  if popped then key, message = popped[1], popped[2][1] end
-else
-  for i = 3, 2 + n do
-    message = redis.call('RPOP', KEYS[i])
-    if message then key = KEYS[i] break end
-  end
-end
-if not message then return false end
-local tag = string.match(message, '"delivery_tag"%s*:%s*"([^"]*)"')
-if tag then
-  local ok, info = pcall(cjson.decode, string.match(message, '"delivery_info"%s*:%s*(%b{})') or '{}')
-  if not ok or type(info) ~= 'table' then info = {} end
-  redis.call('ZADD', KEYS[2], ARGV[1], tag)
-  redis.call('HSET', KEYS[1], tag, '[' .. message .. ',' .. cjson.encode(info['exchange'] or '')
-             .. ',' .. cjson.encode(info['routing_key'] or '') .. ']')
-end
-local more = redis.call('EXISTS', unpack(KEYS, 3, 2 + n))
-if more > 0 then
-  for i = 3, 2 + n do
-    if KEYS[i] == key then
-      if redis.call('EXISTS', KEYS[i + n]) == 0 then redis.call('LPUSH', KEYS[i + n], 1) end
-      break
-    end
-  end
-end
-return {key, message, more}
-"""
+#: The script taking a message and noting it in one step (``state/lua/broker_take.lua``).
+TAKE = scripts.source("broker_take.lua").encode()
 TAKE_SHA = hashlib.sha1(TAKE).hexdigest()
 
 #: Delivery tags noted by :data:`TAKE` itself: kombu's note of them sends nothing.
@@ -250,7 +213,7 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         unacked in Redis, and the restore sweep gives them back.
         """
         if self.connection.client is None:
-            raise kombu_redis.redis.ConnectionError("the broker connection was released")
+            raise RedisConnectionError("the broker connection was released")
         return super()._connparams(asynchronous=asynchronous)  # type: ignore[no-any-return]
 
     def basic_consume(self, *args: Any, **kwargs: Any) -> Any:
@@ -318,7 +281,7 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         try:
             try:
                 reply = self.client.parse_response(self.client.connection, "BRPOP", **options)
-            except kombu_redis.redis.exceptions.NoScriptError:  # a Redis restarted since
+            except NoScriptError:  # a Redis restarted since
                 self._load_take()
                 raise Empty() from None
             except self.connection_errors:
@@ -352,7 +315,7 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         with self.conn_or_acquire() as client:
             try:
                 reply = client.evalsha(*args)
-            except kombu_redis.redis.exceptions.NoScriptError:
+            except NoScriptError:
                 client.script_load(TAKE)
                 reply = client.evalsha(*args)
         if not reply:
