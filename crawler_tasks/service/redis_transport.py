@@ -16,7 +16,8 @@ restart. Here a worker takes with a script (:data:`TAKE`) that pops the first
 message of its lists in order and writes kombu's note in the same step, so a
 take either happened with its note or not at all; a reply that never arrives
 leaves a noted message the sweep gives back. A script cannot block, so a take
-that finds nothing is followed by a ``BRPOP`` on the queues' wake lists
+that finds nothing (or empties the lists, when the take also drops their stale
+tokens) is followed by a ``BRPOP`` on the queues' wake lists
 (:func:`~crawler_tasks.core.routing.wake_list`): whoever pushes a message —
 this transport's publish and restore, the fetch queue's pushes, a take that
 leaves more behind — pushes a token there (one at most), which wakes one

@@ -2,7 +2,8 @@
 -- step, where kombu takes with BRPOP and notes in a second round trip (a Redis killed in
 -- between lost the message): the first message of the lists in order, its note as kombu
 -- writes it, and, when any list holds more and the wake list of its queue is empty, a token
--- there for the next waiting worker (service.redis_transport).
+-- there for the next waiting worker; when none holds more, the tokens left on the wake lists
+-- are stale (their messages are taken) and go (service.redis_transport).
 -- KEYS[1] unacked, kombu's copies of the messages taken: tag -> [payload, exchange, routing key]
 -- KEYS[2] unacked_index, their tags scored by when they were taken
 -- KEYS[3 .. 2+n] the lists of the queues consumed, in the order to read them
@@ -41,5 +42,7 @@ if more > 0 then
       break
     end
   end
+else
+  redis.call('DEL', unpack(KEYS, 3 + n, 2 + 2 * n))
 end
 return {key, message, more}
