@@ -188,6 +188,8 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         #: Whether the next read takes (else it waits on the wake lists), what the last sent.
         self._taking = self._sent_take = True
         self._lmpop: bool | None = None
+        #: Queues consumed without acks: their messages are taken without a note.
+        self._no_ack_queues: set[str] = set()
         super().__init__(*args, **kwargs)
         if self.banded_queues is not None:
             self.banded_queues = frozenset(self.banded_queues)
@@ -217,13 +219,24 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
             raise RedisConnectionError("the broker connection was released")
         return super()._connparams(asynchronous=asynchronous)  # type: ignore[no-any-return]
 
-    def basic_consume(self, *args: Any, **kwargs: Any) -> Any:
+    def basic_consume(self, queue: str, no_ack: bool, *args: Any, **kwargs: Any) -> Any:
         _consuming()
-        return super().basic_consume(*args, **kwargs)
+        if no_ack:  # a take for it notes nothing (kombu's reply consumers ack nothing)
+            self._no_ack_queues.add(queue)
+        else:
+            self._no_ack_queues.discard(queue)
+        return super().basic_consume(queue, no_ack, *args, **kwargs)
 
-    def basic_get(self, *args: Any, **kwargs: Any) -> Any:
+    def basic_get(self, queue: str, no_ack: bool = False, **kwargs: Any) -> Any:
         _consuming()
-        return super().basic_get(*args, **kwargs)
+        was = queue in self._no_ack_queues
+        if no_ack:
+            self._no_ack_queues.add(queue)
+        try:
+            return super().basic_get(queue, no_ack, **kwargs)
+        finally:
+            if no_ack and not was:
+                self._no_ack_queues.discard(queue)
 
     def _q_for_pri(self, queue: str, pri: int) -> str:
         if self.banded_queues is not None and queue not in self.banded_queues:
@@ -257,10 +270,15 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
 
     def _take_args(self, queues: list[str]) -> list[Any]:
         lists = self._lists(queues)
-        wakes = [routing.wake_list(name.rsplit(self.sep, 1)[0] if name not in queues else name)
-                 for name in lists]
+        wakes = [routing.wake_list(self._of_queue(name, queues)) for name in lists]
+        noted = "".join("0" if self._of_queue(name, queues) in self._no_ack_queues else "1"
+                        for name in lists)
         return ["EVALSHA", TAKE_SHA, 2 + 2 * len(lists), self.unacked_key, self.unacked_index_key,
-                *lists, *wakes, time.time(), int(self._has_lmpop())]
+                *lists, *wakes, time.time(), int(self._has_lmpop()), noted]
+
+    def _of_queue(self, name: str, queues: list[str]) -> str:
+        """The queue of list ``name`` (a queue's base list, or one of its bands)."""
+        return name if name in queues else name.rsplit(self.sep, 1)[0]
 
     def _has_lmpop(self) -> bool:
         if self._lmpop is None:
@@ -294,14 +312,15 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
             if not reply:
                 self._taking = False
                 raise Empty()
-            dest, item, more = reply
+            dest, item, more, noted = reply
             self._taking = bool(more)  # none left: wait for a token next
             payload = kombu_redis.loads(kombu_redis.bytes_to_str(item))
             queue = kombu_redis.bytes_to_str(dest)
             if queue not in self.active_queues:
                 queue = queue.rsplit(self.sep, 1)[0]
             self._queue_cycle.rotate(queue)
-            _noted_in_take.add(payload["properties"]["delivery_tag"])
+            if noted:
+                _noted_in_take.add(payload["properties"]["delivery_tag"])
             self.connection._deliver(payload, queue)
             return True
         finally:
@@ -322,7 +341,8 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         if not reply:
             raise Empty()
         payload = kombu_redis.loads(kombu_redis.bytes_to_str(reply[1]))
-        _noted_in_take.add(payload["properties"]["delivery_tag"])
+        if reply[3]:
+            _noted_in_take.add(payload["properties"]["delivery_tag"])
         return payload
 
     def _put(self, queue: str, message: Any, **kwargs: Any) -> None:

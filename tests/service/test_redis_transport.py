@@ -243,3 +243,24 @@ def test_a_worker_waiting_on_empty_queues_is_woken_by_a_message_pushed_for_it():
             timer.join()
             assert got[-1][1] - started < 10  # woken, not the 30 s wait
     assert [task_id for task_id, _ in got] == ["sent", "pushed"]
+
+
+def test_a_consumer_that_acks_nothing_leaves_no_unacked_copy():
+    """Celery's reply consumers (``inspect``, Flower) consume without acks: their messages
+    are taken without a note, which nothing would ever remove."""
+    flush(DB)
+    client = redis.Redis.from_url(f"{REDIS}/{DB}")
+    app = create_app(settings())
+    got = []
+    with app.connection_for_read() as conn:
+        channel = conn.default_channel
+        channel.basic_consume("replies", True, lambda message: got.append(message.headers["id"]), "r")
+        app.send_task("mine.reply", queue="replies", task_id="reply-1")
+        conn.drain_events(timeout=5)
+        app.send_task("mine.reply", queue="replies", task_id="reply-2")
+        assert channel.basic_get("replies", no_ack=True).headers["id"] == "reply-2"
+        app.send_task(routing.FETCH_TASK, args=[{}], queue=routing.FETCH_QUEUE, task_id="acked")
+        message = channel.basic_get(routing.FETCH_QUEUE)  # acks: noted until acked
+        assert client.hlen("unacked") == 1
+        message.ack()
+    assert got == ["reply-1"] and client.hlen("unacked") == 0 and client.zcard("unacked_index") == 0

@@ -10,7 +10,8 @@
 -- KEYS[3+n .. 2+2n] the wake list of the queue of each of those lists (routing.wake_list)
 -- ARGV[1] now, the worker's clock (kombu's restore sweep compares it with its own)
 -- ARGV[2] 1 where the server has LMPOP (Redis 7), else 0
--- Returns {list, message, how many of the lists still hold messages}, or nil.
+-- ARGV[3] for each list, 1 when its message is to be noted, 0 when its consumer acks nothing
+-- Returns {list, message, how many of the lists still hold messages, 1 when noted}, or nil.
 local n = (#KEYS - 2) / 2
 local key, message
 if ARGV[2] == '1' then
@@ -26,7 +27,11 @@ else
   end
 end
 if not message then return false end
-local tag = string.match(message, '"delivery_tag"%s*:%s*"([^"]*)"')
+local noted = false
+for i = 3, 2 + n do
+  if KEYS[i] == key then noted = string.sub(ARGV[3], i - 2, i - 2) == '1' break end
+end
+local tag = noted and string.match(message, '"delivery_tag"%s*:%s*"([^"]*)"')
 if tag then
   local ok, info = pcall(cjson.decode, string.match(message, '"delivery_info"%s*:%s*(%b{})') or '{}')
   if not ok or type(info) ~= 'table' then info = {} end
@@ -45,4 +50,4 @@ if more > 0 then
 else
   redis.call('DEL', unpack(KEYS, 3 + n, 2 + 2 * n))
 end
-return {key, message, more}
+return {key, message, more, tag and 1 or 0}
