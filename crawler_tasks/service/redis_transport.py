@@ -315,9 +315,7 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
             dest, item, more, noted = reply
             self._taking = bool(more)  # none left: wait for a token next
             payload = kombu_redis.loads(kombu_redis.bytes_to_str(item))
-            queue = kombu_redis.bytes_to_str(dest)
-            if queue not in self.active_queues:
-                queue = queue.rsplit(self.sep, 1)[0]
+            queue = self._of_queue(kombu_redis.bytes_to_str(dest), self.active_queues)
             self._queue_cycle.rotate(queue)
             if noted:
                 _noted_in_take.add(payload["properties"]["delivery_tag"])
@@ -335,8 +333,8 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         with self.conn_or_acquire() as client:
             try:
                 reply = client.evalsha(*args)
-            except NoScriptError:
-                client.script_load(TAKE)
+            except NoScriptError:  # a Redis restarted since
+                self._load_take()
                 reply = client.evalsha(*args)
         if not reply:
             raise Empty()
@@ -346,18 +344,21 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         return payload
 
     def _put(self, queue: str, message: Any, **kwargs: Any) -> None:
-        """kombu's publish, and a token on the queue's wake list (:meth:`_brpop_start`)."""
-        super()._put(queue, message, **kwargs)
+        """kombu's publish and a token on the queue's wake list (:meth:`_brpop_start`), in
+        one round trip (kombu's own batch when the publisher gives one)."""
         if self.banded_queues is None:
-            return
-        batch = kwargs.get("_publish_batch")
+            return super()._put(queue, message, **kwargs)  # type: ignore[no-any-return]
+        batch = kwargs.pop("_publish_batch", None)
         if batch is not None:
+            super()._put(queue, message, _publish_batch=batch, **kwargs)
             batch.add("lpush", routing.wake_list(queue), 1)
             batch.add("ltrim", routing.wake_list(queue), 0, 0)
-            return
+            return None
         with self.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:
+            super()._put(queue, message, _publish_batch=_Batch(pipe), **kwargs)
             wake(pipe, queue)
             pipe.execute()
+        return None
 
     def _do_restore_message(self, payload: Any, exchange: str, routing_key: str,
                             pipe: Any, leftmost: bool = False) -> None:
@@ -378,6 +379,16 @@ class Transport(kombu_redis.Transport):  # type: ignore[misc]
     """kombu's Redis transport with :class:`Channel`."""
 
     Channel = Channel
+
+
+class _Batch:
+    """kombu's publish batch over a pipeline: what kombu's publish adds goes into it."""
+
+    def __init__(self, pipe: Any) -> None:
+        self.pipe = pipe
+
+    def add(self, command: str, *args: Any) -> None:
+        getattr(self.pipe, command)(*args)
 
 
 def register() -> None:
