@@ -6,16 +6,23 @@ small; a hostile or unlucky site can make all of them large (10 MiB each at the
 size cap, a parse tree tens of times that). So a body past :data:`LARGE_BODY`
 waits for one of ``CRAWLER_DOWNLOAD_LARGE_BODIES`` slots before it grows any
 further, and keeps it until its record is in the store queue; smaller bodies
-share a budget of parse-tree bytes.
+share a budget of parse-tree bytes. No wait is unbounded: a permit not free within
+``wait_s`` is refused (:class:`~crawler_tasks.core.errors.PermitTimeout` for a download,
+which is then tried again later), and a tree that waited that long goes ahead.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
+
+log = logging.getLogger(__name__)
+
+#: Seconds a wait for a large-body permit or for tree bytes lasts at most, by default.
+WAIT_S = 60.0
 
 #: Bytes above which a body is large: it takes a large-body slot, and is parsed as a
 #: stream (no tree) by :mod:`crawler_tasks.stages.parse`.
@@ -25,30 +32,35 @@ LARGE_BODY = 1 << 20
 class LargeBodies:
     """At most ``slots`` large bodies in this process at once; more wait for a slot."""
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, wait_s: float = WAIT_S) -> None:
         self.slots = slots
+        self.wait_s = wait_s
         self._free = threading.BoundedSemaphore(slots)
 
     def permit(self) -> Permit:
         """A claim on one slot for one page: taken when needed, given back once."""
-        return Permit(self._free)
+        return Permit(self._free, self.wait_s)
+
+    @property
+    def free(self) -> int:
+        """Slots not held now (every slot is free once the process is idle)."""
+        return self._free._value  # noqa: SLF001 (threading.Semaphore keeps no public count)
 
 
 class Permit:
     """One page's claim on a large-body slot (a context manager that gives it back)."""
 
-    def __init__(self, free: threading.BoundedSemaphore) -> None:
+    def __init__(self, free: threading.BoundedSemaphore, wait_s: float = WAIT_S) -> None:
         self._free = free
+        self.wait_s = wait_s
         self.held = False
 
-    def take(self) -> float:
-        """Take the slot (waiting for one if all are held); seconds waited."""
+    def take(self) -> bool:
+        """Take the slot, waiting up to ``wait_s`` if all are held; False when none came free."""
         if self.held:
-            return 0.0
-        started = time.monotonic()
-        self._free.acquire()
-        self.held = True
-        return time.monotonic() - started
+            return True
+        self.held = self._free.acquire(timeout=self.wait_s)
+        return self.held
 
     def release(self) -> None:
         """Give the slot back, if taken (again: no effect)."""
@@ -68,18 +80,21 @@ class ByteBudget:
     """At most ``capacity`` bytes held at once across threads; a larger request waits to
     be alone (it holds the whole budget)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, wait_s: float = WAIT_S) -> None:
         self.capacity = capacity
+        self.wait_s = wait_s
         self.used = 0
         self._cond = threading.Condition()
 
     @contextmanager
     def hold(self, size: int) -> Iterator[None]:
-        """Hold ``size`` bytes of the budget for the block."""
+        """Hold ``size`` bytes of the budget for the block (after ``wait_s`` at most: a
+        tree that waited that long goes ahead over the budget, logged)."""
         size = min(size, self.capacity)
         with self._cond:
-            while self.used + size > self.capacity:
-                self._cond.wait()
+            if not self._cond.wait_for(lambda: self.used + size <= self.capacity, self.wait_s):
+                log.warning("a %d-byte parse tree waited %.0fs for the tree budget: going ahead over it",
+                            size, self.wait_s)
             self.used += size
         try:
             yield

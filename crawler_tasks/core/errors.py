@@ -248,6 +248,14 @@ class RequestFailed(FetchError):
     reason = "request"
 
 
+class PermitTimeout(FetchError):
+    """A body grew large and none of this process's large-body permits came free in time:
+    tried again later, when the others may be done."""
+
+    reason = "permit_timeout"
+    retryable = True
+
+
 class RenderFailed(FetchError):
     """The browser could not render the page (it crashed, or could not start): a fresh one may."""
 

@@ -37,6 +37,7 @@ from ..core.errors import (
     FetchError,
     FetchTimeout,
     HeadersCut,
+    PermitTimeout,
     ProxyFailure,
     RequestFailed,
     ResponseIncomplete,
@@ -121,7 +122,8 @@ def _read_capped(resp: requests.Response, req: CrawlRequest, maxsize: int,
     for chunk in resp.iter_content(CHUNK):
         if permit is not None and min(size + len(chunk), maxsize) > LARGE_BODY and not permit.held:
             with transport.paused():
-                permit.take()
+                if not permit.take():
+                    raise PermitTimeout(f"no large-body permit free within {permit.wait_s:.0f}s")
         if size + len(chunk) >= maxsize:
             body.write(memoryview(chunk)[:maxsize - size])
             more = len(chunk) > maxsize - size or _more_to_read(resp)

@@ -11,6 +11,10 @@ from ..stages import control
 from ..stages.runtime import Runtime, current
 from .celery_app import default_app
 
+#: Seconds a crawl purged with work outstanding stays marked, so its fetches still queued
+#: are dropped when they come up.
+PURGED_MARK_S = 7 * 86400
+
 
 def pause(crawl_id: str, rt: Runtime | None = None) -> None:
     """Hold the crawl's fetches in Redis (within a few seconds) until :func:`resume`; the
@@ -31,7 +35,9 @@ def cancel(crawl_id: str, rt: Runtime | None = None) -> int:
 
 def purge(crawl_id: str, rt: Runtime | None = None, *, force: bool = False) -> int:
     """Remove the crawl's state from Redis (gate, counters, claims, configuration, held
-    fetches); returns how many keys went. :class:`~crawler_tasks.core.errors.BadInput` when
+    fetches and its fetches waiting for their hosts); returns how many keys went. A crawl
+    purged with work outstanding stays marked purged for a week: its fetches still queued
+    are dropped when they come up. :class:`~crawler_tasks.core.errors.BadInput` when
     work is outstanding (unless ``force``) or no such crawl exists."""
     rt = rt or current(default_app())
     outstanding = rt.crawls.outstanding(crawl_id)
@@ -39,9 +45,13 @@ def purge(crawl_id: str, rt: Runtime | None = None, *, force: bool = False) -> i
         raise BadInput(f"crawl {crawl_id} has {outstanding} task(s) outstanding: purge it once it "
                        "has drained, or pass --force")
     known = rt.crawls.registered(crawl_id)
+    if outstanding:  # forced: nothing of it may run once its keys are gone
+        control.purge_pending(rt, crawl_id)
     removed = rt.crawls.purge(crawl_id)
     if not known and not removed:
         raise BadInput(f"no crawl {crawl_id} in Redis")
+    if outstanding:
+        rt.crawls.mark_purged(crawl_id, control.PURGED, PURGED_MARK_S)
     return removed
 
 

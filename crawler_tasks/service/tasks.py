@@ -54,6 +54,7 @@ from ..core.policy import Defer, Retry, backoff
 from ..core.urls import host_of
 from ..stages import enqueue, feeds, fetch, page, parse, render, seed, store
 from ..stages.runtime import Runtime, current
+from ..state.connection import OUTAGES
 from ..state.gate import Adoption
 from . import redis_transport
 
@@ -108,22 +109,27 @@ def _request(data: Any) -> CrawlRequest | None:
 def _run(rt: Runtime, what: str, step: Callable[[], T]) -> T:
     """Run ``step`` (the work of one message about ``what``) so that no outage loses it.
 
-    A failing state Redis never fails the task: it waits, holding its message
+    A state Redis that is away (:data:`~crawler_tasks.state.connection.OUTAGES`) never
+    fails the task: it waits, holding its message
     (so a worker whose state is down takes no new work), until the state answers
     a ping, then runs the step again; after ``CRAWLER_STATE_MAX_RETRIES`` such
     runs, or when the state stayed down for :attr:`Settings.state_hold_s`, the
     message goes back to the broker. A broker that refuses a publish puts the
-    message back too.
+    message back too. Any other Redis error is a bug: the task fails (counted under
+    ``errors/<Exception>``), logged with its traceback.
     """
     runs = 0
     while True:
         try:
             return step()
-        except redis.RedisError as exc:
+        except OUTAGES as exc:
             runs += 1
             if runs > rt.settings.state_max_retries or not _await_state(rt, what, exc):
                 log.warning("state Redis still failing for %s: message back to the broker", what)
                 raise Reject(StateUnavailable(f"state Redis failed: {exc}"), requeue=True) from None
+        except redis.RedisError:
+            log.exception("Redis refused a command for %s: a bug, not an outage (the task fails)", what)
+            raise
         except OperationalError as exc:
             log.warning("broker refused a publish for %s, message requeued: %s", what, exc)
             raise Reject(exc, requeue=True) from None
@@ -353,7 +359,8 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
            crawl_id: str | None = None, dont_filter: bool = False,
            plugins: list[str] | None = None, on_page: Any = None, on_page_follow: bool = False,
            on_done: Any = None) -> int:
-    """Gate and enqueue seeds sent by another app; returns how many were enqueued.
+    """Gate and enqueue seeds sent by another app; returns how many were enqueued. Each seed
+    is judged on its own: a bad one is logged, counted (``seeds/invalid``) and left out.
 
     While the broker holds more fetches than ``CRAWLER_MAX_QUEUED`` the seeds
     wait in this task's retries (in the seed queue), not in the fetch queue.
@@ -364,7 +371,7 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
                     lambda: seed.submit_to(rt, urls, priority=priority, meta=meta,
                                            crawl_id=crawl_id, dont_filter=dont_filter,
                                            plugins=plugins, on_page=on_page, on_page_follow=on_page_follow,
-                                           on_done=on_done))
+                                           on_done=on_done, each=True))
     except BadInput as exc:
         log.error("refused seeds: %s", exc)
         return 0

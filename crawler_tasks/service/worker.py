@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 from celery import current_app, signals
+from celery.worker.control import inspect_command
 
 from ..core import routing
 from ..stages.mover import Mover
@@ -116,3 +117,13 @@ def _serves_store() -> bool:
     warm shutdown then writes the records of the pages it finished."""
     queues = current_app.amqp.queues
     return routing.STORE_QUEUE in (queues.consume_from or queues)
+
+
+@inspect_command()
+def crawler_holds(state: Any) -> dict[str, int]:
+    """What this worker process holds now (``celery inspect crawler_holds``): its large-body
+    permits (``permits``, ``permits_free``) and the host-slot releases Redis has not taken
+    yet (``owed``). Once its fetches are done, every permit is free and nothing is owed.
+    With prefork the tasks run in children: this answers for the main process only."""
+    rt = current(state.consumer.app)
+    return {"permits": rt.large_bodies.slots, "permits_free": rt.large_bodies.free, "owed": rt.hosts.owed}

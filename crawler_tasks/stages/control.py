@@ -10,6 +10,7 @@ id stays outstanding, so the crawl is not drained and nothing is lost) until
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -19,21 +20,38 @@ from . import enqueue
 
 if TYPE_CHECKING:
     from .deps import FetchDeps
+    from .holds import FetchHolds
+
+log = logging.getLogger(__name__)
 
 PAUSED, CANCELLED = "paused", "cancelled"
+#: A purged crawl's mark, kept after its keys went: its fetches still queued end unfetched
+#: and uncounted (its counters are gone), never bringing the crawl back.
+PURGED = "purged"
 
 
-def controlled(rt: FetchDeps, req: CrawlRequest, task_id: str, control: str) -> None:
-    """What a fetch of a paused or cancelled crawl does instead of fetching."""
+def controlled(rt: FetchDeps, req: CrawlRequest, task_id: str, control: str,
+               holds: FetchHolds | None = None) -> None:
+    """What a fetch of a paused, cancelled or purged crawl does instead of fetching; the
+    slot the mover may have reserved for it (``holds``) is given back here."""
     if control == PAUSED:
         rt.crawls.hold(req.crawl_id, task_id, req.to_dict())
+    elif control == CANCELLED:
+        enqueue.complete(rt, req, task_id, [], {counters.CANCELLED: 1},
+                         last=holds.queue if holds is not None else None)
     else:
-        enqueue.complete(rt, req, task_id, [], {counters.CANCELLED: 1})
+        log.info("dropped fetch %s of purged crawl %s: %s", task_id, req.crawl_id, req.url)
 
 
-def pause(rt: FetchDeps, crawl_id: str) -> None:
-    """Hold the crawl's fetches in Redis from now on (the others go on)."""
+def pause(rt: FetchDeps, crawl_id: str, *, settle_s: float | None = None) -> int:
+    """Hold the crawl's fetches in Redis from now on (the others go on): its fetches waiting
+    for their hosts leave the waiting rooms at once, so they hold no host back; once more
+    after the workers' cache time, for fetches parked by a worker that had not yet seen the
+    pause. Returns how many waiting fetches were held."""
     rt.crawls.set_control(crawl_id, PAUSED)
+    held = withdraw_waiting(rt, crawl_id)
+    time.sleep(rt.crawls.cache_seconds + 0.5 if settle_s is None else settle_s)
+    return held + withdraw_waiting(rt, crawl_id)
 
 
 def resume(rt: FetchDeps, crawl_id: str, *, settle_s: float | None = None) -> int:
@@ -47,12 +65,42 @@ def resume(rt: FetchDeps, crawl_id: str, *, settle_s: float | None = None) -> in
 
 
 def cancel(rt: FetchDeps, crawl_id: str, *, settle_s: float | None = None) -> int:
-    """Drop the crawl's queued, waiting and held fetches as they come up (counted
-    ``cancelled``, no record); returns how many held ones were dropped now."""
+    """Drop the crawl's fetches: those waiting for their hosts and those held, at once and
+    in bulk; those still queued as they come up (counted ``cancelled``, no record).
+    Returns how many were dropped now."""
     rt.crawls.set_control(crawl_id, CANCELLED)
+    withdraw_waiting(rt, crawl_id)
     dropped = _drop_held(rt, crawl_id)
     time.sleep(rt.crawls.cache_seconds + 0.5 if settle_s is None else settle_s)
+    withdraw_waiting(rt, crawl_id)
     return dropped + _drop_held(rt, crawl_id)
+
+
+def purge_pending(rt: FetchDeps, crawl_id: str) -> int:
+    """Before a forced purge: mark the crawl purged, and take its fetches out of the waiting
+    rooms and its held list (dropped with the crawl). Returns how many."""
+    rt.crawls.set_control(crawl_id, PURGED)
+    withdraw_waiting(rt, crawl_id)
+    dropped = 0
+    while held := rt.crawls.take_held(crawl_id):
+        dropped += len(held)
+    return dropped
+
+
+def withdraw_waiting(rt: FetchDeps, crawl_id: str) -> int:
+    """Move the crawl's fetches out of the hosts' waiting rooms into its held list (held
+    first, then taken out: a fetch the mover took meanwhile is let go from the list, so
+    none is lost and none is sent twice). Returns how many moved."""
+    waiting = rt.hosts.waiting_of(crawl_id)
+    if not waiting:
+        return 0
+    rt.crawls.hold_many(crawl_id, [(w.task_id, w.request) for w in waiting])
+    still = rt.hosts.unwait(waiting)
+    gone = [(w.task_id, w.request) for w, here in zip(waiting, still) if not here]
+    rt.crawls.unhold(crawl_id, gone)
+    if still:
+        rt.hosts.freed.set()  # the rooms left empty are cleared at the mover's next look
+    return len(waiting) - len(gone)
 
 
 def _release(rt: FetchDeps, crawl_id: str) -> int:

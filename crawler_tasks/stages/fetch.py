@@ -41,6 +41,7 @@ from ..core.politeness import ALLOW, Feedback, host_key
 from ..core.responses import Download
 from ..net.download import download
 from . import control, enqueue, failures, middleware, parse, render, store
+from .holds import FetchHolds
 from .middleware import Go
 
 if TYPE_CHECKING:
@@ -65,97 +66,73 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool =
     handed on comes back as its record. ``ack`` queues the task message's ack onto
     the page's last round trip with the slot's release (the broker is the state Redis).
     """
+    # Whatever this fetch holds (a slot the mover reserved for it, the slot it acquires, a
+    # large-body permit) is given back once, on every way out: the finally.
+    holds = FetchHolds(rt, host_key(req.url), task_id, ack)
+    try:
+        return _fetch(rt, req, task_id, holds, inline=inline)
+    finally:
+        holds.close()
+
+
+def _fetch(rt: FetchDeps, req: CrawlRequest, task_id: str, holds: FetchHolds, *,
+           inline: bool) -> Retry | Defer | PageRecord | None:
     s = rt.settings
     limits = rt.limits(req.crawl_id)  # the crawl's limits, resolved once for the page
     if limits.control is not None:  # paused or cancelled (seen within the config cache)
         if inline and limits.control == control.PAUSED:  # crawl.page waits in its own task
             return Defer(req, time.time() + rt.crawls.cache_seconds)
-        control.controlled(rt, req, task_id, limits.control)
+        control.controlled(rt, req, task_id, limits.control, holds)
         return None
     robots = rt.robots.check(req, task_id) if s.robotstxt_obey else ALLOW
     if robots.wait_until is not None or not robots.allowed:
         refused = before_fetch(req, robots, None)
         assert refused is not None  # robots.txt not known yet, or disallowed: never "go"
-        return apply(rt, req, task_id, refused, limits=limits, inline=inline)
-    host = host_key(req.url)
-    slot = rt.hosts.acquire(host, task_id, crawl_delay=robots.crawl_delay)
+        return apply(rt, req, task_id, refused, release=holds, limits=limits, inline=inline)
+    slot = rt.hosts.acquire(holds.host, task_id, crawl_delay=robots.crawl_delay)
     early = before_fetch(req, robots, slot)
     if early is not None:
-        return apply(rt, req, task_id, early, limits=limits, inline=inline)
+        return apply(rt, req, task_id, early, release=holds, limits=limits, inline=inline)
+    holds.acquired(robots.crawl_delay, slot.proxy)
     result: Download | FetchError | None = None
-    release = SlotRelease(rt, host, task_id, robots.crawl_delay, slot.proxy, ack)
-    # A large body keeps its slot until its record is in the store queue (the finally).
-    permit = rt.large_bodies.permit()
     chain: tuple[Middleware, ...] = ()
     go = Go(req, None)
+    if rt.program.middlewares:
+        chain = rt.program.middlewares_for(limits.plugins)
+        step = middleware.before_download(chain, req, limits)
+        if not isinstance(step, Go):
+            return apply(rt, req, task_id, step, release=holds, limits=limits, inline=inline)
+        go, req = step, step.request
+    pool_proxy = None if go.proxy else slot.proxy  # a middleware's own proxy is not the pool's
+    proxy_url = go.proxy or rt.proxies.url(slot.proxy)
+    before = store.previous(rt, req)
     try:
-        if rt.program.middlewares:
-            chain = rt.program.middlewares_for(limits.plugins)
-            step = middleware.before_download(chain, req, limits)
-            if not isinstance(step, Go):
-                return apply(rt, req, task_id, step, release=release, limits=limits, inline=inline)
-            go, req = step, step.request
-        pool_proxy = None if go.proxy else slot.proxy  # a middleware's own proxy is not the pool's
-        proxy_url = go.proxy or rt.proxies.url(slot.proxy)
-        before = store.previous(rt, req)
-        try:
-            result = download(rt.session, conditional(req, before), timeout=s.download_timeout,
-                              maxsize=s.download_maxsize, proxy=proxy_url, permit=permit)
-        except FetchError as err:
-            result = err
-        feedback = release.feedback = host_feedback(result, rt.proxies, pool_proxy)
-        # What may switch the host to the proxies is told at once; the rest rides along.
-        proxied = False
-        if tell_at_once(feedback, len(rt.proxies)):
-            proxied = release.now()
-        outcome: Outcome | None = _rerouted(rt, req, feedback, direct=pool_proxy is None, proxied=proxied)
-        if outcome is None and req.render and isinstance(result, Download) and render.renders(result):
-            result = render.render(rt, req, result, proxy_url)  # the host heard of the download already
+        # A large body keeps its permit until its record is in the store queue (the finally).
+        result = download(rt.session, conditional(req, before), timeout=s.download_timeout,
+                          maxsize=s.download_maxsize, proxy=proxy_url, permit=holds.permit)
+    except FetchError as err:
+        result = err
+    feedback = holds.feedback = host_feedback(result, rt.proxies, pool_proxy)
+    # What may switch the host to the proxies is told at once; the rest rides along.
+    proxied = False
+    if tell_at_once(feedback, len(rt.proxies)):
+        proxied = holds.now()
+    outcome: Outcome | None = _rerouted(rt, req, feedback, direct=pool_proxy is None, proxied=proxied)
+    if outcome is None and req.render and isinstance(result, Download) and render.renders(result):
+        result = render.render(rt, req, result, proxy_url)  # the host heard of the download already
+    if outcome is None:
+        if chain and isinstance(result, Download):
+            answered = middleware.after_download(chain, req, go.proxy, result, limits, s)
+            if isinstance(answered, Download):
+                result = answered
+            else:
+                outcome = answered
         if outcome is None:
-            if chain and isinstance(result, Download):
-                answered = middleware.after_download(chain, req, go.proxy, result, limits, s)
-                if isinstance(answered, Download):
-                    result = answered
-                else:
-                    outcome = answered
-            if outcome is None:
-                outcome = decide(req, result, s, limits, previous=before)
-        if isinstance(outcome, HandOn) and isinstance(result, Download) and result.rendered is not None:
-            outcome = render.handed_on(rt, outcome, result)
-        shown = middleware.shown_proxy(go.proxy) if go.proxy else rt.proxies.shown(slot.proxy)
-        return apply(rt, req, task_id, _via(outcome, shown), release=release, limits=limits, inline=inline)
-    finally:
-        release.now()  # when the outcome did not take it into its last round trip
-        permit.release()
-        if rt.hosts.holds:  # the host's next waiting fetch may go now: the mover looks
-            rt.hosts.freed.set()
-
-
-class SlotRelease:
-    """The host slot a download held, freed once: in the page's last round trip to Redis
-    (:func:`crawler_tasks.stages.enqueue.complete`), or at once."""
-
-    def __init__(self, rt: FetchDeps, host: str, task_id: str, crawl_delay: float | None,
-                 proxy: int | None, ack: Callable[[Any], None] | None = None) -> None:
-        self.rt, self.host, self.task_id, self.crawl_delay = rt, host, task_id, crawl_delay
-        self.feedback = host_feedback(None, proxy=proxy)  # until the download says more
-        self.ack = ack
-        self.done = False
-
-    def queue(self, pipe: Any) -> None:
-        """Add the release (and the message's ack, if given) to ``pipe`` (the caller executes it)."""
-        self.done = True
-        self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay,
-                              pipe=pipe)
-        if self.ack is not None:
-            self.ack(pipe)
-
-    def now(self) -> bool:
-        """Release now unless done; True when the host now goes through the proxies."""
-        if self.done:
-            return False
-        self.done = True
-        return self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay)
+            outcome = decide(req, result, s, limits, previous=before)
+    if isinstance(outcome, HandOn) and isinstance(result, Download) and result.rendered is not None:
+        outcome = render.handed_on(rt, outcome, result)
+    shown = middleware.shown_proxy(go.proxy) if go.proxy else rt.proxies.shown(slot.proxy)
+    return apply(rt, req, task_id, _via(outcome, shown), release=holds, limits=limits, inline=inline)
 
 
 def _rerouted(rt: FetchDeps, req: CrawlRequest, feedback: Feedback, *, direct: bool,
@@ -183,7 +160,7 @@ def _via(outcome: Outcome, proxy: str | None) -> Outcome:
 
 
 def apply(rt: FetchDeps, req: CrawlRequest, task_id: str, outcome: Outcome, *,
-          release: SlotRelease | None = None, limits: Limits | None = None,
+          release: FetchHolds | None = None, limits: Limits | None = None,
           inline: bool = False) -> Retry | Defer | PageRecord | None:
     """Carry out ``outcome`` of task ``task_id``; a Retry goes back to the task layer.
 
@@ -202,6 +179,8 @@ def apply(rt: FetchDeps, req: CrawlRequest, task_id: str, outcome: Outcome, *,
         # Not a retry: the same task id (still outstanding in its crawl) waits in Redis
         # for its host, and comes back in its band with no retry used.
         rt.hosts.park(host_key(req.url), task_id, outcome.request, outcome.until)
+        if release is not None:
+            release.given_back()  # the park freed whatever slot the task held
         return None
     if isinstance(outcome, Drop):  # a middleware's choice: no record; its replacement, if any, is gated
         enqueue.complete(rt, req, task_id, list(outcome.follow), outcome.counts,
@@ -232,7 +211,7 @@ def apply(rt: FetchDeps, req: CrawlRequest, task_id: str, outcome: Outcome, *,
 
 def hand_on(rt: FetchDeps, req: CrawlRequest, task_id: str, record: PageRecord,
             body: bytes | None, counts: Counts, redirects: list[CrawlRequest] | None = None, *,
-            limits: Limits, release: SlotRelease | None = None) -> None:
+            limits: Limits, release: FetchHolds | None = None) -> None:
     """Parse (when ``body`` is HTML) and queue the page's record for the store, here or
     through the split pipeline's parse step."""
     last = release.queue if release is not None else None

@@ -38,7 +38,10 @@ MIN_LOOK_S = 0.02
 
 
 def move_once(rt: MoverDeps) -> float | None:
-    """Publish the fetches whose host may go now; seconds until the next host is due."""
+    """Publish the fetches whose host may go now; seconds until the next host is due.
+    Releases owed since Redis failed under them are settled first."""
+    if rt.hosts.owed:
+        rt.hosts.settle_owed()
     taken, wait = rt.hosts.take_due()
     if taken:
         enqueue.publish_moved(rt, [(item.request, item.task_id) for item in taken],

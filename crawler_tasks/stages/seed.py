@@ -13,10 +13,12 @@ The feeds Beat runs (the Redis start-URL key, a seed file, sitemaps) live in
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..core import counters
 from ..core.addresses import AddressPolicy
 from ..core.errors import BadInput, BlockedSeed
 from ..core.models import DEFAULT_CRAWL_ID, CrawlRequest, callback
@@ -29,6 +31,8 @@ from . import enqueue
 
 if TYPE_CHECKING:
     from .deps import SeedDeps
+
+log = logging.getLogger(__name__)
 
 
 def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]], *,
@@ -98,16 +102,43 @@ def refuse_blocked(requests: Iterable[CrawlRequest], policy: AddressPolicy) -> N
 
 
 def submit_to(rt: SeedDeps, seeds: Any, *, plugins: Iterable[str] | None = None, on_page: Any = None,
-              on_page_follow: bool = False, on_done: Any = None, **options: Any) -> int:
-    """:func:`crawler_tasks.submit` on an explicit runtime."""
+              on_page_follow: bool = False, on_done: Any = None, each: bool = False, **options: Any) -> int:
+    """:func:`crawler_tasks.submit` on an explicit runtime. ``each`` (the ``crawl.submit``
+    task): a bad seed is logged, counted under ``seeds/invalid`` and left out, and the
+    others go on; otherwise the first bad seed refuses them all."""
     notify = None if on_page is None else {"on_page": on_page, "follow": bool(on_page_follow)}
     done = None if on_done is None else callback(on_done, "on_done")  # checked before anything is sent
-    requests = build_requests(seeds, max_url_length=rt.settings.max_url_length, notify=notify, **options)
-    accepted = submit_requests(rt, requests, plugins=plugins or ())
+    if each:
+        requests = _good_seeds(rt, seeds, notify=notify, **options)
+    else:
+        requests = build_requests(seeds, max_url_length=rt.settings.max_url_length, notify=notify, **options)
+    accepted = submit_requests(rt, requests, plugins=plugins or ()) if requests else 0
     if done is not None:  # after the seeds: a crawl that drained already calls back at the next look
         for crawl_id in dict.fromkeys(r.crawl_id for r in requests):
             rt.callbacks.await_done(crawl_id, done)
     return accepted
+
+
+def _good_seeds(rt: SeedDeps, seeds: Any, **options: Any) -> list[CrawlRequest]:
+    """The requests of the seeds that are good, judged one by one; each bad one logged and
+    counted under ``seeds/invalid`` of its crawl."""
+    if isinstance(seeds, (str, dict)) or not isinstance(seeds, Iterable):
+        seeds = [seeds]
+    good: list[CrawlRequest] = []
+    bad = 0
+    for s in seeds:
+        try:
+            [req] = build_requests([s], max_url_length=rt.settings.max_url_length, **options)
+            refuse_blocked([req], rt.addresses)
+        except BadInput as exc:
+            log.warning("refused a seed: %s (%.200r)", exc, s)
+            bad += 1
+            continue
+        good.append(req)
+    if bad:
+        crawl_id = options.get("crawl_id") or DEFAULT_CRAWL_ID
+        rt.gate.add_counts(crawl_id, {counters.SEEDS_INVALID: bad})
+    return good
 
 
 def parse_seed_line(line: str) -> str | dict[str, Any]:

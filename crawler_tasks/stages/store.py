@@ -111,8 +111,9 @@ def write_batch(rt: StoreDeps, consumer: str, raw: Sequence[bytes]) -> None:
         # A backend's request for a large record costs several times its body: it counts
         # as one of the process's large bodies.
         with rt.large_bodies.permit() as permit:
-            if any(e.record.large for e in part):
-                permit.take()
+            if any(e.record.large for e in part) and not permit.take():
+                log.warning("a store batch with a large record waited %.0fs for a large-body permit: "
+                            "writing it anyway", permit.wait_s)
             _write_part(rt, consumer, part, settled)
         del part  # not held while the next part decodes
     settled.apply(rt)

@@ -11,6 +11,7 @@ plain JSON (readable in redis-cli), and both are read back.
 
 from __future__ import annotations
 
+import logging
 import zlib
 
 import redis
@@ -20,6 +21,8 @@ from ..core.budget import LARGE_BODY, Permit
 from ..core.errors import ClaimMissing
 from ..core.models import PageRecord
 from .keys import Keys
+
+log = logging.getLogger(__name__)
 
 
 class Claims:
@@ -61,8 +64,9 @@ class Claims:
         record = PageRecord.from_dict(codec.decode(values[0]))
         if not with_body or values[1] is None:
             return record, None
-        if permit is not None and record.size > LARGE_BODY:
-            permit.take()
+        if permit is not None and record.size > LARGE_BODY and not permit.take():
+            log.warning("claim %s waited %.0fs for a large-body permit: parsed anyway", claim_id,
+                        permit.wait_s)
         return record, zlib.decompress(values[1])
 
     def delete(self, crawl_id: str, claim_id: str) -> None:

@@ -22,6 +22,18 @@ from ..core.errors import BrokerRefused, BrokerUnavailable, SettingsError
 
 CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
 
+#: The Redis errors that mean the server is away or not serving yet (an outage: wait for it
+#: and try again). Every other :class:`redis.RedisError` (WRONGTYPE, a script's error...) is
+#: a bug: trying again cannot help.
+OUTAGES: tuple[type[Exception], ...] = (
+    redis.exceptions.ConnectionError,  # refused, reset, LOADING (BusyLoadingError)
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ReadOnlyError,  # a replica answering during a fail-over
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.MasterDownError,
+)
+
 #: ``ssl_*`` URL parameters of an ``amqps://`` broker and the py-amqp option each becomes.
 AMQPS_PARAMS = {"ssl_ca_certs": "ca_certs", "ssl_certfile": "certfile", "ssl_keyfile": "keyfile",
                 "ssl_cert_reqs": "cert_reqs", "ssl_check_hostname": "check_hostname"}

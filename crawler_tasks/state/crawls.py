@@ -102,7 +102,29 @@ class Crawls:
 
     def hold(self, crawl_id: str, task_id: str, request: dict[str, Any]) -> None:
         """Keep a fetch of a paused crawl (its task id stays outstanding) until it resumes."""
-        self.client.rpush(self.keys.held(crawl_id), json.dumps({"task_id": task_id, "request": request}))
+        self.client.rpush(self.keys.held(crawl_id), _held(task_id, request))
+
+    def hold_many(self, crawl_id: str, fetches: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """:meth:`hold` each of ``fetches`` (task id, request), in one round trip."""
+        if fetches:
+            self.client.rpush(self.keys.held(crawl_id), *(_held(t, r) for t, r in fetches))
+
+    def unhold(self, crawl_id: str, fetches: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Let go of held ``fetches`` (task id, request) that went on some other way."""
+        if fetches:
+            with self.client.pipeline(transaction=False) as pipe:
+                for task_id, request in fetches:
+                    pipe.lrem(self.keys.held(crawl_id), 1, _held(task_id, request))
+                pipe.execute()
+
+    def mark_purged(self, crawl_id: str, control: str, ttl: int) -> None:
+        """Leave the purged crawl's ``control`` mark behind for ``ttl`` seconds, so its
+        fetches still queued are dropped rather than bring it back."""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.hset(self.keys.crawl(crawl_id), "control", control)
+            pipe.expire(self.keys.crawl(crawl_id), ttl)
+            pipe.execute()
+        self._cache.pop(crawl_id, None)
 
     def take_held(self, crawl_id: str, count: int = 500) -> list[tuple[str, dict[str, Any]]]:
         """Up to ``count`` held fetches, taken (oldest first)."""
@@ -194,6 +216,11 @@ class Crawls:
         self.client.srem(self.keys.crawls_running(), crawl_id)
         self._cache.pop(crawl_id, None)
         return removed
+
+
+def _held(task_id: str, request: dict[str, Any]) -> str:
+    """A held fetch's entry: the same text for the same fetch (so it can be let go)."""
+    return json.dumps({"task_id": task_id, "request": request}, sort_keys=True)
 
 
 def _text(value: bytes | None) -> str | None:

@@ -94,6 +94,16 @@ class Moved:
     request: CrawlRequest
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """A fetch in a host's waiting room: its room's ``host``, its entry, its task and request."""
+
+    host: str
+    member: bytes
+    task_id: str
+    request: dict[str, Any]
+
+
 class HostLimiter:
     """Per-host delay, concurrency and waiting fetches, kept in Redis (see the module doc)."""
 
@@ -111,6 +121,9 @@ class HostLimiter:
         #: Set when a slot of this process was freed: the host's next waiting fetch may go,
         #: and the mover (:mod:`crawler_tasks.stages.mover`) looks without waiting out its sleep.
         self.freed = threading.Event()
+        #: Releases Redis did not take (an outage), by task id: settled by :meth:`settle_owed`.
+        self._owed: dict[str, tuple[str, Feedback, float | None]] = {}
+        self._owed_lock = threading.Lock()
         #: Where the mover's script finds the keys of the hosts it visits.
         self._host_keys = json.dumps({"host": template(keys.host), "slots": template(keys.host_slots),
                                       "wait": template(keys.host_wait)})
@@ -124,6 +137,9 @@ class HostLimiter:
 
     def acquire(self, host: str, task_id: str, *, crawl_delay: float | None = None) -> Slot:
         """Take a slot of ``host`` for task ``task_id`` now, or say until when it must wait."""
+        if self._owed:  # a new attempt of the task owns its slot again
+            with self._owed_lock:
+                self._owed.pop(task_id, None)
         k, s = self.keys, self.settings
         answer = self._acquire(
             keys=[k.host(host), k.host_slots(host), k.hosts_recent(), k.proxies_benched()],
@@ -188,6 +204,32 @@ class HostLimiter:
             return False
         return bool(self._release(keys=keys, args=args))
 
+    def owe(self, host: str, task_id: str, feedback: Feedback, crawl_delay: float | None) -> None:
+        """Remember a release Redis could not take, for :meth:`settle_owed`."""
+        with self._owed_lock:
+            self._owed[task_id] = (host, feedback, crawl_delay)
+
+    @property
+    def owed(self) -> int:
+        """Releases of this process not yet taken by Redis."""
+        return len(self._owed)
+
+    def settle_owed(self) -> int:
+        """Carry out the owed releases (raises :class:`redis.RedisError` while Redis is away:
+        what is left stays owed); returns how many were settled."""
+        settled = 0
+        while self._owed:
+            with self._owed_lock:
+                if not self._owed:
+                    break
+                task_id, (host, feedback, crawl_delay) = next(iter(self._owed.items()))
+            self.release(host, task_id, feedback, crawl_delay=crawl_delay)
+            with self._owed_lock:
+                if self._owed.get(task_id) == (host, feedback, crawl_delay):
+                    del self._owed[task_id]
+            settled += 1
+        return settled
+
     def take_due(self, limit: int = DUE_BATCH) -> tuple[list[Moved], float | None]:
         """Waiting fetches whose host may go now (each with a slot reserved), and seconds
         until the next host is due (None: nothing waits)."""
@@ -218,6 +260,48 @@ class HostLimiter:
                 pipe.zcard(self.keys.host_wait(h.decode()))
             counts = pipe.execute()
         return sum(counts) + self.redis.zcard(self.keys.hosts_moving())
+
+    def waiting_of(self, crawl_id: str, batch: int = 200) -> list[Waiting]:
+        """The fetches of crawl ``crawl_id`` waiting in the hosts' rooms (walks the due hosts,
+        ``batch`` rooms per round trip)."""
+        needle = json.dumps({"crawl_id": crawl_id}, separators=(",", ":"))[1:-1].encode()
+        hosts = [h.decode() for h in self.redis.zrange(self.keys.hosts_due(), 0, -1)]
+        found: list[Waiting] = []
+        for i in range(0, len(hosts), batch):
+            chunk = hosts[i:i + batch]
+            with self.redis.pipeline(transaction=False) as pipe:
+                for h in chunk:
+                    pipe.zrange(self.keys.host_wait(h), 0, -1)
+                rooms = pipe.execute()
+            for host, room in zip(chunk, rooms):
+                for raw in room:
+                    if needle not in raw:  # cheap test first; the JSON decides
+                        continue
+                    task_id, data = raw.decode().split("\t", 1)
+                    request = json.loads(data)
+                    if request.get("crawl_id") == crawl_id:
+                        found.append(Waiting(host, raw, task_id, request))
+        return found
+
+    def unwait(self, entries: Sequence[Waiting]) -> list[bool]:
+        """Take ``entries`` out of their waiting rooms; for each, whether it was still there
+        (False: the mover took it first). A room left empty is cleared by the mover's next look."""
+        if not entries:
+            return []
+        with self.redis.pipeline(transaction=False) as pipe:
+            for e in entries:
+                pipe.zrem(self.keys.host_wait(e.host), e.member)
+            return [bool(n) for n in pipe.execute()]
+
+    def held_slots(self, hosts: Sequence[str]) -> dict[str, list[str]]:
+        """The task ids holding (or reserved) a slot of each of ``hosts``, leases still running."""
+        seconds, micros = self.redis.time()
+        now = seconds + micros / 1e6
+        with self.redis.pipeline(transaction=False) as pipe:
+            for h in hosts:
+                pipe.zrangebyscore(self.keys.host_slots(h), now, "+inf")
+            raw = pipe.execute()
+        return {h: [m.decode() for m in ids] for h, ids in zip(hosts, raw)}
 
     def busiest(self, n: int = 10, recent: int = 200) -> list[HostState]:
         """The ``n`` busiest of the ``recent`` hosts last active: most waiting, then in flight."""

@@ -30,12 +30,35 @@ def test_a_permit_waits_while_every_large_body_slot_is_held_and_gets_the_first_o
 def test_a_permit_takes_one_slot_however_often_it_asks_and_gives_it_back_once():
     bodies = LargeBodies(1)
     with bodies.permit() as permit:
-        permit.take()
-        assert permit.take() == 0.0  # already held: no second slot
+        assert permit.take()
+        assert permit.take() and bodies.free == 0  # already held: no second slot
     permit.release()  # again: nothing more to give back
+    assert bodies.free == 1
     other = bodies.permit()
-    waited = other.take()  # the slot is free again
-    assert other.held and waited < 0.1
+    assert other.take() and other.held  # the slot is free again
+
+
+def test_a_permit_waits_a_bounded_time_then_says_none_came_free():
+    bodies = LargeBodies(1, wait_s=0.2)
+    first = bodies.permit()
+    assert first.take()
+    started = time.monotonic()
+    late = bodies.permit()
+    assert not late.take() and not late.held
+    assert 0.15 < time.monotonic() - started < 2
+    late.release()  # nothing taken, nothing given back
+    first.release()
+    assert bodies.free == 1
+
+
+def test_a_tree_that_waited_its_bound_goes_ahead_over_the_budget():
+    budget = ByteBudget(100, wait_s=0.2)
+    with budget.hold(100):
+        started = time.monotonic()
+        with budget.hold(50):
+            assert budget.used == 150
+        assert time.monotonic() - started < 2
+    assert budget.used == 0
 
 
 def test_a_byte_budget_holds_requests_until_they_fit_and_lets_an_oversized_one_run_alone():

@@ -60,6 +60,22 @@ def test_other_apps_can_send_the_submit_task_by_name(rt, worker, site):
     assert site.paths(f"/page/{crawl_id}") == [f"/page/{crawl_id}"]
 
 
+def test_a_bad_seed_sent_to_the_submit_task_is_counted_and_the_others_are_crawled(rt, worker, site):
+    from celery import Celery
+
+    from crawler_tasks.cli.local import wait_drained
+    from crawler_tasks.service.celery_app import celery_config
+
+    other = Celery("other-app")
+    other.config_from_object(celery_config(rt.settings))
+    crawl_id = f"api{token()}"
+    urls = ["gopher://x/", f"{site.url}/page/{crawl_id}", "http://169.254.169.254/latest/meta-data/"]
+    other.send_task("crawl.submit", kwargs={"urls": urls, "crawl_id": crawl_id})
+    wait_drained(lambda: rt.stats.read(crawl_id).get("stored", 0) == 1, timeout=30)
+    assert site.paths(f"/page/{crawl_id}") == [f"/page/{crawl_id}"]
+    assert rt.stats.read(crawl_id).get("seeds/invalid") == 2
+
+
 # An app that has only Celery and the broker URL: it does not import this package, sends
 # with Celery's defaults (default queue, no transport options, no priority).
 _PLAIN_APP = """

@@ -19,6 +19,7 @@ import redis
 from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import EmbeddedRedis, Workers, wait_drained
 from crawler_tasks.core.settings import Settings
+from crawler_tasks.service import tasks
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
@@ -254,3 +255,27 @@ def test_a_message_with_arguments_of_the_wrong_shape_is_one_log_line(rt, worker)
         mentions = [line for line in lines if task_id in line]
         assert not any("raised unexpected" in line or "TypeError(" in line for line in mentions), mentions
         assert any(line.rstrip().endswith("}") or "kwargs" in line for line in mentions)
+
+
+def test_a_redis_error_that_is_not_an_outage_fails_the_task_at_once(rt):
+    calls = []
+
+    def step() -> None:
+        calls.append(1)
+        raise redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
+
+    with pytest.raises(redis.ResponseError):
+        tasks._run(rt, "a test step", step)
+    assert len(calls) == 1  # not waited for and run again as if Redis were away
+
+
+def test_a_redis_outage_is_waited_for_and_the_step_run_again(rt):
+    calls = []
+
+    def step() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+        return "done"
+
+    assert tasks._run(rt, "a test step", step) == "done" and len(calls) == 2
