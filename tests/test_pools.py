@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 from crawler_tasks.backends import open_store
-from crawler_tasks.cli.local import Workers, free_port
+from crawler_tasks.cli.local import Workers
 from crawler_tasks.core import routing
 from crawler_tasks.core.settings import Settings
 
@@ -64,14 +64,13 @@ def test_fetch_parse_and_store_nodes_apart_store_every_page_once(make_crawl, tmp
 def test_a_crawl_runs_to_the_end_on_each_pool_at_its_default_concurrency(site, tmp_path, pool):
     """``CRAWLER_WORKER_POOL=<pool> crawler-tasks crawl`` on the embedded Redis, as a user runs it."""
     store, pages = tmp_path / "pages.db", 20
-    env = {**os.environ, "CRAWLER_WORKER_POOL": pool, "CRAWLER_REDIS_URL": "",
-           "CRAWLER_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0"}  # nothing there: the embedded one
+    env = {**os.environ, "CRAWLER_WORKER_POOL": pool, "CRAWLER_REDIS_URL": "", "CRAWLER_BROKER_URL": ""}
     env.pop("CRAWLER_WORKER_CONCURRENCY", None)
     assert Workers(Settings.from_env(env), name="w@%h").cmds[0][6:10] == \
         ["-P", pool, "-c", str({"threads": 128, "gevent": 256, "prefork": os.cpu_count(), "solo": 1}[pool])]
     done = subprocess.run([sys.executable, "-m", "crawler_tasks.cli.main", "crawl",
                            f"{site.url}/tree/{uuid.uuid4().hex[:8]}/0?size={pages}", "--store", str(store),
-                           "--workers", "1", "--quiet"], env=env, capture_output=True, text=True, timeout=180)
+                           "--workers", "1", "--quiet", "--embedded-redis"], env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     urls = [r.url for r in open_store(str(store)).records()]
     assert len(urls) == len(set(urls)) == pages

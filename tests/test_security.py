@@ -631,3 +631,15 @@ def test_the_guard_refuses_internal_targets_however_they_come(guarded, inside, s
     assert (stats["failures"], stats["seeds/invalid"], stats["total_num"]) == (4, 1, 3), stats
     if guarded.proxy is not None:  # everything went through it, the refused targets never
         assert sorted(guarded.proxy.requests) == sorted([seeds[0], seeds[3], f"{inside.url}/page/{t}-listed"])
+
+
+def test_a_seed_urls_user_name_and_password_reach_no_record_log_or_request(crawl, worker, site):
+    page = f"/page/creds-{uuid.uuid4().hex[:8]}"
+    host = site.url.removeprefix("http://")
+    [record] = crawl([f"http://alice:S3cretPW@{host}{page}"])
+    assert record.url == f"{site.url}{page}" and "S3cretPW" not in json.dumps(record.to_dict())
+    assert site.paths(page) == [page]
+    assert "S3cretPW" not in Path(worker.log_path).read_text(errors="replace")
+    with pytest.raises(Exception) as refused:  # an error about such a URL does not echo it
+        build_requests(["gopher://alice:S3cretPW@example.com/"])
+    assert "S3cretPW" not in str(refused.value)

@@ -15,8 +15,8 @@ from rich.console import Console
 
 from ..backends import open_store
 from ..core import counters, routing
-from ..core.addresses import parse_allowlist
-from ..core.errors import BadInput, CrawlerError, CrawlStateLost, StoreUnavailable
+from ..core.addresses import METADATA, classify, literal_addresses, normal_host, parse_address
+from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, CrawlStateLost, StoreUnavailable
 from ..core.program import parse_plugins, program_of
 from ..core.settings import Settings
 from ..core.store_uris import masked
@@ -26,10 +26,11 @@ from ..service.celery_app import create_app
 from ..stages.runtime import current
 from ..stages.seed import build_requests, submit_requests
 from ..stages.store import flush_stats
+from ..state.connection import safe_url
 from ..state.queues import queue_depths
 from .common import absolute_store
 from .demo_site import DemoSite
-from .local import CrawlWatch, EmbeddedRedis, Workers, reachable, wait_drained
+from .local import CrawlWatch, EmbeddedRedis, Workers, unreachable, wait_drained
 from .top import TTY_INTERVAL, LiveView
 
 #: Pages one render worker of ``crawler-tasks crawl`` renders at once (one browser).
@@ -89,15 +90,17 @@ def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Set
 
 
 def _allow_seed_hosts(settings: Settings, requests: list) -> Settings:
-    """``settings`` whose private-network allowlist also holds the hosts of ``requests``: the
-    seeds an operator typed (or the demo's own site) may be private; what they link or
-    redirect to is judged as usual."""
+    """``settings`` whose private-network allowlist also holds what the seeds an operator typed
+    (or the demo's own site) name literally: an IP address, or ``localhost`` given as such;
+    never a cloud-metadata address, and never a host name, whose later resolutions a hostile
+    domain controls (DNS rebinding). What they link or redirect to is judged as usual."""
     hosts = []
     for host in sorted({host_of(r.url) for r in requests}):
-        try:
-            hosts += parse_allowlist([host])
-        except ValueError:  # a name the allowlist cannot hold: judged like any other
-            pass
+        addresses = literal_addresses(host)
+        if addresses and all(classify(parse_address(a)).kind != METADATA for a in addresses):
+            hosts += addresses
+        elif normal_host(host) == "localhost":
+            hosts.append("localhost")
     return settings.replace(private_allowlist=(*settings.private_allowlist, *hosts))
 
 
@@ -164,8 +167,14 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     workers: Workers | None = None
     renderers: _Renderers | None = None
     try:
-        if not reachable(settings):
-            print("broker not reachable: starting an embedded Redis", file=sys.stderr)
+        away = ["--embedded-redis"] if getattr(args, "embedded_redis", False) else unreachable(settings)
+        if away and away != ["--embedded-redis"] and _configured(settings):
+            names = " and ".join(f"{name} ({safe_url(_url_of(settings, name))})" for name in away)
+            raise BrokerUnavailable(f"{names} not reachable: start it, or unset CRAWLER_BROKER_URL and "
+                                    "CRAWLER_REDIS_URL to crawl on an embedded Redis")
+        if away:
+            print("starting an embedded Redis" + ("" if away == ["--embedded-redis"] else
+                  " (none answers on the default address)"), file=sys.stderr)
             embedded = EmbeddedRedis().start()
             settings = settings.replace(broker_url=embedded.url, redis_url=embedded.url)
         workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h")
@@ -204,7 +213,18 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     finally:
         _shut_down(settings, workers, embedded, renderers)
     return {"crawl_id": crawl_id, "seeds_accepted": accepted, "elapsed": elapsed,
-            "store": masked(settings.store), "stats": stats, "embedded": embedded is not None}
+            "store": masked(settings.store), "stats": stats, "embedded": embedded is not None,
+            "redis": "embedded (gone with the crawl)" if embedded is not None else safe_url(settings.redis_url)}
+
+
+def _configured(settings: Settings) -> bool:
+    """Whether the broker or the state Redis was set to other than the defaults: then it must
+    answer (an embedded Redis stands in only where nothing was configured)."""
+    return (settings.broker_url, settings.redis_url) != (Settings.broker_url, Settings.redis_url)
+
+
+def _url_of(settings: Settings, name: str) -> str:
+    return settings.broker_url if name == "CRAWLER_BROKER_URL" else settings.redis_url
 
 
 def _stored_count(store: str, crawl_id: str) -> str:
@@ -315,6 +335,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         ("elapsed", f"{elapsed:.1f}s"),
         ("pages/s", f"{s.get(counters.STORED, 0) / max(elapsed, 1e-6):.1f}"),
         ("store", summary["store"]),
+        ("redis", summary["redis"]),
     ]
     for name, value in rows:
         print(f"{name:<20}{value}")

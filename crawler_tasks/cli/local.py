@@ -84,14 +84,22 @@ def reachable(settings: Settings) -> bool:
     :class:`BrokerRefused`: that is a configuration to fix, not a reason to
     crawl somewhere else.
     """
-    try:
-        check_broker(settings.broker_url)
-        redis_from_url(settings.redis_url).close()
-    except BrokerRefused:
-        raise
-    except BrokerUnavailable:
-        return False
-    return True
+    return not unreachable(settings)
+
+
+def unreachable(settings: Settings) -> list[str]:
+    """The settings, of ``CRAWLER_BROKER_URL`` and ``CRAWLER_REDIS_URL``, whose server does not
+    answer (a refusal raises :class:`BrokerRefused`, as for :func:`reachable`)."""
+    away = []
+    for name, check in (("CRAWLER_BROKER_URL", lambda: check_broker(settings.broker_url)),
+                        ("CRAWLER_REDIS_URL", lambda: redis_from_url(settings.redis_url).close())):
+        try:
+            check()
+        except BrokerRefused:
+            raise
+        except BrokerUnavailable:
+            away.append(name)
+    return away
 
 
 def worker_command(*, name: str, pool: str, concurrency: int,

@@ -131,6 +131,9 @@ def _crawl_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-concurrency", type=int, default=None,
                    help="requests in flight to one host, 0 = no cap (default: CRAWLER_HOST_CONCURRENCY)")
     p.add_argument("--ignore-robots", action="store_true", help="do not read robots.txt")
+    p.add_argument("--embedded-redis", action="store_true",
+                   help="run on a Redis of its own, started for this crawl and gone with it (the "
+                        "default when no Redis answers on the default address and none is configured)")
     p.add_argument("--render", action="store_true",
                    help="render every page of the seeds' hosts in a browser (a render worker starts "
                         "anyway once a rule or request asks for one)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url as _w3lib_canonicalize
@@ -24,6 +25,7 @@ URL_CACHE_BYTES = 16 * 1024 * 1024
 def validate_url(url: str) -> str:
     """Return ``url`` made safe to send (percent-encoded, fragment dropped) or raise.
 
+    A user name and password are dropped (:func:`without_credentials`).
     Raises :class:`UnsupportedScheme` for schemes other than http/https and
     :class:`InvalidURL` for anything without a usable host or port.
     """
@@ -31,7 +33,18 @@ def validate_url(url: str) -> str:
         raise InvalidURL(f"invalid URL {url!r:.80}: not a string")
     if not url.strip():
         raise InvalidURL(f"invalid URL {url!r}: empty")
-    return _validated(url.strip())
+    return _validated(without_credentials(url.strip()))
+
+
+#: The user name and password of a URL: what comes before the authority's last '@'.
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)[^/?#]*@")
+
+
+def without_credentials(url: str) -> str:
+    """``url`` without a user name or password: a request never carries them, so they
+    reach no message, record, log line or error (HTTP auth belongs in headers the
+    worker sets, not in URLs that are shown and stored)."""
+    return _USERINFO.sub(r"\1", url, count=1)
 
 
 @memoize(URL_CACHE_BYTES)

@@ -26,7 +26,7 @@ from ..core.policy import now_iso
 from ..core.program import parse_plugins
 from ..core.render import wants_render
 from ..core.settings import Settings
-from ..core.urls import check_length, host_of
+from ..core.urls import check_length, host_of, without_credentials
 from . import enqueue
 
 if TYPE_CHECKING:
@@ -51,9 +51,14 @@ def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]],
         raise BadInput("meta: must be a JSON object")
     defaults = {"priority": priority, "meta": dict(meta or {}),
                 "crawl_id": crawl_id or DEFAULT_CRAWL_ID, "dont_filter": dont_filter, "notify": notify}
-    requests = [CrawlRequest.from_seed(s, **defaults) for s in seeds]
-    for req in requests:
+    requests = []
+    for s in seeds:
+        req = CrawlRequest.from_seed(s, **defaults)
+        url = s.get("url") if isinstance(s, dict) else s
+        if isinstance(url, str) and without_credentials(url.strip()) != url.strip():
+            log.warning("seed %s: its user name and password were dropped (URLs are shown and stored)", req.url)
         check_length(req.url, max_url_length)
+        requests.append(req)
     return requests
 
 

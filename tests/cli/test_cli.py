@@ -136,19 +136,28 @@ def test_submit_past_max_queued_is_one_line_and_enqueues_nothing(empty_broker):
 
 
 def test_crawl_on_embedded_redis_then_export(site, tmp_path):
-    dead = f"redis://127.0.0.1:{free_port()}/0"
     store = str(tmp_path / "pages.db")
-    env = {"CRAWLER_BROKER_URL": dead, "CRAWLER_REDIS_URL": ""}
+    env = {"CRAWLER_BROKER_URL": "", "CRAWLER_REDIS_URL": ""}
     result = cli("crawl", f"{site.url}/", "--store", store, "--workers", "2", "--crawl-id", "cli1",
-                 env=env)
+                 "--embedded-redis", env=env)
     assert result.returncode == 0, result.stderr
     assert "starting an embedded Redis" in result.stderr
     summary = {line[:20].strip(): line[20:] for line in result.stdout.splitlines()}
     assert summary["pages stored"] == "3" and summary["failed"] == "0"
+    assert summary["redis"] == "embedded (gone with the crawl)"
     exported = [json.loads(line) for line in cli("export", "--store", store).stdout.splitlines()]
     assert sorted(r["url"] for r in exported) == [f"{site.url}/", f"{site.url}/page/1",
                                                   f"{site.url}/page/2"]
     assert {r["crawl_id"] for r in exported} == {"cli1"}
+
+
+def test_a_configured_redis_that_does_not_answer_is_one_line_not_an_embedded_crawl(site, tmp_path):
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    result = cli("crawl", f"{site.url}/", "--store", str(tmp_path / "pages.db"),
+                 env={"CRAWLER_BROKER_URL": "", "CRAWLER_REDIS_URL": dead})
+    assert_one_line_error(result, 3)
+    assert "CRAWLER_REDIS_URL" in result.stderr and "embedded" in result.stderr  # says how to get one
+    assert not (tmp_path / "pages.db").exists()  # nothing crawled, nothing written
 
 
 def test_crawl_max_depth_and_max_pages(site, tmp_path, empty_broker):
@@ -257,3 +266,16 @@ def test_purge_refuses_a_crawl_with_work_outstanding_unless_forced(empty_broker)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "purged crawl busy: 2 key(s) removed"
     assert crawl_keys(empty_broker, "busy") == [] and not empty_broker.smembers(f"{PREFIX}:crawls")
+
+
+def test_crawl_lets_through_only_what_its_seeds_name_literally_never_a_name_or_metadata():
+    from crawler_tasks.cli.crawl import _allow_seed_hosts
+    from crawler_tasks.core.settings import Settings
+    from crawler_tasks.stages.seed import build_requests
+
+    seeds = ["http://10.1.2.3/", "http://rebind.example/", "http://localhost:8080/", "http://169.254.169.254/",
+             "http://[fd00::1]/"]
+    allowed = _allow_seed_hosts(Settings(), build_requests(seeds)).private_allowlist
+    assert {"10.1.2.3", "localhost", "fd00::1"} <= set(allowed)
+    assert "rebind.example" not in allowed  # its name may point anywhere later (DNS rebinding)
+    assert "169.254.169.254" not in allowed

@@ -163,12 +163,12 @@ def test_a_rate_covers_the_last_window_only():
 # -- crawl on a terminal ------------------------------------------------------------------
 
 def test_crawl_on_a_terminal_draws_the_live_view_of_its_crawl(tmp_path):
-    dead = f"redis://127.0.0.1:{free_port()}/0"  # an embedded Redis: nothing shared is touched
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 36, WIDTH, 0, 0))
     proc = subprocess.Popen([sys.executable, "-m", "crawler_tasks.cli.main", "demo", "--pages", "30",
-                             "--max-pages", "20", "--workers", "1", "--store", str(tmp_path / "demo.db")],
-                            env={**os.environ, "CRAWLER_BROKER_URL": dead, "CRAWLER_REDIS_URL": "",
+                             "--max-pages", "20", "--workers", "1", "--store", str(tmp_path / "demo.db"),
+                             "--embedded-redis"],  # nothing shared is touched
+                            env={**os.environ, "CRAWLER_BROKER_URL": "", "CRAWLER_REDIS_URL": "",
                                  "TERM": "xterm-256color"},
                             stdout=subprocess.PIPE, stderr=slave, text=True)
     os.close(slave)
