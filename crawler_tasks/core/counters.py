@@ -100,6 +100,8 @@ STORE_FAILED = "store/failed"
 STORE_REFUSED = "store/refused"
 STORE_DEAD_LETTERS = "store/dead_letters"
 STORE_REPLAYED = "store/replayed"
+STORE_DEAD_LETTERS_DROPPED = "store/dead_letters_dropped"
+STORE_UNREADABLE = "store/unreadable"
 ERRORS = "errors"
 WORKER_LOST = "worker_lost"
 SEEDS_INVALID = "seeds/invalid"
@@ -254,6 +256,9 @@ REGISTRY: tuple[Counter, ...] = (
     Counter(STORE_REFUSED, "records a store refused for good"),
     Counter(STORE_DEAD_LETTERS, "records kept as dead letters (`crawler-tasks dead-letters`)"),
     Counter(STORE_REPLAYED, "dead letters written by `crawler-tasks replay-dead`"),
+    Counter(STORE_DEAD_LETTERS_DROPPED, "dead letters not kept: the list held `CRAWLER_DEAD_LETTERS_MAX` already"),
+    Counter(STORE_UNREADABLE, "store-queue entries that could not be read, set aside with the unreadable dead "
+                              "letters (their page leaves the crawl)"),
     # unexpected errors
     Counter(ERRORS, "tasks or store writes ended by an unexpected error (a lost worker included)"),
     ERROR,

@@ -285,6 +285,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_STORE_MAX_RETRIES", "store_max_retries", int, 20,
          "Retries of a store batch while its backend is down (backoff capped as above); "
          "then its records go to the dead letters."),
+    Spec("CRAWLER_DEAD_LETTERS_MAX", "dead_letters_max", int, 10_000,
+         "Dead letters kept at most (each up to tens of KB in Redis); past it a record no store took "
+         "is logged and counted under store/dead_letters_dropped instead."),
     Spec("CRAWLER_STORE_BATCH", "store_batch", int, 200,
          "Records written to a store in one request (an Elasticsearch `_bulk`, an HBase "
          "`Table.batch()`, one SQLite transaction)."),
@@ -456,6 +459,7 @@ class Settings:
     retry_backoff: float = _DEFAULTS["retry_backoff"]
     retry_backoff_max: float = _DEFAULTS["retry_backoff_max"]  # None: derived
     store_max_retries: int = _DEFAULTS["store_max_retries"]
+    dead_letters_max: int = _DEFAULTS["dead_letters_max"]
     store_batch: int = _DEFAULTS["store_batch"]
     store_batch_bytes: int = _DEFAULTS["store_batch_bytes"]
     store_flush_s: float = _DEFAULTS["store_flush_s"]
@@ -534,6 +538,7 @@ class Settings:
         for name in ("worker_concurrency", "stall_timeout", "start_urls_batch", "start_urls_interval",
                      "seed_interval", "bloom_capacity", "stats_flush_s", "warc_max_bytes",
                      "store_batch", "store_flush_s", "store_lease_s", "store_writers", "robotstxt_ttl",
+                     "dead_letters_max",
                      "autothrottle_target_concurrency", "autothrottle_max_delay", "ban_threshold",
                      "proxy_bench_s", "max_url_length", "max_idle_connections",
                      "sitemap_lastmod_max", "render_timeout_s", "render_max_requests",

@@ -52,7 +52,7 @@ from ..core.errors import BadInput, BrokerUnavailable, ClaimMissing, QueueFull, 
 from ..core.models import CrawlRequest, PageRecord
 from ..core.policy import Defer, Retry, backoff
 from ..core.urls import host_of
-from ..stages import enqueue, feeds, fetch, page, parse, render, seed, store
+from ..stages import dispatcher, enqueue, feeds, fetch, page, parse, render, seed, store
 from ..stages.runtime import Runtime, current
 from ..state.connection import OUTAGES
 from ..state.gate import Adoption
@@ -329,8 +329,8 @@ def store_batch(self: Task, writer: str) -> int:
     rt = current(self.app)
 
     def turn() -> int:
-        taken = store.write_turn(rt, writer)
-        store.dispatch(rt)
+        taken = dispatcher.write_turn(rt, writer)
+        dispatcher.dispatch(rt)
         return taken
 
     return _run(rt, f"store batch {writer}", turn)

@@ -19,9 +19,9 @@ from celery import current_app, signals
 from celery.worker.control import inspect_command
 
 from ..core import routing
+from ..stages.dispatcher import Dispatcher
 from ..stages.mover import Mover
 from ..stages.runtime import current
-from ..stages.store import Dispatcher
 from ..state.queues import monitor_listening
 
 #: The dispatcher and mover running in this process, by process id (a forked child starts its own).

@@ -22,8 +22,8 @@ from ..core.policy import now_iso
 from ..core.store_uris import masked
 from ..core.urls import host_of
 from ..state.gate import Candidate
+from .dispatcher import write_turn
 from .enqueue import stage_task_id, store_token
-from .store import write_turn
 
 if TYPE_CHECKING:
     from .deps import FetchDeps

@@ -62,7 +62,7 @@ class Runtime:
         self.claims = Claims(self.redis, self.keys, ttl=settings.claim_ttl)
         self.stats = Stats(self.redis, self.keys)
         self.store_queue = StoreQueue(self.redis, self.keys)
-        self.dead_letters = DeadLetters(self.redis, self.keys)
+        self.dead_letters = DeadLetters(self.redis, self.keys, settings.dead_letters_max)
         self.unpublished = Unpublished(self.redis, self.keys)
         self.seed_calls = SeedCalls(self.redis, self.keys)
         self.callbacks = Callbacks(self.redis, self.keys)

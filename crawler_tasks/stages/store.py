@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
+import re
 import uuid
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -107,7 +105,8 @@ def write_batch(rt: StoreDeps, consumer: str, raw: Sequence[bytes]) -> None:
     ``CRAWLER_STORE_MAX_RETRIES``, kept in the dead letters; each counted once. Only
     then is the taken list released."""
     settled = _Settled()
-    for part in _decoded_parts(raw, rt.settings.store_batch_bytes):
+    unreadable: list[bytes] = []
+    for part in _decoded_parts(raw, rt.settings.store_batch_bytes, unreadable):
         # A backend's request for a large record costs several times its body: it counts
         # as one of the process's large bodies.
         with rt.large_bodies.permit() as permit:
@@ -116,6 +115,8 @@ def write_batch(rt: StoreDeps, consumer: str, raw: Sequence[bytes]) -> None:
                             "writing it anyway", permit.wait_s)
             _write_part(rt, consumer, part, settled)
         del part  # not held while the next part decodes
+    for item in unreadable:
+        _set_aside(rt, item, settled)
     settled.apply(rt)
     rt.store_queue.release(consumer)
 
@@ -145,22 +146,26 @@ def _refused(e: StoreEntry, reason: str, settled: _Settled) -> None:
     it goes to the dead letters with the backend's reason, for a replay elsewhere."""
     log.error("store %s refused %s (%s), kept in the dead letters (crawler-tasks dead-letters, "
               "replay-dead --to): %s", masked(e.store), e.record.url, e.record.fingerprint, reason)
-    letter = _letter(_letter_data(e, REFUSED, reason))
+    letter = _letter(e, REFUSED, reason)
     settled.add(e, f"store refused: {reason} ({e.record.url})",
                 {counters.STORE_REFUSED: 1, counters.STORE_DEAD_LETTERS: 1}, letter=letter,
                 failure=(REFUSED, f"store {masked(e.store)} refused the record: {reason}"))
 
 
-def _decoded_parts(raw: Sequence[bytes], max_bytes: int) -> Iterator[list[StoreEntry]]:
+def _decoded_parts(raw: Sequence[bytes], max_bytes: int,
+                   unreadable: list[bytes]) -> Iterator[list[StoreEntry]]:
     """The entries ``raw`` decoded a part at a time: each part at most ``max_bytes``
-    decompressed (or one entry), so a batch of large pages is never decoded at once."""
+    decompressed (or one entry), so a batch of large pages is never decoded at once; what
+    cannot be decoded goes to ``unreadable``."""
     part: list[StoreEntry] = []
     size = 0
     for item in raw:
         try:
             entry, n = StoreEntry.decode_sized(item)
-        except (ValueError, KeyError, TypeError, zlib.error, BadInput) as exc:
-            log.error("dropped an unreadable store entry (%s bytes): %s", len(item), exc)
+        except _UNREADABLE as exc:
+            log.error("an unreadable store entry (%s bytes: %s): set aside with the unreadable dead "
+                      "letters", len(item), exc)
+            unreadable.append(item)
             continue
         if part and size + n > max_bytes:
             yield part
@@ -169,6 +174,31 @@ def _decoded_parts(raw: Sequence[bytes], max_bytes: int) -> Iterator[list[StoreE
         size += n
     if part:
         yield part
+
+
+#: What decoding a store-queue entry raises when it is damaged.
+_UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, zlib.error, BadInput)
+#: The token and crawl of an entry whose head is readable as text though the rest is not.
+_TOKEN = re.compile(rb'"t":\s*"([^"\\]+)"')
+_CRAWL = re.compile(rb'"c":\s*"([^"\\]+)"')
+
+
+def _set_aside(rt: StoreDeps, raw: bytes, settled: _Settled) -> None:
+    """Keep an unreadable entry on the unreadable list and let its page leave its crawl
+    (counted ``store/unreadable``), when its token and crawl can still be read."""
+    rt.dead_letters.unreadable(raw)
+    try:
+        head = codec.decode_with_tail(raw)[0]
+        token, crawl_id = str(head["t"]), str(head["c"])
+    except (*_UNREADABLE, IndexError):
+        text = raw if raw[:1] == b"{" else b""
+        token_match, crawl_match = _TOKEN.search(text), _CRAWL.search(text)
+        if token_match is None or crawl_match is None:
+            log.error("an unreadable store entry names no token: its crawl may not drain")
+            return
+        token, crawl_id = token_match.group(1).decode(), crawl_match.group(1).decode()
+    settled.by_crawl.setdefault(crawl_id, []).append(
+        Settlement(token, f"store entry unreadable, set aside ({token})", {counters.STORE_UNREADABLE: 1}))
 
 
 def _by_store(entries: Sequence[StoreEntry]) -> dict[str, list[StoreEntry]]:
@@ -201,7 +231,7 @@ def _failed(rt: StoreDeps, uri: str, group: Sequence[StoreEntry], exc: Exception
     for e in gone:
         log.error("store of %s failed (%s retries): its record goes to the dead letters "
                   "(crawler-tasks dead-letters, replay-dead): %s", e.record.url, e.attempts, exc)
-        letter = _letter(_letter_data(e, FAILED, str(exc)))
+        letter = _letter(e, FAILED, str(exc))
         line = f"store failed: {exc} ({e.record.url})" if down else f"{name}: {exc} ({e.record.url})"
         settled.add(e, line, counts, letter=letter,
                     failure=(FAILED, f"store {masked(uri)} failed: {exc} ({e.attempts} retries)"))
@@ -286,7 +316,8 @@ class _Settled:
 
     def __init__(self) -> None:
         self.by_crawl: dict[str, list[Settlement]] = {}
-        self.letters: dict[str, bytes] = {}
+        #: Dead letters of this batch: token -> (crawl id, letter).
+        self.letters: dict[str, tuple[str, bytes]] = {}
         self.delayed: list[tuple[float, bytes]] = []
         #: Records given up, for the error handler: token -> (entry, reason, description).
         self.failures: dict[str, tuple[StoreEntry, str, str]] = {}
@@ -305,7 +336,7 @@ class _Settled:
             counts = {**counts, **{k: counts.get(k, 0) + v for k, v in entry.counts.items()}}
         self.by_crawl.setdefault(entry.crawl_id, []).append(Settlement(entry.token, how, counts))
         if letter:
-            self.letters[entry.token] = letter
+            self.letters[entry.token] = (entry.crawl_id, letter)
         if failure is not None:
             self.failures[entry.token] = (entry, *failure)
 
@@ -313,7 +344,12 @@ class _Settled:
         self.delayed.append((seconds, entry.encode(compress=True)))  # small while the batch goes on
 
     def apply(self, rt: StoreDeps) -> None:
-        rt.dead_letters.add(*self.letters.values())
+        letters = list(self.letters.items())
+        over = rt.dead_letters.add(*(raw for _, (_, raw) in letters))
+        for token, (crawl_id, _) in letters[len(letters) - over:] if over else ():
+            log.error("dead letter of %s not kept: %s dead letters wait already (CRAWLER_DEAD_LETTERS_MAX)",
+                      token, rt.dead_letters.max_letters)
+            rt.gate.add_counts(crawl_id, {counters.STORE_DEAD_LETTERS_DROPPED: 1})
         rt.store_queue.delay(self.delayed)
         # Staged before the tokens settle: a worker dying after the settlement leaves them
         # for the next delivery of this batch, which sends them.
@@ -326,7 +362,7 @@ class _Settled:
             sent = _call_back(rt, crawl_id, {t: c for t, c in due.items()
                                              if t in settled_now or t in left[crawl_id]})
             rt.callbacks.take(crawl_id, [t for t in due if t not in sent])  # the rest: refused, or sent before
-        for token, letter in self.letters.items():
+        for token, (_, letter) in self.letters.items():
             if token not in settled_now:  # settled by an earlier delivery of the same entry
                 rt.dead_letters.remove(letter)
         for token, (entry, reason, description) in self.failures.items():
@@ -334,197 +370,13 @@ class _Settled:
                 _tell(rt, entry, reason, description)
 
 
-def housekeeping(rt: StoreDeps) -> None:
-    """Once a second, in every worker process: give back the batches of dead writers, move
-    due retries, publish the seeds of seed calls that died half-way, note drained crawls
-    and send their ``on_done`` callbacks."""
-    rt.store_queue.tick()
-    enqueue.recover_seed_calls(rt)
-    note_finished(rt)
-    call_back_done(rt)
-
-
-def write_turn(rt: StoreDeps, writer: str, *, now: bool = True) -> int:
-    """One store task's work: take a batch onto ``writer``'s list (``now``: whatever waits,
-    as its task was sent because a batch was due; else only a due batch) and write it, or,
-    if nothing is left for it, give up its lease. Returns how many entries it took."""
-    s = rt.settings
-    raw = rt.store_queue.take(writer, s.store_batch, s.store_flush_s, s.store_lease_s, now=now,
-                              max_bytes=s.store_batch_bytes)
-    if raw:
-        write_batch(rt, writer, raw)
-    else:
-        rt.store_queue.release(writer)
-    return len(raw)
-
-
-def flush_once(rt: StoreDeps, writer: str, *, now: bool = True) -> int:
-    """Housekeeping, then one batch written by ``writer`` here, in this process (tests and
-    tools; workers send store tasks instead)."""
-    housekeeping(rt)
-    return write_turn(rt, writer, now=now)
-
-
-def dispatch(rt: StoreDeps) -> str | None:
-    """Send a store task if a batch is due and no writer is on it (or more full batches
-    wait than writers at work); the writer's id, or None. A broker that refuses the
-    task gives the lease back at once, so the next look sends it again."""
-    s = rt.settings
-    writer = uuid.uuid4().hex
-    if not rt.store_queue.dispatch(writer, s.store_batch, s.store_flush_s, s.store_lease_s, s.store_writers):
-        return None
-    try:
-        enqueue.publish_writer(rt, writer)
-    except Exception:
-        rt.store_queue.release(writer)
-        raise
-    return writer
-
-
-class Dispatcher:
-    """Sends store tasks when batches are due: one thread in each worker process.
-
-    It looks (one script call) every quarter of ``CRAWLER_STORE_FLUSH_S`` (between 20
-    and 250 ms), and does the :func:`housekeeping` once a second. Writing is the store
-    tasks' (``crawl.store_batch`` on ``crawl.store``), so only the workers that consume
-    that queue write to the backends.
-    """
-
-    #: Seconds between two rounds of housekeeping.
-    TICK_S = 1.0
-
-    def __init__(self, rt: StoreDeps) -> None:
-        self.rt = rt
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._next_tick = 0.0
-
-    def look_once(self) -> str | None:
-        """Housekeeping when its second has come, then :func:`dispatch`."""
-        if time.monotonic() >= self._next_tick:
-            housekeeping(self.rt)
-            self._next_tick = time.monotonic() + self.TICK_S
-        return dispatch(self.rt)
-
-    def start(self) -> Dispatcher:
-        self._thread = threading.Thread(target=self._run, name="crawler-store-dispatcher", daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        s = self.rt.settings
-        poll = min(max(s.store_flush_s / 4, 0.02), 0.25)
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                sent = self.look_once()
-                failures = 0
-            except redis.RedisError as exc:
-                failures += 1
-                log.warning("store queue: state Redis failed (%s times): %s", failures, exc)
-                self._stop.wait(backoff(s, failures - 1))
-                continue
-            except Exception:  # a broker that refused the task, or a bug: look again later
-                log.exception("store queue: no store task sent")
-                self._stop.wait(1.0)
-                continue
-            if sent is None:
-                self._stop.wait(poll)
-
-    def stop(self, *, drain_s: float = 0.0) -> None:
-        """Stop the thread; with ``drain_s`` (a worker that serves ``crawl.store``, at its
-        warm shutdown), write what waits for up to that long first, as its store tasks
-        would have. What is left stays in Redis for the other store workers."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if drain_s > 0:
-            drain(self.rt, drain_s)
-
-
-def drain(rt: StoreDeps, seconds: float) -> int:
-    """Write what waits in the store queue here, batch after batch, for up to ``seconds``;
-    how many entries were taken."""
-    writer, taken = uuid.uuid4().hex, 0
-    deadline = time.monotonic() + seconds
-    try:
-        housekeeping(rt)  # dead writers' batches and due retries join what waits
-    except Exception as exc:  # noqa: BLE001 - the others will write it
-        log.warning("store queue not drained at shutdown (other workers will): %s", exc)
-        return 0
-    while time.monotonic() < deadline:
-        try:
-            n = write_turn(rt, writer)
-        except Exception as exc:  # noqa: BLE001 - the others will write it
-            log.warning("store queue not drained at shutdown (other workers will): %s", exc)
-            break
-        if not n:
-            break
-        taken += n
-    return taken
-
-
 #: Why a dead letter was kept: its store refused the record for good, or could not take it.
 REFUSED, FAILED = "refused", "failed"
 
 
-def _letter_data(e: StoreEntry, kind: str, error: str) -> dict:
-    return {"record": e.record.to_dict(), "store": masked(e.store), "kind": kind, "error": error,
-            "at": now_iso()}
-
-
-def _letter(data: dict) -> bytes:
-    """A dead letter as kept in Redis (:mod:`crawler_tasks.core.codec`): JSON,
-    zlib-compressed above 4 KiB (a page's body makes it tens of KB, and letters pile up
-    while a store stays down)."""
-    return codec.encode(data)
-
-
-def _read_letter(raw: bytes) -> dict:
-    data = codec.decode(raw)
-    data.setdefault("kind", FAILED)  # letters of earlier releases: their store failed
-    return data
-
-
-def dead_letters(rt: StoreDeps, crawl_id: str | None = None) -> list[dict]:
-    """The dead letters (newest first), of one crawl or all: ``record``, ``store`` (passwords
-    masked), ``kind`` (``refused`` or ``failed``), ``error`` (the backend's reason), ``at``."""
-    entries = [_read_letter(raw) for raw in rt.dead_letters.all()]
-    return [e for e in entries if crawl_id is None or e["record"]["crawl_id"] == crawl_id]
-
-
-@dataclass
-class Replay:
-    """What a replay of the dead letters did: how many it wrote, and the (URL, store, reason)
-    of each letter still failing (kept)."""
-
-    written: int = 0
-    failing: list[tuple[str, str, str]] = field(default_factory=list)
-
-
-def replay_dead(rt: StoreDeps, crawl_id: str | None = None, *, to: str | None = None) -> Replay:
-    """Write the dead letters (of one crawl) again, to their own store or to ``to``.
-
-    A written one leaves the list and counts ``store/replayed`` (and ``stored``) in its
-    crawl. One whose store is down, cannot be opened here (unknown, not configured) or
-    refuses the record again stays as it was, and the others go on.
-    """
-    done = Replay()
-    for raw in rt.dead_letters.all():
-        entry = _read_letter(raw)
-        record = PageRecord.from_dict(entry["record"])
-        if crawl_id is not None and record.crawl_id != crawl_id:
-            continue
-        target = to or entry["store"]
-        try:
-            refused = write(rt, target, [record])
-        except (StoreUnavailable, BadInput) as exc:
-            refused = [RecordFailure(record.fingerprint, str(exc))]
-        if refused:
-            log.info("dead letter %s still not stored: %s", record.url, refused[0].reason)
-            done.failing.append((record.url, masked(target), refused[0].reason))
-            continue
-        rt.dead_letters.remove(raw)
-        rt.gate.add_counts(record.crawl_id, {counters.STORE_REPLAYED: 1, counters.STORED: 1})
-        done.written += 1
-    return done
+def _letter(e: StoreEntry, kind: str, error: str) -> bytes:
+    """The dead letter of ``e``'s record as kept in Redis (:mod:`crawler_tasks.core.codec`):
+    JSON, zlib-compressed above 4 KiB (a page's body makes it tens of KB, and letters pile up
+    while a store stays down); read by :mod:`crawler_tasks.stages.dead_letters`."""
+    return codec.encode({"record": e.record.to_dict(), "store": masked(e.store), "kind": kind,
+                         "error": error, "at": now_iso()})

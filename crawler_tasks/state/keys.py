@@ -138,6 +138,11 @@ class Keys:
         its store URI (passwords masked) and the reason, waiting for ``crawler-tasks replay-dead``."""
         return f"{self.prefix}:dead_letters"
 
+    def dead_letters_unreadable(self) -> str:
+        """LIST of dead letters and store-queue entries that could not be read, set aside as
+        they were (newest first, at most CRAWLER_DEAD_LETTERS_MAX) for a person to look at."""
+        return f"{self.prefix}:dead_letters:unreadable"
+
     # The store queue's keys share the hash tag {store}: one slot on a Redis Cluster,
     # so its scripts run there atomically.
 

@@ -211,8 +211,7 @@ def test_crawl_allows_the_hosts_typed_and_refuses_a_redirect_elsewhere(site, tmp
 
 def test_demo_crawls_its_own_local_site_with_the_guard_on(tmp_path):
     result = cli("demo", "--pages", "5", "--store", str(tmp_path / "demo.db"), "--workers", "1",
-                 env={"CRAWLER_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0", "CRAWLER_REDIS_URL": "",
-                      **GUARDED})
+                 "--embedded-redis", env={"CRAWLER_BROKER_URL": "", "CRAWLER_REDIS_URL": "", **GUARDED})
     assert result.returncode == 0, result.stderr
     summary = {line[:20].strip(): line[20:] for line in result.stdout.splitlines()}
     assert summary["pages stored"] == "6" and summary["failed"] == "0"  # / and /page/0 to /page/4

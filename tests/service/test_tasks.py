@@ -21,9 +21,9 @@ from crawler_tasks.cli.local import EmbeddedRedis, Workers, wait_drained
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service import tasks
 from crawler_tasks.service.celery_app import create_app
+from crawler_tasks.stages.dead_letters import dead_letters
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-from crawler_tasks.stages.store import dead_letters
 
 from ..conftest import REDIS, flush, token
 

@@ -22,9 +22,9 @@ from crawler_tasks.core import counters, routing
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages import feeds
+from crawler_tasks.stages.dead_letters import replay_dead
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-from crawler_tasks.stages.store import replay_dead
 
 from ..conftest import REDIS, flush, token
 from ..es_server import ESServer

@@ -13,9 +13,11 @@ from crawler_tasks.core import routing
 from crawler_tasks.core.models import PageRecord
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages import enqueue
+from crawler_tasks.stages.dead_letters import dead_letters, replay_dead
+from crawler_tasks.stages.dispatcher import flush_once
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-from crawler_tasks.stages.store import dead_letters, flush_once, flush_stats, replay_dead
+from crawler_tasks.stages.store import flush_stats, write_batch
 from crawler_tasks.state.gate import Candidate
 
 from ..cli.test_cli import cli
@@ -130,8 +132,8 @@ def test_replay_goes_on_past_letters_whose_store_cannot_be_opened_and_sends_them
     rt = queue_rt(down, store_max_retries=0)
     env = rt.settings.to_env()
     try:
-        # Oldest first: a store that was down (it comes back), then two that cannot be opened
-        # here, which a replay meets first (the list is newest first).
+        # Oldest first, as a replay meets them: a store that was down (it comes back), then
+        # two that cannot be opened here.
         for crawl_id, store in (("back", down), ("unknown", "mongo://db.internal/pages"),
                                 ("masked", f"elasticsearch://crawler:pw{token()}@127.0.0.1:9/pages")):
             rt.crawls.register(crawl_id, store=store)
@@ -144,12 +146,12 @@ def test_replay_goes_on_past_letters_whose_store_cannot_be_opened_and_sends_them
         assert first.returncode == 3 and "replayed 1 dead letter(s); 2 still failing" in first.stdout
         failing = first.stderr.splitlines()
         assert failing == [
-            "still failing: http://site.test/masked/0  -> elasticsearch://crawler:***@127.0.0.1:9/pages: "
-            "store elasticsearch://crawler:***@127.0.0.1:9/pages is not configured here: its password "
-            "is masked in Redis, so CRAWLER_STORE must name it",
             "still failing: http://site.test/unknown/0  -> mongo://db.internal/pages: unknown store "
             "'mongo://db.internal/pages': scheme 'mongo'; known: elasticsearch, elasticsearchs, "
-            "hbase, kafka, kafkas, sqlite, warc"], first.stderr
+            "hbase, kafka, kafkas, sqlite, warc",
+            "still failing: http://site.test/masked/0  -> elasticsearch://crawler:***@127.0.0.1:9/pages: "
+            "store elasticsearch://crawler:***@127.0.0.1:9/pages is not configured here: its password "
+            "is masked in Redis, so CRAWLER_STORE must name it"], first.stderr
         assert [r.url for r in open_store(down).records("back")] == ["http://site.test/back/0"]
 
         elsewhere = str(tmp_path / "elsewhere.db")
@@ -357,3 +359,66 @@ def test_a_crawl_whose_statistics_cannot_be_written_does_not_stop_the_others(rt)
         assert flush_stats(rt, [bad, good]) == 1
         [stats] = [d for d in es.documents("pages-stats").values() if d["crawl_id"] == good]
         assert stats["total_num"] == 2
+
+
+def test_unreadable_dead_letters_are_set_aside_and_the_others_listed_and_replayed(tmp_path):
+    rt = queue_rt(str(tmp_path / "pages.db"))
+    rt.dead_letters.max_letters = 100
+    try:
+        bad = [b"\x78\x9c not zlib at all", b'{"no": "record"}', b"\xff\xfe garbage"]
+        rt.redis.lpush(rt.keys.dead_letters(), LETTER_PLAIN, bad[0], LETTER_ZLIB, bad[1], bad[2])
+        assert [e["record"]["url"] for e in dead_letters(rt)] == [LARGE.url, SMALL.url]  # newest first
+        assert rt.dead_letters.unreadable_count() == 3 and rt.dead_letters.count() == 2
+        assert sorted(rt.redis.lrange(rt.keys.dead_letters_unreadable(), 0, -1)) == sorted(bad)
+        listed = cli("dead-letters", env=rt.settings.to_env())
+        assert listed.returncode == 0 and "2 dead letter(s)" in listed.stderr
+        assert "3 unreadable dead letter(s) or store entries set aside" in listed.stderr
+        assert "Traceback" not in listed.stderr
+        done = replay_dead(rt, to=str(tmp_path / "elsewhere.db"))
+        assert done.written == 2 and rt.dead_letters.count() == 0
+    finally:
+        rt.close()
+
+
+def test_a_replay_walks_a_long_list_a_page_at_a_time_and_misses_none(tmp_path, monkeypatch):
+    from crawler_tasks.state import dead_letters as state_letters
+
+    monkeypatch.setattr(state_letters, "PAGE", 3)
+    rt = queue_rt(str(tmp_path / "pages.db"))
+    try:
+        letters = [LETTER_PLAIN, LETTER_ZLIB] * 5  # ten letters, pages of three
+        rt.redis.lpush(rt.keys.dead_letters(), *letters)
+        done = replay_dead(rt, to=str(tmp_path / "elsewhere.db"))
+        assert done.written == 10 and rt.dead_letters.count() == 0
+    finally:
+        rt.close()
+
+
+def test_dead_letters_past_the_cap_are_counted_not_kept(tmp_path):
+    rt = queue_rt(str(tmp_path / "pages.db"), dead_letters_max=2, store_max_retries=0)
+    try:
+        rt.crawls.register("c1", store="mongo://db.internal/pages")  # a store no worker can open
+        finish_pages(rt, 3)
+        assert flush_once(rt, "w1") == 3
+        stats = rt.stats.read("c1")
+        assert rt.dead_letters.count() == 2 and stats["store/dead_letters_dropped"] == 1
+        assert rt.crawls.outstanding("c1") == 0
+    finally:
+        rt.close()
+
+
+def test_an_unreadable_store_entry_is_set_aside_and_its_page_leaves_the_crawl(tmp_path):
+    rt = queue_rt(str(tmp_path / "pages.db"))
+    try:
+        [record] = finish_pages(rt, 1)
+        assert rt.crawls.outstanding("c1") == 1  # the record's token
+        [raw] = rt.store_queue.take("w1", 10, 0.0, 5.0, now=True)
+        damaged = raw.replace(b'"r":{"url":', b'"r":{"nourl":', 1)  # a record with no URL
+        write_batch(rt, "w1", [damaged])
+        assert rt.crawls.outstanding("c1") == 0  # the crawl drains
+        assert rt.stats.read("c1")["store/unreadable"] == 1
+        assert rt.redis.lrange(rt.keys.dead_letters_unreadable(), 0, -1) == [damaged]
+        assert list(open_store(rt.settings.store).records("c1")) == []
+        assert record.url.endswith("/c1/0")
+    finally:
+        rt.close()

@@ -124,7 +124,7 @@ def test_a_crawl_with_its_state_on_a_redis_cluster_stores_every_page_once(cluste
 
 
 def test_the_store_queue_gives_back_a_dead_workers_batch_on_a_redis_cluster(cluster_url, tmp_path):
-    from crawler_tasks.stages.store import flush_once
+    from crawler_tasks.stages.dispatcher import flush_once
 
     from .test_store_queue import finish_pages
 

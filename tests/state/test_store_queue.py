@@ -19,9 +19,11 @@ from crawler_tasks.core.models import PageRecord
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages import enqueue
+from crawler_tasks.stages.dead_letters import dead_letters
+from crawler_tasks.stages.dispatcher import flush_once
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests
-from crawler_tasks.stages.store import dead_letters, flush_once, write_batch
+from crawler_tasks.stages.store import write_batch
 from crawler_tasks.state.gate import Candidate
 from crawler_tasks.state.store_queue import StoreEntry
 
