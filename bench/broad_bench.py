@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import broad_realweb as realweb
 from broad_log import GAP_TOLERANCE, LogFigures, analyse, read_log
 from broad_rows import DEFAULT_ROWS, ROWS, ROWS_BY_KEY, BroadContext, BroadRow, run_broad_row
 from broad_site import addresses, pages_per_host
@@ -52,6 +53,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per run before it fails (default 900)")
     p.add_argument("--seed", type=int, default=1, help="RNG seed of the site (default 1)")
     p.add_argument("--json", metavar="PATH", help="write the raw per-run numbers here")
+    p.add_argument("--realweb", action="store_true",
+                   help="hosts that serve robots.txt with disallowed links, errors and redirects, each "
+                        "crawler with its defaults (bench/broad_realweb.py)")
     args = p.parse_args(argv)
     if (args.hosts < 2 or args.pages_per_host < 2 or args.delay <= 0 or args.latency < 0 or args.runs < 1
             or args.timeout <= 0 or (args.skew and args.skew <= 1)):
@@ -107,7 +111,7 @@ def start_site(group: Children, args: argparse.Namespace, variant: Variant, log:
     """bench/broad_site.py in its own process, listening on every host's address."""
     cmd: list[str | os.PathLike[str]] = [sys.executable, BENCH_DIR / "broad_site.py", "--hosts", str(args.hosts), "--pages-per-host",
            str(args.pages_per_host), "--skew", f"{variant.skew:g}", "--latency", f"{args.latency:g}",
-           "--seed", str(args.seed), "--log", log]
+           "--seed", str(args.seed), "--log", log, *(["--realweb"] if args.realweb else [])]
     child = group.spawn(cmd, name="site server", stdout=subprocess.PIPE)
     line = read_line(child.popen.stdout, 120, child)
     match = re.match(r"listening (\d+) (\d+) (\d+)", line)
@@ -155,7 +159,7 @@ class Setup:
                             workdir=self.workdir, project_bin=Path(sys.executable).parent,
                             key_prefix=os.environ.get("CRAWLER_KEY_PREFIX", "crawler"),
                             scrapy_python=self.scrapy_python, scrapy_error=self.scrapy_error,
-                            seeds=site.seeds, delay=args.delay)
+                            seeds=site.seeds, delay=args.delay, realweb=args.realweb)
 
 
 def one_run(setup: Setup, args: argparse.Namespace, row: BroadRow, variant: Variant, round_no: int) -> BroadRun:
@@ -166,8 +170,11 @@ def one_run(setup: Setup, args: argparse.Namespace, row: BroadRow, variant: Vari
         result = run_broad_row(setup.context(args, site), row, round_no)
         alive = site.server.alive()
     big = addresses(1)[0] if args.skew else ""
-    figures = analyse(read_log(log), args.delay, big_host=big)
+    hits = read_log(log)
+    figures = analyse(hits, args.delay, big_host=big)
     log.unlink(missing_ok=True)
+    if args.realweb:
+        result.notes["realweb"] = realweb.figures(hits, args.delay, args.latency, args.hosts).to_dict()
     if not alive:
         raise BenchError("the site server died; stopping")
     result.notes["body_bytes"] = site.body_bytes
@@ -309,7 +316,7 @@ def notes(runs: list[BroadRun]) -> list[str]:
             out.append(f"{tag}: {', '.join(r.result.notes['problems'])}")
         if r.log.refetches or r.log.not_found:
             out.append(f"{tag}: the server answered {r.log.refetches} repeated fetches and {r.log.not_found} 404s")
-        if r.result.pages != r.expected:
+        if r.result.pages != r.expected and "realweb" not in r.result.notes:
             out.append(f"⚠ {tag}: {r.result.pages:,} pages counted of the site's {r.expected:,} "
                        f"(the server answered {r.log.pages:,} distinct pages)")
         if r.log.gaps_under_delay and r.row.polite:
@@ -332,6 +339,10 @@ def render(rows: list[BroadRow], runs: list[BroadRun], variants: list[Variant], 
              f"one Redis; Scrapy: CONCURRENT_REQUESTS {meta['scrapy_concurrency']}, 1 per domain  ",
              f"Load average (1 min) before the first run: {meta['load_before']:.2f}  ",
              f"Versions: {vers}"]
+    if args.realweb:
+        return "\n".join(lines + ["", "**Real-web site** (robots.txt with disallowed links on every host, "
+                                   "errors, redirects; each crawler with its defaults)", "",
+                                   realweb.table(rows, runs, meta["sites"]["uniform"].get("pages", 0))])
     for variant in variants:
         site = meta["sites"].get(variant.name, {})
         lines += ["", f"**{variant.name}**: {site.get('pages', 0):,} pages, mean "

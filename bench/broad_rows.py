@@ -70,13 +70,18 @@ class BroadContext(Context):
 
     seeds: tuple[str, ...] = ()
     delay: float = 1.0
+    #: bench/broad --realweb: every crawler with its defaults (robots.txt obeyed).
+    realweb: bool = False
 
     def crawler_env(self, broker: RedisServer, state: RedisServer, store: Path,
                     row: Row | None = None) -> dict[str, str]:
         """bench/compare's environment, polite: the delay, one request per host at a time
         (bench/compare's own, no delay and no host cap, for a row that is not polite)."""
         env = super().crawler_env(broker, state, store, row)
-        if not isinstance(row, BroadRow) or row.polite:
+        if self.realweb:  # the defaults: robots.txt obeyed, the default host concurrency
+            env.update(CRAWLER_DOWNLOAD_DELAY=f"{self.delay:g}", CRAWLER_ROBOTSTXT_OBEY="1")
+            env.pop("CRAWLER_HOST_CONCURRENCY", None)
+        elif not isinstance(row, BroadRow) or row.polite:
             env.update(CRAWLER_DOWNLOAD_DELAY=f"{self.delay:g}", CRAWLER_HOST_CONCURRENCY="1")
         return env
 
@@ -298,7 +303,7 @@ def run_scrapy(ctx: BroadContext, row: Row, run: Run) -> RunResult:
     seeds, out, log = run.dir / "seeds.txt", run.dir / "report.json", run.dir / "log.txt"
     seeds.write_text("\n".join(ctx.seeds) + "\n")
     cmd = [python, "-m", "scrapy_bench.broad", "--seeds", seeds, "--delay", f"{ctx.delay:g}",
-           "--concurrency", str(SCRAPY_CONCURRENCY), "--out", out]
+           "--concurrency", str(SCRAPY_CONCURRENCY), "--out", out, *(["--robots"] if ctx.realweb else [])]
     child = run.spawn_crawler(cmd, name="scrapy", env=ctx.scrapy_env(), log=log)
     code = run.wait(child)
     if code != 0:

@@ -35,10 +35,12 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from broad_realweb import extra_links, extra_responses
+
 SAME_HOST_LINKS = 5
 WORDS = ("polite crawl host page link delay queue fetch server request answer robots frontier "
          "scheduler worker broker redis store record politeness latency keep alive socket").split()
-_HEAD = ("HTTP/1.1 {status}\r\nServer: bench-broad\r\nContent-Type: text/html; charset=utf-8\r\n"
+_HEAD = ("HTTP/1.1 {status}\r\nServer: bench-broad\r\nContent-Type: {kind}\r\n{more}"
          "Content-Length: {length}\r\nConnection: keep-alive\r\n\r\n")
 _NOT_FOUND = b"<!DOCTYPE html><html><body><h1>404 Not Found</h1></body></html>\n"
 
@@ -87,28 +89,39 @@ def _paragraphs(rng: random.Random, n: int) -> str:
                      for _ in range(n))
 
 
-def render_page(rng: random.Random, h: int, i: int, hosts: list[str], counts: list[int], port: int) -> bytes:
-    """The HTML of page ``i`` of host ``h`` (about 3–6 KB)."""
+def render_page(rng: random.Random, h: int, i: int, hosts: list[str], counts: list[int], port: int,
+                realweb: bool = False) -> bytes:
+    """The HTML of page ``i`` of host ``h`` (about 3–6 KB); ``realweb``: with the links of
+    bench/broad_realweb.py too."""
     own = [f'<li><a href="{page_path(j)}">page {j}</a></li>' for j in _same_host_targets(rng, i, counts[h])]
+    if realweb:
+        own += [f'<li><a href="{path}">more</a></li>' for path in extra_links(i, counts[h])]
     far = [f'<li><a href="{url}">elsewhere</a></li>' for url in _cross_host_links(rng, h, hosts, counts, port)]
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>host {h} page {i}</title></head>\n"
             f"<body><h1>Host {h}, page {i}</h1>\n{_paragraphs(rng, rng.randint(7, 11))}\n"
             f"<ul>{''.join(own)}</ul>\n<ul>{''.join(far)}</ul>\n</body></html>\n").encode()
 
 
-def _response(body: bytes, status: str = "200 OK") -> bytes:
-    return _HEAD.format(status=status, length=len(body)).encode() + body
+def _response(body: bytes, status: str = "200 OK", kind: str = "text/html; charset=utf-8",
+              location: str | None = None) -> bytes:
+    more = f"Location: {location}\r\n" if location else ""
+    return _HEAD.format(status=status, kind=kind, more=more, length=len(body)).encode() + body
 
 
-def build_site(hosts: list[str], counts: list[int], port: int, seed: int) -> tuple[dict[tuple[str, bytes], bytes], int]:
-    """(host address, path) -> full response, for every page of every host; and the bytes of the bodies."""
+def build_site(hosts: list[str], counts: list[int], port: int, seed: int,
+               realweb: bool = False) -> tuple[dict[tuple[str, bytes], bytes], int]:
+    """(host address, path) -> full response, for every page of every host (and, with
+    ``realweb``, what bench/broad_realweb.py adds); and the bytes of the pages' bodies."""
     rng = random.Random(seed)
     site, size = {}, 0
     for h, address in enumerate(hosts):
         for i in range(counts[h]):
-            body = render_page(rng, h, i, hosts, counts, port)
+            body = render_page(rng, h, i, hosts, counts, port, realweb)
             site[(address, page_path(i).encode())] = _response(body)
             size += len(body)
+        if realweb:
+            for path, answer in extra_responses(address, port, counts[h], page_path, _response).items():
+                site[(address, path)] = answer
     return site, size
 
 
@@ -153,7 +166,8 @@ class BroadSite:
                     await asyncio.sleep(self.latency)
                 writer.write(response or self.not_found)
                 await writer.drain()
-                self.log.add(arrived, time.monotonic(), host, 200 if response else 404, path)
+                status = int(response[9:12]) if response else 404
+                self.log.add(arrived, time.monotonic(), host, status, path)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError, IndexError):
             pass
         finally:
@@ -181,11 +195,11 @@ async def serve(args: argparse.Namespace) -> None:
     port, sockets = listen_all(hosts)
     with open(args.log, "w", encoding="utf-8", buffering=1 << 20) as out:
         log = RequestLog(out)
-        pages, size = build_site(hosts, counts, port, args.seed)
+        pages, size = build_site(hosts, counts, port, args.seed, args.realweb)
         site = BroadSite(pages, args.latency, log)
         servers = [await asyncio.start_server(site.handle, sock=s, limit=64 * 1024) for s in sockets]
         flusher = asyncio.create_task(log.flush_every(0.5))
-        print(f"listening {port} {len(pages)} {size}", flush=True)
+        print(f"listening {port} {sum(counts)} {size}", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -205,6 +219,8 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--log", type=Path, required=True)
+    parser.add_argument("--realweb", action="store_true", help="robots.txt, disallowed links, errors, "
+                        "redirects (bench/broad_realweb.py)")
     asyncio.run(serve(parser.parse_args()))
     return 0
 

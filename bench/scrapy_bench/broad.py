@@ -46,7 +46,8 @@ def build_settings(args: argparse.Namespace) -> Settings:
     settings = Settings()
     settings.setmodule(bench_settings, priority="project")
     settings.setdict({"BENCH_OUT": args.out, "DOWNLOAD_DELAY": args.delay, "RANDOMIZE_DOWNLOAD_DELAY": False,
-                      "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "CONCURRENT_REQUESTS": args.concurrency},
+                      "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "CONCURRENT_REQUESTS": args.concurrency,
+                      "ROBOTSTXT_OBEY": args.robots},
                      priority="cmdline")
     return settings
 
@@ -57,6 +58,7 @@ def main() -> int:
     parser.add_argument("--delay", type=float, required=True, help="DOWNLOAD_DELAY (seconds)")
     parser.add_argument("--concurrency", type=int, default=256, help="CONCURRENT_REQUESTS")
     parser.add_argument("--out", required=True, help="JSON report written when the spider closes")
+    parser.add_argument("--robots", action="store_true", help="ROBOTSTXT_OBEY = True (Scrapy's project default)")
     args = parser.parse_args()
     process = CrawlerProcess(build_settings(args))
     process.crawl(BroadSpider, seeds_file=args.seeds)

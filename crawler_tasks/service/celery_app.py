@@ -51,6 +51,12 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
     }
 
 
+def time_limits(settings: Settings) -> tuple[int, int]:
+    """(soft, hard) time limits of every task, in seconds: within the visibility timeout."""
+    vt = settings.visibility_timeout
+    return max(1, int(vt * 0.8)), max(2, int(vt * 0.9))
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery configuration for ``settings`` (JSON only, late acks, strict priority)."""
     redis = settings.broker_is_redis
@@ -73,6 +79,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_queue_max_priority": None,  # set per queue (routing.queues)
         "task_inherit_parent_priority": False,
         "task_acks_late": True,
+        # No task may hold its message past the visibility timeout, when the broker would hand
+        # it to another worker: every wait inside a task has a bound below it (the download
+        # timeout, the state-Redis hold, the permit wait), and these limits stop what is
+        # left (prefork enforces them; the threads pool has no time limits, celery-notes 5).
+        "task_soft_time_limit": time_limits(settings)[0],
+        "task_time_limit": time_limits(settings)[1],
         "task_reject_on_worker_lost": False,
         "task_retry_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,

@@ -34,3 +34,14 @@ def test_the_pool_a_worker_command_names(argv, pool):
     from crawler_tasks.service.celery_app import pool_named
 
     assert pool_named(argv) == pool
+
+
+def test_every_task_is_stopped_before_the_broker_would_hand_its_message_to_another_worker():
+    from crawler_tasks.core.settings import Settings
+    from crawler_tasks.service.celery_app import celery_config
+
+    for vt in (10, 60, 3600):
+        config = celery_config(Settings(visibility_timeout=vt))
+        assert 0 < config["task_soft_time_limit"] < config["task_time_limit"] < vt
+        # each bounded wait inside a task ends before the soft limit
+        assert Settings(visibility_timeout=vt).state_hold_s < config["task_soft_time_limit"]
