@@ -23,6 +23,7 @@ import redis
 from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import Workers, free_port, wait_drained
 from crawler_tasks.core.errors import BrokerUnavailable
+from crawler_tasks.core.politeness import host_key
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
@@ -30,6 +31,7 @@ from crawler_tasks.stages.seed import build_requests, submit_requests, submit_to
 
 from .cli.test_cli import assert_one_line_error, cli
 from .conftest import REDIS, UNTHROTTLED, flush, token
+from .holds import assert_nothing_held
 
 FAULT_DB = 11
 VHOST = "crawlerfaults"
@@ -102,6 +104,8 @@ class FaultCrawl:
         stats = self.rt.stats.read(self.crawl_id)
         assert stats["stored"] == stats["gate/admitted"] == stats["status/200"] == PAGES, stats
         assert stats.get("errors", 0) == stats.get("failures", 0) == stats.get("store/failed", 0) == 0, stats
+        # The workers are stopped by now: the slots are checked, the permits went with them.
+        assert_nothing_held(self.rt, [host_key(self.seed)], workers=False)
         return stats
 
     def close(self) -> None:

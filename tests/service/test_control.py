@@ -14,6 +14,7 @@ import redis
 from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import Workers, wait_drained
 from crawler_tasks.core.errors import BadInput
+from crawler_tasks.core.politeness import host_key
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service import control
 from crawler_tasks.service.celery_app import create_app
@@ -21,6 +22,7 @@ from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
 
 from ..conftest import REDIS, UNTHROTTLED, token
+from ..holds import assert_nothing_held
 
 CONTROL_DB = int(os.environ.get("CRAWLER_CONTROL_TEST_DB", "3"))
 PAGES = 80
@@ -89,6 +91,7 @@ def test_a_paused_crawl_waits_in_redis_survives_a_restart_and_completes_after_re
     assert len(urls) == len(set(urls)) == PAGES  # nothing lost, nothing twice
     stats = cluster.rt.stats.read(a)
     assert stats["stored"] == stats["gate/admitted"] == PAGES and stats.get("errors", 0) == 0
+    assert_nothing_held(cluster.rt, [host_key(site.url)])
 
 
 def test_a_cancelled_crawl_stores_nothing_more_and_ends(cluster, site):
@@ -109,6 +112,7 @@ def test_a_cancelled_crawl_stores_nothing_more_and_ends(cluster, site):
     assert len(cluster.records(b)) == PAGES  # the other crawl is untouched
     time.sleep(1)
     assert cluster.stored(a) == stored
+    assert_nothing_held(cluster.rt, [host_key(site.url)])
     assert control.purge(a, cluster.rt) > 0  # its gate, counters, configuration...
     assert a not in {c["crawl_id"] for c in control.list_crawls(cluster.rt)}
     assert b in {c["crawl_id"] for c in control.list_crawls(cluster.rt)}
