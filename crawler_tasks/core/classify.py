@@ -49,6 +49,7 @@ from .errors import (
     FetchTimeout,
     HeadersCut,
     MiddlewareRetry,
+    PermitTimeout,
     ProxyFailure,
     RenderFailed,
     RenderTimeout,
@@ -89,6 +90,7 @@ FAILURE_FEEDBACK: dict[type[FetchError], FeedbackKind] = {
     TooManyRedirects: FeedbackKind.ERROR,
     BadStatus: FeedbackKind.ERROR,
     RequestFailed: FeedbackKind.ERROR,
+    PermitTimeout: FeedbackKind.ERROR,  # this process was busy: nothing learnt of the host
     # Made after the host was told of its document's download: listed for completeness.
     RenderFailed: FeedbackKind.ERROR,
     RenderTimeout: FeedbackKind.ERROR,

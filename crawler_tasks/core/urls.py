@@ -33,7 +33,8 @@ def validate_url(url: str) -> str:
         raise InvalidURL(f"invalid URL {url!r:.80}: not a string")
     if not url.strip():
         raise InvalidURL(f"invalid URL {url!r}: empty")
-    return _validated(without_credentials(url.strip()))
+    # Dropped before (no error echoes them) and after (what validation cleaned may show some).
+    return without_credentials(_validated(without_credentials(url.strip())))
 
 
 #: The user name and password of a URL: what comes before the authority's last '@'.

@@ -52,6 +52,7 @@ def purge(crawl_id: str, rt: Runtime | None = None, *, force: bool = False) -> i
         raise BadInput(f"no crawl {crawl_id} in Redis")
     if outstanding:
         rt.crawls.mark_purged(crawl_id, control.PURGED, PURGED_MARK_S)
+        control.purge_pending(rt, crawl_id)  # what a worker parked meanwhile
     return removed
 
 

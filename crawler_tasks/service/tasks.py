@@ -54,7 +54,7 @@ from ..core.policy import Defer, Retry, backoff
 from ..core.urls import host_of
 from ..stages import dispatcher, enqueue, feeds, fetch, page, parse, render, seed, store
 from ..stages.runtime import Runtime, current
-from ..state.connection import OUTAGES
+from ..state.connection import is_outage
 from ..state.gate import Adoption
 from . import redis_transport
 
@@ -109,8 +109,8 @@ def _request(data: Any) -> CrawlRequest | None:
 def _run(rt: Runtime, what: str, step: Callable[[], T]) -> T:
     """Run ``step`` (the work of one message about ``what``) so that no outage loses it.
 
-    A state Redis that is away (:data:`~crawler_tasks.state.connection.OUTAGES`) never
-    fails the task: it waits, holding its message
+    A state Redis that is away or refuses writes for now
+    (:func:`~crawler_tasks.state.connection.is_outage`) never fails the task: it waits, holding its message
     (so a worker whose state is down takes no new work), until the state answers
     a ping, then runs the step again; after ``CRAWLER_STATE_MAX_RETRIES`` such
     runs, or when the state stayed down for :attr:`Settings.state_hold_s`, the
@@ -122,14 +122,14 @@ def _run(rt: Runtime, what: str, step: Callable[[], T]) -> T:
     while True:
         try:
             return step()
-        except OUTAGES as exc:
+        except redis.RedisError as exc:
+            if not is_outage(exc):
+                log.exception("Redis refused a command for %s: a bug, not an outage (the task fails)", what)
+                raise
             runs += 1
             if runs > rt.settings.state_max_retries or not _await_state(rt, what, exc):
                 log.warning("state Redis still failing for %s: message back to the broker", what)
                 raise Reject(StateUnavailable(f"state Redis failed: {exc}"), requeue=True) from None
-        except redis.RedisError:
-            log.exception("Redis refused a command for %s: a bug, not an outage (the task fails)", what)
-            raise
         except OperationalError as exc:
             log.warning("broker refused a publish for %s, message requeued: %s", what, exc)
             raise Reject(exc, requeue=True) from None

@@ -77,9 +77,8 @@ def cancel(rt: FetchDeps, crawl_id: str, *, settle_s: float | None = None) -> in
 
 
 def purge_pending(rt: FetchDeps, crawl_id: str) -> int:
-    """Before a forced purge: mark the crawl purged, and take its fetches out of the waiting
-    rooms and its held list (dropped with the crawl). Returns how many."""
-    rt.crawls.set_control(crawl_id, PURGED)
+    """For a forced purge: take the crawl's fetches out of the waiting rooms and its held
+    list (dropped with the crawl). Returns how many."""
     withdraw_waiting(rt, crawl_id)
     dropped = 0
     while held := rt.crawls.take_held(crawl_id):

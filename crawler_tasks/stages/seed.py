@@ -125,8 +125,9 @@ def submit_to(rt: SeedDeps, seeds: Any, *, plugins: Iterable[str] | None = None,
 
 
 def _good_seeds(rt: SeedDeps, seeds: Any, **options: Any) -> list[CrawlRequest]:
-    """The requests of the seeds that are good, judged one by one; each bad one logged and
-    counted under ``seeds/invalid`` of its crawl."""
+    """The requests of the seeds that are good, judged one by one; each bad one logged, and
+    counted under ``seeds/invalid`` of its crawl when the crawl exists (a batch of nothing
+    but junk leaves no trace in Redis)."""
     if isinstance(seeds, (str, dict)) or not isinstance(seeds, Iterable):
         seeds = [seeds]
     good: list[CrawlRequest] = []
@@ -140,9 +141,9 @@ def _good_seeds(rt: SeedDeps, seeds: Any, **options: Any) -> list[CrawlRequest]:
             bad += 1
             continue
         good.append(req)
-    if bad:
-        crawl_id = options.get("crawl_id") or DEFAULT_CRAWL_ID
-        rt.gate.add_counts(crawl_id, {counters.SEEDS_INVALID: bad})
+    crawl_id = options.get("crawl_id") or DEFAULT_CRAWL_ID
+    if bad and (good or (isinstance(crawl_id, str) and rt.crawls.registered(crawl_id))):
+        rt.gate.add_counts(good[0].crawl_id if good else crawl_id, {counters.SEEDS_INVALID: bad})
     return good
 
 

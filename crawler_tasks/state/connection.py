@@ -22,9 +22,7 @@ from ..core.errors import BrokerRefused, BrokerUnavailable, SettingsError
 
 CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
 
-#: The Redis errors that mean the server is away or not serving yet (an outage: wait for it
-#: and try again). Every other :class:`redis.RedisError` (WRONGTYPE, a script's error...) is
-#: a bug: trying again cannot help.
+#: The Redis errors that mean the server is away or not serving yet.
 OUTAGES: tuple[type[Exception], ...] = (
     redis.exceptions.ConnectionError,  # refused, reset, LOADING (BusyLoadingError)
     redis.exceptions.TimeoutError,
@@ -32,7 +30,24 @@ OUTAGES: tuple[type[Exception], ...] = (
     redis.exceptions.TryAgainError,
     redis.exceptions.ClusterDownError,
     redis.exceptions.MasterDownError,
+    redis.exceptions.OutOfMemoryError,  # maxmemory reached: writes refused until it frees
 )
+#: Error replies of a Redis that refuses writes for now: out of memory, a failed snapshot,
+#: too few replicas, busy with a script, loading, fail-over.
+REFUSING_FOR_NOW = ("OOM ", "MISCONF ", "NOREPLICAS ", "BUSY ", "LOADING ", "READONLY ", "MASTERDOWN ",
+                    "TRYAGAIN ", "CLUSTERDOWN ")
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` means the state Redis is away or refuses writes for now (wait for it
+    and try again). Every other :class:`redis.RedisError` (WRONGTYPE, a script's error...)
+    is a bug: trying again cannot help."""
+    if isinstance(exc, OUTAGES):
+        return True
+    if not isinstance(exc, redis.exceptions.ResponseError):
+        return False
+    text = str(exc)  # a script's failed call carries the reply inside: "... @user_script:49: -OOM ..."
+    return text.startswith(REFUSING_FOR_NOW) or any(f"-{code}" in text for code in REFUSING_FOR_NOW)
 
 #: ``ssl_*`` URL parameters of an ``amqps://`` broker and the py-amqp option each becomes.
 AMQPS_PARAMS = {"ssl_ca_certs": "ca_certs", "ssl_certfile": "certfile", "ssl_keyfile": "keyfile",

@@ -264,7 +264,11 @@ def test_purge_refuses_a_crawl_with_work_outstanding_unless_forced(empty_broker)
     result = cli("purge", "--crawl-id", "busy", "--force", env=cli_env())
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "purged crawl busy: 2 key(s) removed"
-    assert crawl_keys(empty_broker, "busy") == [] and not empty_broker.smembers(f"{PREFIX}:crawls")
+    assert not empty_broker.smembers(f"{PREFIX}:crawls")
+    # Its mark stays a while, so its fetches still queued are dropped when they come up.
+    assert crawl_keys(empty_broker, "busy") == [f"{PREFIX}:{{busy}}:config".encode()]
+    assert empty_broker.hget(f"{PREFIX}:{{busy}}:config", "control") == b"purged"
+    assert 0 < empty_broker.ttl(f"{PREFIX}:{{busy}}:config") <= 7 * 86400
 
 
 def test_crawl_lets_through_only_what_its_seeds_name_literally_never_a_name_or_metadata():

@@ -279,3 +279,14 @@ def test_a_redis_outage_is_waited_for_and_the_step_run_again(rt):
         return "done"
 
     assert tasks._run(rt, "a test step", step) == "done" and len(calls) == 2
+
+
+def test_a_redis_refusing_writes_inside_a_script_is_an_outage_not_a_bug():
+    from crawler_tasks.state.connection import is_outage
+
+    inside = redis.ResponseError("Error running script (call to f_ed33): @user_script:49: @user_script: 49: "
+                                 "-OOM command not allowed when used memory > 'maxmemory'.")
+    assert is_outage(inside) and is_outage(redis.exceptions.OutOfMemoryError("command not allowed"))
+    assert not is_outage(redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind"))
+    assert not is_outage(redis.ResponseError("Error running script: @user_script:3: Script attempted to "
+                                             "access nonexistent global variable 'x'"))
