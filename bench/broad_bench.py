@@ -172,6 +172,8 @@ def one_run(setup: Setup, args: argparse.Namespace, row: BroadRow, variant: Vari
     big = addresses(1)[0] if args.skew else ""
     hits = read_log(log)
     figures = analyse(hits, args.delay, big_host=big)
+    if os.environ.get("BENCH_KEEP_LOGS"):  # a directory: the request logs are kept there
+        shutil.copy(log, Path(os.environ["BENCH_KEEP_LOGS"]) / log.name)
     log.unlink(missing_ok=True)
     if args.realweb:
         result.notes["realweb"] = realweb.figures(hits, args.delay, args.latency, args.hosts).to_dict()
@@ -335,8 +337,10 @@ def render(rows: list[BroadRow], runs: list[BroadRun], variants: list[Variant], 
              f"{args.runs} run(s) per row", "",
              f"Command: `{meta['command']}`  ", f"Date: {meta['date']}  ",
              f"Machine: {os.cpu_count()} CPUs shared by the site server, Redis and the crawlers; crawler_tasks: "
-             f"{os.environ.get('BENCH_CONCURRENCY', '32')} threads per worker process, host concurrency 1, "
-             f"one Redis; Scrapy: CONCURRENT_REQUESTS {meta['scrapy_concurrency']}, 1 per domain  ",
+             f"{os.environ.get('BENCH_CONCURRENCY', '32')} threads per worker process, host concurrency "
+             f"{'2 (the default), robots.txt obeyed' if args.realweb else '1'}, one Redis; Scrapy: "
+             f"CONCURRENT_REQUESTS {meta['scrapy_concurrency']}, 1 per domain"
+             f"{', ROBOTSTXT_OBEY' if args.realweb else ''}  ",
              f"Load average (1 min) before the first run: {meta['load_before']:.2f}  ",
              f"Versions: {vers}"]
     if args.realweb:

@@ -44,6 +44,9 @@ class Slot:
     until: float = 0.0
     #: Index of the proxy (``CRAWLER_PROXIES``) to go through; None = direct.
     proxy: int | None = None
+    #: Seconds to wait before sending: a fetch handed over just before its host's next time
+    #: goes at that time (its slot is held meanwhile).
+    wait: float = 0.0
 
 
 class FeedbackKind(StrEnum):
@@ -87,6 +90,10 @@ class Feedback:
         object.__setattr__(self, "kind", FeedbackKind(self.kind))
 
 
+#: Seconds before a host's next time that its next waiting fetch is handed over: about the
+#: hand-over's own latency (publish, delivery, the task's start). The fetch, its slot
+#: reserved, then waits out the rest in its thread and is sent at the host's next time.
+LEAD_S = 0.05
 #: A first back-off (seconds) is at least this, or twice the host's delay floor.
 BACKOFF_START = 1.0
 #: A back-off halved below this (or to the floor) is dropped.

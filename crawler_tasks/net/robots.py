@@ -232,6 +232,8 @@ class Robots:
             slot = self.hosts.acquire(host, task_id)
             if not slot.go:
                 return RobotsVerdict(wait_until=slot.until)
+            if slot.wait:  # handed over just before the host's next time
+                time.sleep(slot.wait)
             result = None
             try:
                 result = self._download(req)

@@ -94,6 +94,8 @@ def _fetch(rt: FetchDeps, req: CrawlRequest, task_id: str, holds: FetchHolds, *,
     if early is not None:
         return apply(rt, req, task_id, early, release=holds, limits=limits, inline=inline)
     holds.acquired(robots.crawl_delay, slot.proxy)
+    if slot.wait:  # handed over just before the host's next time: it goes at that time
+        time.sleep(slot.wait)
     result: Download | FetchError | None = None
     chain: tuple[Middleware, ...] = ()
     go = Go(req, None)

@@ -44,7 +44,7 @@ import redis
 
 from ..core import counters, routing
 from ..core.models import CrawlRequest
-from ..core.politeness import Feedback, Slot, host_key
+from ..core.politeness import LEAD_S, Feedback, Slot, host_key
 from ..core.settings import Settings
 from . import scripts
 from .keys import Keys, template
@@ -145,11 +145,11 @@ class HostLimiter:
             keys=[k.host(host), k.host_slots(host), k.hosts_recent(), k.proxies_benched()],
             args=[task_id, self._floor(crawl_delay), s.host_concurrency, self._auto,
                   self.slot_lease, host, HOST_TTL, len(s.proxies), s.autothrottle_start_delay,
-                  self.recent_hosts])
+                  self.recent_hosts, LEAD_S])
         if not int(answer[0]):
             return Slot(False, float(answer[1]))
         proxy = int(answer[2])
-        return Slot(True, proxy=None if proxy < 0 else proxy)
+        return Slot(True, proxy=None if proxy < 0 else proxy, wait=max(0.0, float(answer[3])))
 
     @property
     def slot_lease(self) -> float:
@@ -237,7 +237,7 @@ class HostLimiter:
         raw = self._take_due(keys=[k.hosts_due(), k.hosts_moving()],
                              args=[self._host_keys, limit, s.download_delay, s.host_concurrency,
                                    self._auto, RESERVE_S, MOVE_LEASE_S, UNCAPPED_BATCH,
-                                   s.autothrottle_start_delay])
+                                   s.autothrottle_start_delay, LEAD_S])
         wait = float(raw[0])
         out = []
         for m in raw[1:]:

@@ -13,7 +13,7 @@ import pytest
 from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import Workers, wait_drained
 from crawler_tasks.core.models import CrawlRequest
-from crawler_tasks.core.politeness import Feedback, host_key
+from crawler_tasks.core.politeness import LEAD_S, Feedback, host_key
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
@@ -180,6 +180,29 @@ def test_once_the_waiting_room_is_empty_a_newcomer_goes_straight_away(limiter_rt
     rt.hosts.release(host, "t-a", Feedback())
     assert rt.hosts.take_due()[0] == []  # the mover finds the room empty
     assert rt.hosts.acquire(host, "newcomer").go
+
+
+def test_a_waiting_fetch_is_handed_over_just_before_its_hosts_time_and_sent_at_that_time(tmp_path):
+    flush(POLITE_DB)
+    settings = polite_settings(tmp_path, download_delay=1.0, host_concurrency=2)
+    rt = Runtime(settings, create_app(settings))
+    try:
+        host = "example.test:80"
+        assert rt.hosts.acquire(host, "first").go
+        rt.hosts.release(host, "first", Feedback())
+        rt.hosts.park(host, "t-a", CrawlRequest("http://example.test/a"), 0)
+        nxt = float(rt.redis.hget(rt.keys.host(host), "next"))
+        taken, wait = rt.hosts.take_due()
+        assert taken == [] and 1.0 - LEAD_S - 0.1 < wait <= 1.0 - LEAD_S  # due LEAD_S early
+        time.sleep(wait)
+        [moved], _ = rt.hosts.take_due()
+        rt.hosts.moved([moved.member])
+        slot = rt.hosts.acquire(host, "t-a")  # early, with its reserved slot: it goes at nxt
+        assert slot.go and 0 < slot.wait <= LEAD_S
+        assert float(rt.redis.hget(rt.keys.host(host), "next")) == pytest.approx(nxt + 1.0)
+        assert not rt.hosts.acquire(host, "newcomer").go  # no reservation: waits its turn
+    finally:
+        rt.close()
 
 
 def test_a_mover_killed_before_publishing_loses_nothing(limiter_rt, monkeypatch):

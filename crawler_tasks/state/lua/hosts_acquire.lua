@@ -13,8 +13,10 @@
 -- ARGV[8] proxies configured (0 = none)
 -- ARGV[9] AutoThrottle start delay (s)
 -- ARGV[10] recent hosts kept
--- Returns {1, delay, proxy index (-1 direct)} when the fetch may go (a slot taken), or
--- {0, Redis time (as text) until which it must wait}.
+-- ARGV[11] lead (s): a fetch the mover handed over this early (its slot reserved) goes at
+--          the host's next time without waiting in the room again: it is told to wait that long
+-- Returns {1, delay, proxy index (-1 direct), seconds to wait before sending} when the fetch
+-- may go (a slot taken), or {0, Redis time (as text) until which it must wait}.
 -- include: now.lua
 -- include: limits.lua
 -- include: recent.lua
@@ -33,9 +35,14 @@ if not held then
   if conc > 0 and redis.call('ZCARD', KEYS[2]) >= conc then return {0, tostring(now)} end
 end
 local function give_back() if held or not asked then redis.call('ZREM', KEYS[2], ARGV[1]) end end
+local start = now
 if now < nxt then
-  give_back()
-  return {0, tostring(nxt)}
+  if not asked then held = redis.call('ZSCORE', KEYS[2], ARGV[1]) end
+  if not (held and nxt - now <= tonumber(ARGV[11])) then
+    give_back()
+    return {0, tostring(nxt)}
+  end
+  start = nxt  -- handed over early: it goes at the host's next time, from this slot
 end
 local proxy, n = -1, tonumber(ARGV[8])
 if n > 0 and redis.call('HGET', KEYS[1], 'proxied') == '1' then
@@ -54,11 +61,11 @@ if n > 0 and redis.call('HGET', KEYS[1], 'proxied') == '1' then
 end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
 requests = requests + 1
-redis.call('HSET', KEYS[1], 'next', tostring(now + delay), 'delay', tostring(delay), 'requests', requests)
+redis.call('HSET', KEYS[1], 'next', tostring(start + delay), 'delay', tostring(delay), 'requests', requests)
 if requests % 32 == 1 then
   -- now and then, not on every request: keep the state alive and the host in the recent list
   redis.call('EXPIRE', KEYS[1], ARGV[7])
   redis.call('EXPIRE', KEYS[2], ARGV[7])
   note_recent(KEYS[3], now, ARGV[6], tonumber(ARGV[10]))
 end
-return {1, tostring(delay), proxy}
+return {1, tostring(delay), proxy, tostring(start - now)}

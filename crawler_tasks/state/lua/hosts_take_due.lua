@@ -15,12 +15,16 @@
 -- ARGV[7] move lease (s)
 -- ARGV[8] fetches released at once to a host with no delay and no cap
 -- ARGV[9] AutoThrottle start delay (s)
+-- ARGV[10] lead (s): a host is handed its next fetch this long before its next time (the
+--          due hosts are looked at this far ahead), the hand-over's own latency; the fetch
+--          then waits out the rest (hosts_acquire.lua). Due times stay the hosts' own.
 -- Returns {seconds until the next host is due (-1: none waits), then per fetch taken its
 -- moving entry: host TAB score TAB task id TAB request JSON}.
 -- include: now.lua
 -- include: limits.lua
 -- include: keys.lua
 local K = cjson.decode(ARGV[1])
+local lead = tonumber(ARGV[10])
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 100)) do
   local a = string.find(m, '\t', 1, true)
   local b = string.find(m, '\t', a + 1, true)
@@ -31,7 +35,7 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0,
   redis.call('ZREM', KEYS[2], m)
 end
 local out = {}
-for _, host in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))) do
+for _, host in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + lead, 'LIMIT', 0, tonumber(ARGV[2]))) do
   local hk, sk, wk = key_of(K.host, host), key_of(K.slots, host), key_of(K.wait, host)
   redis.call('ZREMRANGEBYSCORE', sk, '-inf', now)
   local nxt, delay, conc = limits(hk, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
@@ -41,7 +45,7 @@ for _, host in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT',
   if redis.call('EXISTS', wk) == 0 then
     redis.call('ZREM', KEYS[1], host)
     redis.call('HDEL', hk, 'waiting')
-  elseif now < nxt then
+  elseif now + lead < nxt then
     redis.call('ZADD', KEYS[1], nxt, host)
   else
     local free = tonumber(ARGV[8])
@@ -63,13 +67,13 @@ for _, host in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT',
       if redis.call('EXISTS', wk) == 0 then
         redis.call('ZREM', KEYS[1], host)
         redis.call('HDEL', hk, 'waiting')
-      elseif delay > 0 then redis.call('ZADD', KEYS[1], now + delay, host)
+      elseif delay > 0 then redis.call('ZADD', KEYS[1], math.max(now, nxt) + delay, host)
       else redis.call('ZADD', KEYS[1], now, host) end
     end
   end
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local wait = -1
-if first[2] then wait = math.max(0, tonumber(first[2]) - now) end
+if first[2] then wait = math.max(0, tonumber(first[2]) - lead - now) end
 table.insert(out, 1, tostring(wait))
 return out
