@@ -271,10 +271,12 @@ def backoff(settings: Settings, retries: int) -> float:
 
 
 def retry_delay(req: CrawlRequest, settings: Settings, retry_after: float | None) -> float:
-    """Seconds before retry number ``req.retries + 1``: ``Retry-After`` if sent, else backoff."""
+    """Seconds before retry number ``req.retries + 1``: ``Retry-After`` if sent, else the
+    backoff less the host's delay (``CRAWLER_DOWNLOAD_DELAY``), which the retry waits anyway
+    after the failed request: it still goes no sooner than the backoff after it."""
     if retry_after is not None:
         return min(retry_after, settings.retry_backoff_max)
-    return backoff(settings, req.retries)
+    return max(0.0, backoff(settings, req.retries) - settings.download_delay)
 
 
 def plan_redirect(req: CrawlRequest, location: str, status: int,

@@ -277,7 +277,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_RETRY_PRIORITY_ADJUST", "retry_priority_adjust", int, -1,
          "Added to a request's priority on each retry."),
     Spec("CRAWLER_RETRY_BACKOFF", "retry_backoff", _number, 1.0,
-         "Seconds before the first retry; doubles on each retry."),
+         "Seconds before the first retry; doubles on each retry. The host's delay counts towards "
+         "it (a retry is sent no sooner than this after the failed request)."),
     Spec("CRAWLER_RETRY_BACKOFF_MAX", "retry_backoff_max", _number, None,
          "Longest wait before a retry, `Retry-After` included (seconds); with a Redis broker "
          "it must stay below the visibility timeout.",

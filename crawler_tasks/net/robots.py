@@ -162,6 +162,12 @@ class Robots:
                     return known
         return self._verdict(known, req.url)
 
+    def refused_here(self, url: str) -> bool:
+        """Whether this process's own copy of ``url``'s robots.txt refuses it (no round trip:
+        False when it holds no copy, or the copy allows it)."""
+        known = self._local(origin_of(url))
+        return known is not None and not self._verdict(known, url).allowed
+
     def state_of(self, host: str) -> str:
         """The robots.txt state of ``host`` (``host:port``) for ``stats``: ``rules``, ``allow``,
         ``wait``, ``unreachable``, or ``unknown`` (not fetched, or expired)."""

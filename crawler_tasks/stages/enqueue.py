@@ -230,10 +230,21 @@ def _queue_children(rt: EnqueueDeps, pipe: Any, children: Sequence[tuple[CrawlRe
     broker or its host's waiting room, whichever its host allows now."""
     queue = _shared(rt)
     assert queue is not None
-    if rt.hosts.holds:
-        rt.hosts.route(pipe, children, queue.messages(children))
-    else:
+    if not rt.hosts.holds:
         queue.queue(pipe, children)
+        return
+    if rt.settings.robotstxt_obey:
+        # What robots.txt refuses goes straight to the broker, to be skipped there: it never
+        # waits in its host's room, where each one would hold the host's next fetch back.
+        refused: list[tuple[CrawlRequest, str]] = []
+        kept: list[tuple[CrawlRequest, str]] = []
+        for child in children:
+            (refused if rt.robots.refused_here(child[0].url) else kept).append(child)
+        if refused:
+            queue.queue(pipe, refused)
+        children = kept
+    if children:
+        rt.hosts.route(pipe, children, queue.messages(children))
 
 
 def publish_moved(rt: MoverDeps, fetches: Sequence[tuple[CrawlRequest, str]], members: Sequence[str]) -> None:

@@ -63,7 +63,10 @@ def test_backoff_doubles_and_is_capped():
 def test_retry_after_wins_over_backoff_but_not_over_the_cap():
     assert retry_delay(req(retries=1), SETTINGS, 7.0) == 7.0
     assert retry_delay(req(retries=1), SETTINGS, 900.0) == 60.0
-    assert retry_delay(req(retries=1), SETTINGS, None) == 2.0
+    assert retry_delay(req(retries=1), SETTINGS.replace(download_delay=0), None) == 2.0
+    # the host's delay, which the retry waits anyway, counts towards its backoff
+    assert retry_delay(req(retries=1), SETTINGS.replace(download_delay=0.5), None) == 1.5
+    assert retry_delay(req(retries=0), SETTINGS.replace(download_delay=1.0), None) == 0.0
 
 
 @pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504])
