@@ -94,6 +94,9 @@ class Feedback:
 #: hand-over's own latency (publish, delivery, the task's start). The fetch, its slot
 #: reserved, then waits out the rest in its thread and is sent at the host's next time.
 LEAD_S = 0.05
+#: Seconds after the host's next time that such a fetch is sent: the previous request may
+#: have reached the host a few milliseconds after its own start.
+MARGIN_S = 0.01
 #: A first back-off (seconds) is at least this, or twice the host's delay floor.
 BACKOFF_START = 1.0
 #: A back-off halved below this (or to the floor) is dropped.

@@ -44,7 +44,7 @@ import redis
 
 from ..core import counters, routing
 from ..core.models import CrawlRequest
-from ..core.politeness import LEAD_S, Feedback, Slot, host_key
+from ..core.politeness import LEAD_S, MARGIN_S, Feedback, Slot, host_key
 from ..core.settings import Settings
 from . import scripts
 from .keys import Keys, template
@@ -145,7 +145,7 @@ class HostLimiter:
             keys=[k.host(host), k.host_slots(host), k.hosts_recent(), k.proxies_benched()],
             args=[task_id, self._floor(crawl_delay), s.host_concurrency, self._auto,
                   self.slot_lease, host, HOST_TTL, len(s.proxies), s.autothrottle_start_delay,
-                  self.recent_hosts, LEAD_S])
+                  self.recent_hosts, LEAD_S, MARGIN_S])
         if not int(answer[0]):
             return Slot(False, float(answer[1]))
         proxy = int(answer[2])

@@ -15,6 +15,8 @@
 -- ARGV[10] recent hosts kept
 -- ARGV[11] lead (s): a fetch the mover handed over this early (its slot reserved) goes at
 --          the host's next time without waiting in the room again: it is told to wait that long
+-- ARGV[12] margin (s): such a fetch goes this long after the host's next time (the previous
+--          request may have reached the host a little after its own start)
 -- Returns {1, delay, proxy index (-1 direct), seconds to wait before sending} when the fetch
 -- may go (a slot taken), or {0, Redis time (as text) until which it must wait}.
 -- include: now.lua
@@ -42,7 +44,7 @@ if now < nxt then
     give_back()
     return {0, tostring(nxt)}
   end
-  start = nxt  -- handed over early: it goes at the host's next time, from this slot
+  start = nxt + tonumber(ARGV[12])  -- handed over early: it goes at the host's next time, from this slot
 end
 local proxy, n = -1, tonumber(ARGV[8])
 if n > 0 and redis.call('HGET', KEYS[1], 'proxied') == '1' then
