@@ -35,11 +35,14 @@ DELAY = 0.05
 
 
 def defaults(tmp_path, **changes) -> Settings:
-    """The product's defaults, the delay shortened, on this module's database."""
+    """The product's defaults on this module's database, the delay shortened; to keep time
+    also how soon a worker sees a pause or cancel (1 s, default 5) and how long a store batch
+    waits to fill (0.2 s, default 1): neither changes what is fetched."""
     url = f"{REDIS}/{REALWEB_DB}"
-    return Settings(broker_url=url, redis_url=url, key_prefix=f"rw{token()}", store=str(tmp_path / "pages.db"),
-                    download_delay=DELAY, private_allowlist=LOOPBACK, crawl_refresh_s=1.0,
-                    store_flush_s=0.2, **changes)
+    return Settings(**{"broker_url": url, "redis_url": url, "key_prefix": f"rw{token()}",
+                       "store": str(tmp_path / "pages.db"), "download_delay": DELAY,
+                       "private_allowlist": LOOPBACK, "crawl_refresh_s": 1.0, "store_flush_s": 0.2,
+                       **changes})
 
 
 class Crawler:
