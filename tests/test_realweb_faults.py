@@ -33,7 +33,7 @@ def _assert_polite_and_whole(crawler: Crawler, web: RealWeb, crawl_id: str) -> N
 
 @pytest.mark.slow
 def test_a_worker_sigkilled_mid_crawl_loses_no_page_and_leaves_no_slot_held(tmp_path):
-    web = RealWeb(hosts=3, pages=12, first_ip=100).start()
+    web = RealWeb(hosts=2, pages=6, first_ip=100).start()
     crawler = Crawler(defaults(tmp_path, visibility_timeout=5), tmp_path)
     try:
         crawl_id = crawler.submit(web.seeds)
@@ -52,7 +52,7 @@ def test_a_worker_sigkilled_mid_crawl_loses_no_page_and_leaves_no_slot_held(tmp_
 @pytest.mark.slow
 def test_the_one_redis_killed_and_restarted_mid_crawl_loses_no_page(tmp_path):
     server = AofRedis(tmp_path).start()
-    web = RealWeb(hosts=3, pages=12, first_ip=110).start()
+    web = RealWeb(hosts=2, pages=6, first_ip=110).start()
     crawler = Crawler(defaults(tmp_path, visibility_timeout=5, broker_url=server.url, redis_url=server.url),
                       tmp_path)
     try:
