@@ -97,7 +97,7 @@ def withdraw_waiting(rt: FetchDeps, crawl_id: str) -> int:
     still = rt.hosts.unwait(waiting)
     gone = [(w.task_id, w.request) for w, here in zip(waiting, still) if not here]
     rt.crawls.unhold(crawl_id, gone)
-    if still:
+    if any(still):
         rt.hosts.freed.set()  # the rooms left empty are cleared at the mover's next look
     return len(waiting) - len(gone)
 
