@@ -11,7 +11,6 @@ be read is set aside on the unreadable list and counted, and the others go on.
 from __future__ import annotations
 
 import logging
-import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,19 +19,15 @@ from ..core import codec, counters
 from ..core.errors import BadInput, StoreUnavailable
 from ..core.models import PageRecord
 from ..core.store_uris import masked
-from .store import FAILED, write
+from .store import FAILED, UNREADABLE, write
 
 if TYPE_CHECKING:
     from .deps import StoreDeps
 
 log = logging.getLogger(__name__)
 
-#: What reading a letter may raise when it is not a letter (damaged, or written by hand).
-UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, zlib.error, BadInput)
-
-
 def read_letter(raw: bytes) -> tuple[dict[str, Any], PageRecord]:
-    """A letter's fields and its record; raises one of :data:`UNREADABLE` for what is not one."""
+    """A letter's fields and its record; raises one of :data:`~crawler_tasks.stages.store.UNREADABLE` for what is not one."""
     data = codec.decode(raw)
     record = PageRecord.from_dict(data["record"])
     data.setdefault("kind", FAILED)  # letters of earlier releases: their store failed

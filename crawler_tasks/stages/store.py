@@ -162,7 +162,7 @@ def _decoded_parts(raw: Sequence[bytes], max_bytes: int,
     for item in raw:
         try:
             entry, n = StoreEntry.decode_sized(item)
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             log.error("an unreadable store entry (%s bytes: %s): set aside with the unreadable dead "
                       "letters", len(item), exc)
             unreadable.append(item)
@@ -176,8 +176,8 @@ def _decoded_parts(raw: Sequence[bytes], max_bytes: int,
         yield part
 
 
-#: What decoding a store-queue entry raises when it is damaged.
-_UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, zlib.error, BadInput)
+#: What decoding a store-queue entry or a dead letter raises when it is damaged.
+UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, zlib.error, BadInput)
 #: The token and crawl of an entry whose head is readable as text though the rest is not.
 _TOKEN = re.compile(rb'"t":\s*"([^"\\]+)"')
 _CRAWL = re.compile(rb'"c":\s*"([^"\\]+)"')
@@ -190,7 +190,7 @@ def _set_aside(rt: StoreDeps, raw: bytes, settled: _Settled) -> None:
     try:
         head = codec.decode_with_tail(raw)[0]
         token, crawl_id = str(head["t"]), str(head["c"])
-    except (*_UNREADABLE, IndexError):
+    except (*UNREADABLE, IndexError):
         text = raw if raw[:1] == b"{" else b""
         token_match, crawl_match = _TOKEN.search(text), _CRAWL.search(text)
         if token_match is None or crawl_match is None:
