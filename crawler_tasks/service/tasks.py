@@ -51,8 +51,9 @@ from ..core import counters, routing
 from ..core.errors import BadInput, BrokerUnavailable, ClaimMissing, QueueFull, StateUnavailable, StoreUnavailable
 from ..core.models import CrawlRequest, PageRecord
 from ..core.policy import Defer, Retry, backoff
+from ..core.politeness import host_key
 from ..core.urls import host_of
-from ..stages import dispatcher, enqueue, feeds, fetch, page, parse, render, seed, store
+from ..stages import dispatcher, enqueue, feeds, fetch, holds, page, parse, render, seed, store
 from ..stages.runtime import Runtime, current
 from ..state.connection import is_outage
 from ..state.gate import Adoption
@@ -181,6 +182,7 @@ def _worker_lost_too_often(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
         return False
     rt.gate.abandon(req.crawl_id, task.request.id,
                     f"worker lost {deliveries} times ({req.url})", {counters.ERRORS: 1, counters.WORKER_LOST: 1})
+    holds.give_back_abandoned(rt, host_key(req.url), task.request.id)
     return True
 
 

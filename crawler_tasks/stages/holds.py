@@ -85,3 +85,10 @@ class FetchHolds:
         finally:
             if self.rt.hosts.holds:  # the host's next waiting fetch may go now: the mover looks
                 self.rt.hosts.freed.set()
+
+
+def give_back_abandoned(rt: FetchDeps, host: str, task_id: str) -> None:
+    """Free the slot an earlier delivery of task ``task_id`` may still hold, for a fetch given
+    up before it runs (its workers died under it): the slot goes back as an unused one would,
+    at once rather than when its lease ends."""
+    FetchHolds(rt, host, task_id).close()

@@ -18,6 +18,7 @@ import redis
 
 from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import EmbeddedRedis, Workers, wait_drained
+from crawler_tasks.core.politeness import host_key
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service import tasks
 from crawler_tasks.service.celery_app import create_app
@@ -26,6 +27,7 @@ from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
 
 from ..conftest import REDIS, flush, token
+from ..holds import assert_nothing_held
 
 TASKS_DB = 9
 
@@ -61,6 +63,7 @@ def test_a_task_raising_an_unexpected_error_is_released_and_counted(rt, worker, 
     shown = subprocess.run([sys.executable, "-m", "crawler_tasks.cli.main", "stats", "--crawl-id", crawl_id],
                            capture_output=True, text=True, timeout=60).stdout
     assert f"error: {error}" in shown and "errors/UnknownStore" in shown
+    assert_nothing_held(rt, [host_key(site.url)])
 
 
 def test_state_redis_refusing_writes_delays_the_crawl_but_loses_nothing(site, tmp_path):
@@ -80,6 +83,7 @@ def test_state_redis_refusing_writes_delays_the_crawl_but_loses_nothing(site, tm
         time.sleep(2)
         admin.config_set("maxmemory", 0)
         wait_drained(lambda: drained(rt, crawl_id), timeout=60, workers=workers)
+        assert_nothing_held(rt, [host_key(site.url)])  # no release lost to the refused writes
     finally:
         workers.stop()
         state.stop()
@@ -125,6 +129,7 @@ def test_a_task_whose_worker_dies_under_it_again_and_again_is_given_up(site, tmp
     assert (stats["worker_lost"], stats["errors"]) == (1, 1)
     assert len(site.paths(path)) == 4  # the fifth delivery was not fetched
     assert rt.crawls.errors(crawl_id)[0].startswith("worker lost 4 times")
+    assert_nothing_held(rt, [host_key(site.url)], workers=False)  # no lease of the dead ones left
 
 
 def test_crawl_that_stops_moving_exits_non_zero_saying_what_is_stuck(site):
