@@ -18,12 +18,14 @@ from confluent_kafka import Producer
 
 from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import Workers, wait_drained
+from crawler_tasks.core.politeness import host_key
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages import feeds
 from crawler_tasks.stages.runtime import Runtime
 
 from .conftest import REDIS, flush, token
+from .holds import assert_nothing_held
 from .kafka_mock import MockKafka, read_topic
 from .service.test_beat import crawler_tasks_cli
 
@@ -142,6 +144,7 @@ def test_a_crawl_fed_from_a_kafka_topic_is_written_to_sqlite_and_to_kafka_once_e
     assert stats["seeds/invalid"] == 2 and stats["stored"] == 14
     [status] = [f for f in json.loads(crawler_tasks_cli("seeds", "--json", env=c.env))["feeds"] if f["name"] == "kafka"]
     assert status["enabled"] and status["status"]["admitted"] == 3 and status["status"]["refused"] == 2
+    assert_nothing_held(c.rt, [host_key(site.url)])
     assert feed.stop() == 0  # SIGTERM: it leaves its group and exits cleanly
     log = feed.log.read_text()
     assert "refused message" in log and "Traceback" not in log
@@ -167,6 +170,7 @@ def test_a_feed_killed_while_consuming_leaves_every_seed_crawled_once(kafka_craw
     status = feeds.status(c.rt, "kafka")
     assert status["skipped"] >= 1  # paused at least once for the full queue
     assert len({m.key() for m in read_topic(c.kafka.bootstrap, c.pages, expect=len(urls))}) == len(urls)
+    assert_nothing_held(c.rt, [host_key(site.url)])
 
 
 def test_feed_kafka_without_its_setting_or_its_cluster_is_one_line(tmp_path):

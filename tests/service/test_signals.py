@@ -14,8 +14,14 @@ from pathlib import Path
 import pytest
 import redis
 
+from crawler_tasks.core.politeness import host_key
+from crawler_tasks.core.settings import Settings
+from crawler_tasks.service.celery_app import create_app
+from crawler_tasks.stages.runtime import Runtime
+
 from ..cli.test_cli import CLI_DB, cli, cli_env
 from ..conftest import REDIS, token
+from ..holds import slots_held
 
 pytestmark = pytest.mark.slow
 
@@ -40,6 +46,20 @@ def processes_mentioning(text: str) -> list[int]:
         if text in cmdline and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+def slots_held_at(redis_url: str, url: str) -> dict[str, list[str]]:
+    """The slots of ``url``'s host still held in the state Redis at ``redis_url``."""
+    settings = Settings.from_env(redis_url=redis_url, broker_url=redis_url)
+    rt = Runtime(settings, create_app(settings))
+    try:
+        return slots_held(rt, [host_key(url)])
+    finally:
+        rt.close()
+
+
+def assert_no_slot_held(redis_url: str, url: str) -> None:
+    assert slots_held_at(redis_url, url) == {}
 
 
 def stored(store: str) -> list[str]:
@@ -80,6 +100,7 @@ def test_a_signal_stops_the_crawl_warm_and_it_resumes_without_loss(signum, site,
     assert resumed.returncode == 0, resumed.stderr
     urls = stored(store)
     assert len(urls) == len(set(urls)) == size  # every page once: none lost, none twice
+    assert_no_slot_held(f"{REDIS}/{CLI_DB}", site.url)  # nor any slot the stopped workers held
 
 
 def test_a_second_signal_stops_the_workers_at_once(site, tmp_path, env):
@@ -132,6 +153,7 @@ def test_crawl_rides_out_a_redis_restart_or_says_in_one_line_that_its_state_is_g
         time.sleep(2)
         server.start()
         out, err = proc.communicate(timeout=240)
+        held_after_restart = slots_held_at(server.url, site.url)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -142,6 +164,7 @@ def test_crawl_rides_out_a_redis_restart_or_says_in_one_line_that_its_state_is_g
         assert proc.returncode == 0, err
         urls = stored(store)
         assert len(urls) == len(set(urls)) == 40
+        assert held_after_restart == {}
     else:
         assert proc.returncode != 0
         last = err.strip().splitlines()[-1]
