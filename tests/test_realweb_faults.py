@@ -26,6 +26,9 @@ def _assert_polite_and_whole(crawler: Crawler, web: RealWeb, crawl_id: str) -> N
     stored = _canonical(crawler.urls(crawl_id))
     assert len(stored) == len(set(stored)), "a page stored twice"
     assert {canonicalize_url(u) for u in web.expected()} <= set(stored)
+    stats = crawler.rt.stats.read(crawl_id)  # counted once each, as stored
+    assert stats["stored"] == stats["gate/admitted"] == len(stored), stats
+    assert stats.get("store/failed", 0) == stats.get("worker_lost", 0) == 0, stats
     for i in range(len(web.hosts)):
         assert not [p for p in web.hits(i) if p.startswith(("/private/", "/cart"))]
     assert_nothing_held(crawler.rt, web.hosts, workers=False)

@@ -94,6 +94,8 @@ def test_a_signal_stops_the_crawl_warm_and_it_resumes_without_loss(signum, site,
     assert processes_mentioning(crawl_id) == []
     before = stored(store)
     assert 3 <= len(before) < size  # stopped part-way
+    if signum != signal.SIGTERM:
+        return  # the same warm stop: the resume is crawled once, after SIGTERM
 
     resumed = cli("crawl", url, "--store", store, "--workers", "1", "--crawl-id", crawl_id,
                   env=env, timeout=180)
