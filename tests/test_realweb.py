@@ -129,7 +129,7 @@ def test_defaults_store_every_allowed_page_once_fetch_nothing_disallowed_and_tak
 
 
 def test_a_paused_crawl_holds_no_host_back_from_another_crawl_and_completes_after_resume(crawler):
-    web = RealWeb(hosts=2, pages=60, wide=True, first_ip=80).start()
+    web = RealWeb(hosts=2, pages=30, wide=True, first_ip=80).start()
     try:
         a = crawler.submit(web.seeds)
         wait_drained(lambda: crawler.rt.stats.read(a).get("stored", 0) >= 5, timeout=30, workers=crawler.workers)

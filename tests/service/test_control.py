@@ -25,7 +25,7 @@ from ..conftest import REDIS, UNTHROTTLED, token
 from ..holds import assert_nothing_held
 
 CONTROL_DB = int(os.environ.get("CRAWLER_CONTROL_TEST_DB", "3"))
-PAGES = 80
+PAGES = 40
 
 
 class Cluster:
