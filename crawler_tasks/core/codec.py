@@ -1,8 +1,7 @@
 """How JSON objects are kept as bytes in Redis: claim checks, store entries, dead letters.
 
 Two forms, told apart by their first byte (an object's JSON starts with ``{``, a
-zlib stream with ``x``), so a reader needs no flag and entries written by
-earlier releases read back as they are:
+zlib stream with ``x``), so a reader needs no flag:
 
 * **an object**: its JSON as UTF-8, kept as it is up to :data:`COMPRESS_OVER`
   bytes (readable in redis-cli) and zlib-compressed above (level 3) when the
@@ -20,7 +19,7 @@ JSON goes through orjson (:func:`dumps`, :func:`loads`): a page's record is writ
 and read several times on its way to the store, and the standard library's codec was a
 tenth of a worker's CPU. What orjson refuses, or would write differently (a lone
 surrogate, an integer beyond 64 bits, a key that is not a string, a date), goes through
-the standard library as before, with its result or its error.
+the standard library, with its result or its error.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ TAIL_LEVEL = 1
 SLICE = 1 << 16
 
 
-#: orjson leaves these to the standard library (which refuses them, as before).
+#: orjson leaves these to the standard library (which refuses them).
 _STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
 
 

@@ -2,7 +2,7 @@
 
 All fetches share one queue, ``crawl.fetch``, ordered by message priority:
 separate queues per band give no cross-queue order on RabbitMQ, one queue with
-message priorities orders strictly on both brokers (celery-notes §1). Requests to
+message priorities orders strictly on both brokers. Requests to
 render in a browser go to ``crawl.render`` instead, banded the same way, which only the
 render workers consume (``-Q crawl.render``): a worker started without ``-Q`` serves
 every queue but that one.

@@ -3,7 +3,7 @@
 Every process that talks to the queues (workers, Beat, Flower, other apps that
 ``apply_async``) must load this configuration: the Redis transport computes list
 names from ``sep`` and ``priority_steps`` on both sides, and a message sent
-without a priority must land in the normal band (celery-notes §1.1).
+without a priority must land in the normal band (``docs/gate.md``, "Priorities and ordering").
 
 A ``rediss://`` or ``amqps://`` broker gets ``broker_use_ssl`` from its URL
 (:func:`~crawler_tasks.state.connection.broker_params`): certificates are verified
@@ -46,7 +46,7 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
         # visibility timeout really recovers within about a minute.
         "unacked_restore_interval": max(1, min(10, vt // 4)),
         "unacked_restore_throttle": 1,
-        # Every thread of a threads-pool worker acks through this pool (celery-notes §2.1).
+        # Every thread of a threads-pool worker acks through this pool: one connection each, and room.
         "max_connections": max(200, settings.worker_concurrency + 20),
     }
 
@@ -82,7 +82,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # No task may hold its message past the visibility timeout, when the broker would hand
         # it to another worker: every wait inside a task has a bound below it (the download
         # timeout, the state-Redis hold, the permit wait), and these limits stop what is
-        # left (prefork enforces them; the threads pool has no time limits, celery-notes 5).
+        # left (prefork enforces them; Celery's threads pool does not enforce time limits).
         "task_soft_time_limit": time_limits(settings)[0],
         "task_time_limit": time_limits(settings)[1],
         "task_reject_on_worker_lost": False,

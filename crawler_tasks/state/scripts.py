@@ -14,7 +14,7 @@ the file with its includes resolved and its comment lines left out (a header
 costs nothing on the wire, which matters for a script sent with ``EVAL`` in a
 pipeline). A file is read once per process; :func:`register` wraps the text in
 redis-py's :class:`~redis.commands.core.Script`, which runs it by ``EVALSHA``
-and loads it on the first ``NOSCRIPT``, as before.
+and loads it on the first ``NOSCRIPT``.
 
 Scripts must not use Lua long strings or block comments (``[[ ]]``,
 ``--[[ ]]``): lines are read one by one.

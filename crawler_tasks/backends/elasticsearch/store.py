@@ -53,7 +53,7 @@ from .uri import Target, parse_uri
 if TYPE_CHECKING:
     from ...core.settings import Settings
 
-log = logging.getLogger(__package__)  # named as before the store was a package
+log = logging.getLogger(__package__)  # the store's one logger: crawler_tasks.backends.elasticsearch
 
 REQUEST_TIMEOUT = 30.0  # seconds one HTTP request may take
 TRANSPORT_RETRIES = 3  # whole requests retried by the client (connection errors, 429/502/503/504)

@@ -51,7 +51,7 @@ from thriftpy2.transport import TTransportException
 from ...core.errors import StoreUnavailable
 from .cells import FAMILIES
 
-log = logging.getLogger(__package__)  # the store's logger, named as before it was a package
+log = logging.getLogger(__package__)  # the store's one logger: crawler_tasks.backends.hbase
 
 SOCKET_TIMEOUT_S = 30.0  # seconds one Thrift call may wait for the gateway
 POOL_WAIT_S = 30.0  # seconds a thread waits for a free pooled connection

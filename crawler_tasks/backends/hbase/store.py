@@ -61,7 +61,7 @@ from .gateway import Gateway, describe_error
 from .keys import PAGES_STOP, after, index_key, site_prefix
 from .uri import DEFAULT_POOL, DEFAULT_PORT, check_arguments, parse_uri
 
-log = logging.getLogger(__package__)  # named as before the store was a package
+log = logging.getLogger(__package__)  # the store's one logger: crawler_tasks.backends.hbase
 
 SCAN_PAGE = 1000  # row keys per scan call
 GET_ROWS = 20  # records per getRows call

@@ -42,7 +42,7 @@ from .start_urls import feed_start_urls
 if TYPE_CHECKING:
     from ..deps import FeedDeps
 
-log = logging.getLogger(__package__)  # the feeds' logger, named as before they were a package
+log = logging.getLogger(__package__)  # the feeds' one logger: crawler_tasks.stages.feeds
 
 #: Share of the interval a periodic feed's slot lasts.
 SLOT_SHARE = 0.9

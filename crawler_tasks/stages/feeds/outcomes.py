@@ -19,7 +19,7 @@ from ...core import counters
 if TYPE_CHECKING:
     from ..deps import FeedDeps
 
-log = logging.getLogger(__package__)  # the feeds' logger, named as before they were a package
+log = logging.getLogger(__package__)  # the feeds' one logger: crawler_tasks.stages.feeds
 
 #: Malformed seeds logged one by one per tick; past that, only how many more.
 LOGGED_PER_TICK = 100
