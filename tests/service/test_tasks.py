@@ -20,7 +20,7 @@ from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import EmbeddedRedis, Workers, wait_drained
 from crawler_tasks.core.politeness import host_key
 from crawler_tasks.core.settings import Settings
-from crawler_tasks.service import tasks
+from crawler_tasks.service import delivery
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.dead_letters import dead_letters
 from crawler_tasks.stages.runtime import Runtime
@@ -270,7 +270,7 @@ def test_a_redis_error_that_is_not_an_outage_fails_the_task_at_once(rt):
         raise redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
 
     with pytest.raises(redis.ResponseError):
-        tasks._run(rt, "a test step", step)
+        delivery.run_step(rt, "a test step", step)
     assert len(calls) == 1  # not waited for and run again as if Redis were away
 
 
@@ -283,7 +283,7 @@ def test_a_redis_outage_is_waited_for_and_the_step_run_again(rt):
             raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
         return "done"
 
-    assert tasks._run(rt, "a test step", step) == "done" and len(calls) == 2
+    assert delivery.run_step(rt, "a test step", step) == "done" and len(calls) == 2
 
 
 def test_a_redis_refusing_writes_inside_a_script_is_an_outage_not_a_bug():
