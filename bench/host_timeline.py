@@ -14,10 +14,10 @@ page, a retry, ...), so two crawlers' logs can be held side by side.
 from __future__ import annotations
 
 import argparse
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
-from broad_log import Hit, read_log
+from broad_log import Hit, by_host, read_log
 
 
 def kind(before: Hit, after: Hit) -> str:
@@ -36,18 +36,16 @@ def quantiles(values: list[float]) -> str:
 
 def report(path: Path, delay: float) -> None:
     hits = read_log(path)
-    by_host: dict[str, list[Hit]] = defaultdict(list)
-    for hit in hits:
-        by_host[hit.host].append(hit)
+    hosts = by_host(hits)
     first = hits[0].arrived
-    most = max(len(v) for v in by_host.values())
-    print(f"{path.name}: {len(hits)} requests to {len(by_host)} hosts, span {hits[-1].arrived - first:.3f} s "
+    most = max(len(v) for v in hosts.values())
+    print(f"{path.name}: {len(hits)} requests to {len(hosts)} hosts, span {hits[-1].arrived - first:.3f} s "
           f"(at least {(most - 1) * delay:.3f} s)")
-    print(f"  start stagger s: {quantiles([v[0].arrived - first for v in by_host.values()])}")
-    print(f"  host span s:     {quantiles([v[-1].arrived - v[0].arrived for v in by_host.values()])}")
+    print(f"  start stagger s: {quantiles([v[0].arrived - first for v in hosts.values()])}")
+    print(f"  host span s:     {quantiles([v[-1].arrived - v[0].arrived for v in hosts.values()])}")
     excess: Counter[str] = Counter()
     gaps: Counter[str] = Counter()
-    for requests in by_host.values():
+    for requests in hosts.values():
         for before, after in zip(requests, requests[1:]):
             k = kind(before, after)
             excess[k] += after.arrived - before.arrived - delay

@@ -189,7 +189,6 @@ def tracked(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
     return True
 
 
-
 @signals.task_failure.connect
 def _abandon_failed(sender: Task | None = None, task_id: str | None = None,
                     exception: BaseException | None = None, args: Any = None, **_: Any) -> None:
