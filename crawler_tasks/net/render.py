@@ -7,15 +7,15 @@ and a fetch worker never starts one: only a ``crawl.render`` task asks for it.
 
 The browser has no network of its own. It is launched behind a proxy that does not
 answer, with every host name unresolvable, and every request its pages make is
-intercepted: the page's document is the response the crawler downloaded already
-(politeness, robots.txt, the private-network guard and the size cap applied), and each
-further request is judged by :func:`crawler_tasks.core.render.verdict` and fetched by
-the crawler's own guarded downloader, or refused. A page cannot reach an address the
+intercepted (:mod:`crawler_tasks.net.intercept`): a page cannot reach an address the
 crawler would not.
 
 A browser is replaced after ``CRAWLER_RENDER_PAGES_PER_BROWSER`` pages, or once its
 processes hold more than ``CRAWLER_RENDER_BROWSER_MAX_MIB``: the pages at work finish in
 the old one while new pages start in a fresh one. A browser that crashed is replaced too.
+
+This module holds the browser's lifecycle: starting it, its thread, its replacements,
+closing it; :mod:`crawler_tasks.net.intercept` holds what its pages may load.
 """
 
 from __future__ import annotations
@@ -26,21 +26,16 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.errors import AddressRefused, BadInput, BrowserMissing, FetchError, RenderFailed
-from ..core.render import BLOCK, FULFIL, WAIT_EVENTS, RenderReport, is_selector, verdict
+from ..core.errors import BrowserMissing, RenderFailed
+from ..core.render import WAIT_EVENTS, RenderReport, is_selector
 from ..core.responses import Download
 from ..core.settings import Settings
+from .intercept import CACHE_BYTES, Cache, FetchSub, PageState, Tab, intercept
 
 log = logging.getLogger(__name__)
-
-#: Fetches one subresource for a page: ``(url, headers, proxy) -> Download``, raising
-#: FetchError (or BadInput for a URL the crawler cannot request).
-FetchSub = Callable[[str, dict[str, str], "str | None"], Download]
 
 #: Chromium's switches: no network of its own (a proxy that does not answer, loopback
 #: included; no name resolves; no UDP around the proxy), nothing in the background.
@@ -57,10 +52,6 @@ LAUNCH_ARGS = (
     "--disable-dev-shm-usage",
     "--js-flags=--max-old-space-size=512",
 )
-#: Response headers not passed to the browser: the body it gets is decoded and whole.
-_HOP_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"})
-#: Request headers of the page not sent on: the crawler's own say who it is and where.
-_OWN_HEADERS = frozenset({"host", "connection", "content-length", "user-agent"})
 #: Seconds to read the DOM of a page past its time limit, and to close a page.
 READ_S, CLOSE_S = 2.0, 5.0
 #: Seconds to start a browser.
@@ -69,8 +60,6 @@ LAUNCH_S = 30.0
 MEASURE_EVERY = 10
 #: Threads fetching the subresources of the pages of one browser.
 SUBRESOURCE_THREADS = 8
-#: Bytes of scripts and stylesheets one browser keeps for its next pages.
-CACHE_BYTES = 32 << 20
 
 
 def browser_problem(settings: Settings) -> str | None:
@@ -86,69 +75,17 @@ def browser_problem(settings: Settings) -> str | None:
     return None
 
 
-class _Cache:
-    """The scripts and stylesheets a browser's pages loaded (status 200, not ``no-store``),
-    by URL, up to ``max_bytes``, least recently used out first: a site's app is fetched once
-    per browser, not once per page."""
-
-    KINDS = frozenset({"script", "stylesheet"})
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.size = 0
-        self._entries: OrderedDict[str, tuple[int, dict[str, str], bytes]] = OrderedDict()
-
-    def get(self, kind: str, url: str) -> tuple[int, dict[str, str], bytes] | None:
-        if kind not in self.KINDS:
-            return None
-        hit = self._entries.get(url)
-        if hit is not None:
-            self._entries.move_to_end(url)
-        return hit
-
-    def put(self, kind: str, url: str, got: Download) -> None:
-        if kind not in self.KINDS or got.status != 200 or got.truncated or len(got.body) > self.max_bytes \
-                or "no-store" in got.headers.get("cache-control", "").lower():
-            return
-        self._entries[url] = (got.status, _passed(got.headers), got.body)
-        self.size += len(got.body)
-        while self.size > self.max_bytes:
-            _, (_, _, body) = self._entries.popitem(last=False)
-            self.size -= len(body)
-
-
-@dataclass
-class _PageState:
-    """One render: its report, its document as served, the proxy of its requests."""
-
-    report: RenderReport
-    served: Download
-    proxy: str | None = None
-    #: Set when the page's scripts navigate away.
-    away: asyncio.Event = field(default_factory=asyncio.Event)
-    document_pending: bool = True
-
-
-@dataclass
-class _Tab:
-    """A browser tab, kept between renders (a new tab costs a renderer process): the render
-    it serves now, if any."""
-
-    page: Any
-    state: _PageState | None = None
-
-
 @dataclass
 class _Generation:
     """One browser and its context, with the pages at work in it and its idle tabs."""
 
     browser: Any
     context: Any
-    cache: _Cache
+    cache: Cache
     inflight: int = 0
     done: int = 0
     retiring: bool = False
-    idle: list[_Tab] = field(default_factory=list)
+    idle: list[Tab] = field(default_factory=list)
 
 
 class Browser:
@@ -235,7 +172,7 @@ class Browser:
                 executable_path=self.settings.render_browser, args=list(LAUNCH_ARGS), timeout=LAUNCH_S * 1000)
             context = await browser.new_context(service_workers="block", accept_downloads=False,
                                                 user_agent=self.settings.user_agent)
-            self._gen = _Generation(browser, context, _Cache(CACHE_BYTES))
+            self._gen = _Generation(browser, context, Cache(CACHE_BYTES))
             self.browsers_started += 1
             log.info("browser %d started (%s)", self.browsers_started, self.settings.render_browser)
             return self._gen
@@ -249,9 +186,9 @@ class Browser:
         except PlaywrightError as exc:
             raise RenderFailed(f"render: the browser did not start: {_first_line(exc)}") from None
         gen.inflight += 1
-        state = _PageState(RenderReport(wait=wait), served, proxy)
+        state = PageState(RenderReport(wait=wait), served, proxy)
         started = time.monotonic()
-        tab: _Tab | None = None
+        tab: Tab | None = None
         dom: str | None = None
         try:
             tab = gen.idle.pop() if gen.idle else await self._new_tab(gen)
@@ -271,12 +208,14 @@ class Browser:
             gen.inflight -= 1
             await self._done(gen)
 
-    async def _new_tab(self, gen: _Generation) -> _Tab:
-        tab = _Tab(await gen.context.new_page())
-        await tab.page.route("**/*", lambda route, request: self._route(tab, gen.cache, route, request))
+    async def _new_tab(self, gen: _Generation) -> Tab:
+        """A new tab of ``gen``, its every request intercepted."""
+        tab = Tab(await gen.context.new_page())
+        await tab.page.route("**/*", lambda route, request: intercept(
+            tab, gen.cache, route, request, settings=self.settings, fetch=self.fetch, pool=self._pool))
         return tab
 
-    async def _put_back(self, gen: _Generation, tab: _Tab, *, reuse: bool) -> None:
+    async def _put_back(self, gen: _Generation, tab: Tab, *, reuse: bool) -> None:
         """Keep ``tab`` for the next render, emptied (``about:blank``: its page's timers stop
         asking the site for more), or close it: a page whose scripts held the browser, or any
         page of a browser that goes."""
@@ -325,71 +264,6 @@ class Browser:
             return False
         return True
 
-    async def _route(self, tab: _Tab, cache: _Cache, route: Any, request: Any) -> None:
-        """Every request of a page: its document served, the rest judged, fetched (or taken
-        from the browser's cache) or refused."""
-        from playwright.async_api import Error as PlaywrightError
-
-        state = tab.state
-        if state is None:  # an idle tab: nothing may load
-            await _quietly(route.abort("blockedbyclient"))
-            return
-        report = state.report
-        report.requests += 1
-        try:
-            if request.is_navigation_request() and request.frame == tab.page.main_frame:
-                if state.document_pending:
-                    state.document_pending = False
-                    await route.fulfill(status=state.served.status, headers=_passed(state.served.headers),
-                                        body=state.served.body)
-                else:  # the page's scripts navigating away: not followed (aborted, the page stays)
-                    report.refused += 1
-                    report.navigated = request.url
-                    state.away.set()
-                    await route.abort("aborted")
-                return
-            action, _why = verdict(method=request.method, url=request.url, resource_type=request.resource_type,
-                                   made=report.requests, block=self.settings.render_block,
-                                   max_requests=self.settings.render_max_requests)
-            if action != FULFIL:
-                if action == BLOCK:
-                    report.blocked += 1
-                else:
-                    report.refused += 1
-                await route.abort("blockedbyclient")
-                return
-            kind = request.resource_type
-            hit = cache.get(kind, request.url)
-            if hit is not None:
-                report.cached += 1
-                await route.fulfill(status=hit[0], headers=hit[1], body=hit[2])
-                return
-            headers = {k: v for k, v in request.headers.items() if k.lower() not in _OWN_HEADERS}
-            loop = asyncio.get_running_loop()
-            try:
-                got = await loop.run_in_executor(self._pool, self.fetch, request.url, headers, state.proxy)
-            except (AddressRefused, BadInput):
-                report.refused += 1
-                log.info("render: refused a request of %s to %.200s (a private or metadata address, or no URL "
-                         "the crawler requests)",
-                         state.served.url, request.url)
-                await route.abort("addressunreachable")
-                return
-            except FetchError:
-                report.failed += 1
-                await route.abort("failed")
-                return
-            except Exception as exc:  # noqa: BLE001 - whatever the page asked for, its request ends
-                log.info("render: a request of %s to %.200s failed: %s: %s", state.served.url, request.url,
-                         type(exc).__name__, exc)
-                report.failed += 1
-                await route.abort("failed")
-                return
-            cache.put(kind, request.url, got)
-            await route.fulfill(status=got.status, headers=_passed(got.headers), body=got.body)
-        except PlaywrightError:
-            pass  # the page closed meanwhile
-
     async def _done(self, gen: _Generation) -> None:
         """One page less at work in ``gen``: retire it when it has rendered its share or
         grown too large, close it once its last page is done."""
@@ -427,21 +301,6 @@ class Browser:
         if self._playwright is not None:
             await self._playwright.stop()
             self._playwright = None
-
-
-async def _quietly(step: Any) -> None:
-    """Await a route's answer; a page closed meanwhile is no error."""
-    from playwright.async_api import Error as PlaywrightError
-
-    try:
-        await step
-    except PlaywrightError:
-        pass
-
-
-def _passed(headers: dict[str, str]) -> dict[str, str]:
-    """Response headers as the browser gets them (the body is decoded and whole)."""
-    return {k: v for k, v in headers.items() if k.lower() not in _HOP_HEADERS}
 
 
 def _children_mib() -> float:
