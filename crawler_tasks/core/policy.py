@@ -108,7 +108,15 @@ class Drop:
     follow: tuple[CrawlRequest, ...] = ()
 
 
-Outcome = HandOn | Redirect | Retry | Fail | Defer | Skip | Drop
+@dataclass(frozen=True)
+class Controlled:
+    """Not fetched: its crawl is ``control`` (paused, cancelled or purged; see
+    :mod:`crawler_tasks.stages.control`)."""
+
+    control: str
+
+
+Outcome = HandOn | Redirect | Retry | Fail | Defer | Skip | Drop | Controlled
 
 
 def before_fetch(req: CrawlRequest, robots: RobotsVerdict, slot: Slot | None) -> Skip | Defer | None:

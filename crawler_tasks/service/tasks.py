@@ -253,4 +253,4 @@ def _refetch(rt: Runtime, req: CrawlRequest, task_id: str) -> None:
     """The body expired before this step read it: fetch the page again, demoted."""
     log.warning("claim check of %s expired; fetching it again", req.url)
     again = req.replace(dont_filter=True, priority=req.priority + rt.settings.retry_priority_adjust)
-    enqueue.complete(rt, req, task_id, [again], {counters.CLAIM_MISSING: 1})
+    enqueue.complete(rt, req, task_id, enqueue.TaskEnd([again], {counters.CLAIM_MISSING: 1}))

@@ -20,7 +20,6 @@ from . import enqueue
 
 if TYPE_CHECKING:
     from .deps import FetchDeps
-    from .holds import FetchHolds
 
 log = logging.getLogger(__name__)
 
@@ -28,17 +27,16 @@ PAUSED, CANCELLED = "paused", "cancelled"
 #: A purged crawl's mark, kept after its keys went: its fetches still queued end unfetched
 #: and uncounted (its counters are gone), never bringing the crawl back.
 PURGED = "purged"
+#: How the task of a cancelled crawl's fetch ends: unfetched, no record, counted.
+CANCELLED_END = enqueue.TaskEnd(counts={counters.CANCELLED: 1})
 
 
-def controlled(rt: FetchDeps, req: CrawlRequest, task_id: str, control: str,
-               holds: FetchHolds | None = None) -> None:
-    """What a fetch of a paused, cancelled or purged crawl does instead of fetching; the
-    slot the mover may have reserved for it (``holds``) is given back here."""
+def set_aside(rt: FetchDeps, req: CrawlRequest, task_id: str, control: str) -> None:
+    """What a fetch of a paused or purged crawl does instead of fetching: held in Redis
+    until the crawl resumes, or dropped uncounted. (A cancelled crawl's fetch ends its
+    task, counted ``cancelled``: :data:`CANCELLED_END`.)"""
     if control == PAUSED:
         rt.crawls.hold(req.crawl_id, task_id, req.to_dict())
-    elif control == CANCELLED:
-        enqueue.complete(rt, req, task_id, [], {counters.CANCELLED: 1},
-                         last=holds.queue if holds is not None else None)
     else:
         log.info("dropped fetch %s of purged crawl %s: %s", task_id, req.crawl_id, req.url)
 
@@ -120,6 +118,6 @@ def _drop_held(rt: FetchDeps, crawl_id: str) -> int:
     dropped = 0
     while held := rt.crawls.take_held(crawl_id):
         for task_id, request in held:
-            enqueue.complete(rt, CrawlRequest.from_dict(request), task_id, [], {counters.CANCELLED: 1})
+            enqueue.complete(rt, CrawlRequest.from_dict(request), task_id, CANCELLED_END)
             dropped += 1
     return dropped

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -148,17 +149,31 @@ def _keep(rt: EnqueueDeps, crawl_id: str, requests: Sequence[CrawlRequest]) -> N
     rt.unpublished.keep(crawl_id, [r.replace(dont_filter=True) for r in requests])
 
 
-def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequence[CrawlRequest],
-             counts: Mapping[str, int], *, stage: str | None = None,
-             claim_id: str | None = None, record: PageRecord | None = None,
-             last: Callable[[Any], None] | None = None, limits: Limits | None = None) -> bool:
-    """End task ``task_id``: gate ``children``, count ``counts`` once, publish, leave the crawl.
+@dataclass(frozen=True)
+class TaskEnd:
+    """How a task ends: what it found, counted and kept.
 
-    ``stage`` (``crawl.parse``) is the split pipeline's next step for the page
-    ``claim_id`` (default: this task's id). ``record`` goes to the store queue;
-    its token (:func:`store_token`) stays outstanding in the crawl until a
-    batch writes it, and ``counts`` (but duplicates, which the gate counts) ride
-    with it, added to the crawl's when the token leaves. The admitted children go to
+    ``children`` go through the gate; ``counts`` are counted once. ``record`` goes to
+    the store queue; its token (:func:`store_token`) stays outstanding in the crawl
+    until a batch writes it, and ``counts`` (but duplicates, which the gate counts)
+    ride with it, added to the crawl's when the token leaves. ``stage``
+    (``crawl.parse``) is the split pipeline's next step for the page ``claim_id``
+    (default: the task's own id).
+    """
+
+    children: Sequence[CrawlRequest] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)
+    record: PageRecord | None = None
+    stage: str | None = None
+    claim_id: str | None = None
+
+
+def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, end: TaskEnd, *,
+             last: Callable[[Any], None] | None = None, limits: Limits | None = None) -> bool:
+    """End task ``task_id`` as ``end`` says: gate its children, count its counts once,
+    publish, queue its record, leave the crawl.
+
+    The admitted children go to
     the broker in that last round trip when the broker is the state Redis
     (:class:`~crawler_tasks.state.fetch_queue.FetchQueue`), in one of their own before
     it otherwise. ``last`` adds more commands (the host slot's release) to the
@@ -167,10 +182,11 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, children: Sequenc
     delivery): nothing is published then. ``limits``: the crawl's, when the caller
     resolved them (looked up here otherwise).
     """
-    crawl_id = req.crawl_id
+    crawl_id, counts, record, stage = req.crawl_id, end.counts, end.record, end.stage
+    claim_id = end.claim_id
     if limits is None:
         limits = rt.limits(crawl_id)
-    children, repeats = _unique(children)
+    children, repeats = _unique(end.children)
     page_counts: dict[str, int] | None = None
     if record is not None:  # the page's counters ride with its record, the gate's stay here
         page_counts = {k: v for k, v in counts.items() if v and k != counters.DUPLICATES}

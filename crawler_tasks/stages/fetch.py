@@ -1,6 +1,8 @@
 """Fetch stage: download one request, decide (:mod:`crawler_tasks.core.policy`), apply the outcome.
 
-Applying is the only place with effects: stats, the claim check, publishing.
+A fetch is a short pipeline over one :class:`~.visit.Visit` (:data:`STEPS`, run until one
+answers); applying the answer is the only place with effects: stats, the claim check,
+publishing.
 With ``CRAWLER_PIPELINE=local`` (the default) a kept page is parsed right
 here, in the task that fetched it, and its record joins the store queue
 (:mod:`crawler_tasks.state.store_queue`) in the task's last round trip: the page
@@ -12,15 +14,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core import routing
 from ..core.classify import host_feedback
-from ..core.errors import FetchError
+from ..core.errors import BadInput, FetchError, StoreUnavailable
 from ..core.models import CrawlRequest, PageRecord
 from ..core.policy import (
-    Counts,
+    Controlled,
     Defer,
     Drop,
     Fail,
@@ -40,21 +42,25 @@ from ..core.policy import (
 from ..core.politeness import ALLOW, Feedback, host_key
 from ..core.responses import Download
 from ..net.download import download
-from . import control, enqueue, failures, middleware, parse, render, store
-from .holds import FetchHolds
+from . import control, enqueue, failures, middleware, parse, render
+from .enqueue import TaskEnd
 from .middleware import Go
+from .visit import Visit, visiting
 
 if TYPE_CHECKING:
-    from ..core.limits import Limits
-    from ..core.program import Middleware
     from .deps import FetchDeps
 
 log = logging.getLogger(__name__)
 
+#: What a fetch's task gives back to the task layer: a Retry to send again, a Defer
+#: (``crawl.page`` waits in its own task), a kept page's record (``crawl.page``), or None.
+Answer = Retry | Defer | PageRecord | None
+
 
 def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool = False,
-               ack: Callable[[Any], None] | None = None) -> Retry | Defer | PageRecord | None:
-    """Fetch ``req`` as task ``task_id``; a returned Retry tells the task to re-send it.
+               ack: Callable[[Any], None] | None = None) -> Answer:
+    """Fetch ``req`` as task ``task_id``: its visit goes through :data:`STEPS` until one
+    answers, and the answer is applied (:func:`apply`).
 
     Before the download, robots.txt and the host limiter have their say (a
     disallowed URL is skipped, a busy host makes the fetch wait in Redis);
@@ -65,84 +71,137 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool =
     must wait comes back as its Defer instead of waiting in Redis, and a page
     handed on comes back as its record. ``ack`` queues the task message's ack onto
     the page's last round trip with the slot's release (the broker is the state Redis).
+    Whatever the fetch holds is given back once, on every way out (:func:`~.visit.visiting`).
     """
-    # Whatever this fetch holds (a slot the mover reserved for it, the slot it acquires, a
-    # large-body permit) is given back once, on every way out: the finally.
-    holds = FetchHolds(rt, host_key(req.url), task_id, ack)
-    try:
-        return _fetch(rt, req, task_id, holds, inline=inline)
-    finally:
-        holds.close()
+    with visiting(rt, req, task_id, inline=inline, ack=ack) as visit:
+        return apply(visit, first_answer(visit, STEPS))
 
 
-def _fetch(rt: FetchDeps, req: CrawlRequest, task_id: str, holds: FetchHolds, *,
-           inline: bool) -> Retry | Defer | PageRecord | None:
-    s = rt.settings
-    limits = rt.limits(req.crawl_id)  # the crawl's limits, resolved once for the page
-    if limits.control is not None:  # paused or cancelled (seen within the config cache)
-        if inline and limits.control == control.PAUSED:  # crawl.page waits in its own task
-            return Defer(req, time.time() + rt.crawls.cache_seconds)
-        control.controlled(rt, req, task_id, limits.control, holds)
+Step = Callable[[Visit], Outcome | None]
+
+
+def first_answer(visit: Visit, steps: Sequence[Step]) -> Outcome:
+    """Run ``steps`` on ``visit`` in order until one answers; the last always does."""
+    for step in steps:
+        outcome = step(visit)
+        if outcome is not None:
+            return outcome
+    raise AssertionError(f"no step answered for {visit.req.url}")
+
+
+def check_control(v: Visit) -> Outcome | None:
+    """A paused, cancelled or purged crawl's fetch goes no further (seen within the
+    crawl configuration's cache time); ``crawl.page`` waits out a pause in its own task."""
+    state = v.limits.control
+    if state is None:
         return None
-    robots = rt.robots.check(req, task_id) if s.robotstxt_obey else ALLOW
+    if v.inline and state == control.PAUSED:
+        return Defer(v.req, time.time() + v.rt.crawls.cache_seconds)
+    return Controlled(state)
+
+
+def take_slot(v: Visit) -> Skip | Defer | None:
+    """robots.txt, then the host's slot: a disallowed URL is skipped; robots.txt not known
+    yet or a busy host makes the fetch wait. A slot handed over just before the host's
+    next time is used at that time."""
+    rt = v.rt
+    robots = rt.robots.check(v.req, v.task_id) if rt.settings.robotstxt_obey else ALLOW
     if robots.wait_until is not None or not robots.allowed:
-        refused = before_fetch(req, robots, None)
-        assert refused is not None  # robots.txt not known yet, or disallowed: never "go"
-        return apply(rt, req, task_id, refused, release=holds, limits=limits, inline=inline)
-    slot = rt.hosts.acquire(holds.host, task_id, crawl_delay=robots.crawl_delay)
-    early = before_fetch(req, robots, slot)
+        return before_fetch(v.req, robots, None)
+    slot = v.progress.slot = rt.hosts.acquire(v.holds.host, v.task_id, crawl_delay=robots.crawl_delay)
+    early = before_fetch(v.req, robots, slot)
     if early is not None:
-        return apply(rt, req, task_id, early, release=holds, limits=limits, inline=inline)
-    holds.acquired(robots.crawl_delay, slot.proxy)
-    if slot.wait:  # handed over just before the host's next time: it goes at that time
+        return early
+    v.holds.acquired(robots.crawl_delay, slot.proxy)
+    if slot.wait:
         time.sleep(slot.wait)
-    result: Download | FetchError | None = None
-    chain: tuple[Middleware, ...] = ()
-    go = Go(req, None)
-    if rt.program.middlewares:
-        chain = rt.program.middlewares_for(limits.plugins)
-        step = middleware.before_download(chain, req, limits)
-        if not isinstance(step, Go):
-            return apply(rt, req, task_id, step, release=holds, limits=limits, inline=inline)
-        go, req = step, step.request
-    pool_proxy = None if go.proxy else slot.proxy  # a middleware's own proxy is not the pool's
-    proxy_url = go.proxy or rt.proxies.url(slot.proxy)
-    before = store.previous(rt, req)
+    return None
+
+
+def request_middlewares(v: Visit) -> Drop | Fail | None:
+    """The crawl's request middlewares: they may drop or fail the request, replace it,
+    or name a proxy of their own."""
+    if not v.rt.program.middlewares:
+        return None
+    chain = v.progress.chain = v.rt.program.middlewares_for(v.limits.plugins)
+    step = middleware.before_download(chain, v.req, v.limits)
+    if not isinstance(step, Go):
+        return step
+    v.progress.request, v.progress.proxy = step.request, step.proxy
+    return None
+
+
+def fetch(v: Visit) -> Retry | None:
+    """The download (conditional when a recrawl revalidates the stored page), and what it
+    tells the host: what may switch the host to the proxies is told at once (then the
+    request goes again through one), the rest rides with the slot's release."""
+    rt, s, page = v.rt, v.rt.settings, v.progress
+    page.previous = previous(rt, v.req)
     try:
-        # A large body keeps its permit until its record is in the store queue (the finally).
-        result = download(rt.session, conditional(req, before), timeout=s.download_timeout,
-                          maxsize=s.download_maxsize, proxy=proxy_url, permit=holds.permit)
+        # A large body keeps its permit until its record is in the store queue (the visit's end).
+        page.result = download(rt.session, conditional(v.req, page.previous), timeout=s.download_timeout,
+                               maxsize=s.download_maxsize, proxy=v.proxy_url, permit=v.holds.permit)
     except FetchError as err:
-        result = err
-    feedback = holds.feedback = host_feedback(result, rt.proxies, pool_proxy)
-    # What may switch the host to the proxies is told at once; the rest rides along.
-    proxied = False
-    if tell_at_once(feedback, len(rt.proxies)):
-        proxied = holds.now()
-    outcome: Outcome | None = _rerouted(rt, req, feedback, direct=pool_proxy is None, proxied=proxied)
-    if outcome is None and req.render and isinstance(result, Download) and render.renders(result):
-        result = render.render(rt, req, result, proxy_url)  # the host heard of the download already
-    if outcome is None:
-        if chain and isinstance(result, Download):
-            answered = middleware.after_download(chain, req, go.proxy, result, limits, s)
-            if isinstance(answered, Download):
-                result = answered
-            else:
-                outcome = answered
-        if outcome is None:
-            outcome = decide(req, result, s, limits, previous=before)
-    if isinstance(outcome, HandOn) and isinstance(result, Download) and result.rendered is not None:
-        outcome = render.handed_on(rt, outcome, result)
-    shown = middleware.shown_proxy(go.proxy) if go.proxy else rt.proxies.shown(slot.proxy)
-    return apply(rt, req, task_id, _via(outcome, shown), release=holds, limits=limits, inline=inline)
+        page.result = err
+    feedback = v.holds.feedback = host_feedback(page.result, rt.proxies, v.pool_proxy)
+    proxied = tell_at_once(feedback, len(rt.proxies)) and v.holds.now()
+    return _rerouted(v, feedback, proxied=proxied)
 
 
-def _rerouted(rt: FetchDeps, req: CrawlRequest, feedback: Feedback, *, direct: bool,
-              proxied: bool) -> Retry | None:
+def render_page(v: Visit) -> None:
+    """A request that says ``render`` has its document rendered in this process's browser
+    (the host heard of the download already)."""
+    result = v.progress.result
+    if v.req.render and isinstance(result, Download) and render.renders(result):
+        v.progress.result = render.render(v.rt, v.req, result, v.proxy_url)
+
+
+def response_middlewares(v: Visit) -> Outcome | None:
+    """The crawl's response middlewares: they may answer for the page (drop, fail, retry)
+    or replace its response."""
+    result = v.progress.result
+    if not v.progress.chain or not isinstance(result, Download):
+        return None
+    answered = middleware.after_download(v.progress.chain, v.req, v.progress.proxy, result, v.limits,
+                                         v.rt.settings)
+    if isinstance(answered, Download):
+        v.progress.result = answered
+        return None
+    return _dressed(v, answered)
+
+
+def decide_page(v: Visit) -> Outcome:
+    """What the download means (:func:`~crawler_tasks.core.policy.decide`): always an answer."""
+    result = v.progress.result
+    assert result is not None
+    return _dressed(v, decide(v.req, result, v.rt.settings, v.limits, previous=v.progress.previous))
+
+
+#: A fetch, step by step; the first to answer ends it.
+STEPS: tuple[Step, ...] = (check_control, take_slot, request_middlewares, fetch, render_page,
+                           response_middlewares, decide_page)
+
+
+def previous(rt: FetchDeps, req: CrawlRequest) -> PageRecord | None:
+    """The record an earlier fetch of ``req`` stored, when recrawls may revalidate it.
+
+    Only with ``CRAWLER_RECRAWL_AFTER`` set (a URL can pass the gate twice) and
+    for GET; a store that cannot answer now means a plain fetch.
+    """
+    if rt.settings.recrawl_after <= 0 or req.method != "GET":
+        return None
+    try:
+        return rt.store(rt.limits(req.crawl_id).store).get(req.fingerprint)
+    except (StoreUnavailable, BadInput):  # down, or not configured here: the write will say so
+        return None
+
+
+def _rerouted(v: Visit, feedback: Feedback, *, proxied: bool) -> Retry | None:
     """The retry :func:`~crawler_tasks.core.policy.reroute_reason` calls for, logged: a
     direct request blocked (``proxied``: its host goes through the proxies now) or a failed
     proxy (benched, the next one is tried)."""
-    reason = reroute_reason(feedback, direct=direct, proxies=len(rt.proxies))
+    rt, req = v.rt, v.req
+    reason = reroute_reason(feedback, direct=v.pool_proxy is None, proxies=len(rt.proxies))
     if reason is None:
         return None
     if reason is Reroute.PROXY_FAILED:
@@ -153,78 +212,85 @@ def _rerouted(rt: FetchDeps, req: CrawlRequest, feedback: Feedback, *, direct: b
     return reroute(req, rt.settings, reason)
 
 
-def _via(outcome: Outcome, proxy: str | None) -> Outcome:
-    """``outcome`` with the proxy its request went through named on its record."""
+def _dressed(v: Visit, outcome: Outcome) -> Outcome:
+    """The outcome of a downloaded page with what its download adds: a rendered page's
+    DOM to parse, and the proxy its request went through named on its record."""
+    result = v.progress.result
+    if isinstance(outcome, HandOn) and isinstance(result, Download) and result.rendered is not None:
+        outcome = render.handed_on(v.rt, outcome, result)
     record = getattr(outcome, "record", None)
-    if proxy is not None and record is not None:
-        record.proxy = proxy
+    shown = v.shown_proxy
+    if shown is not None and record is not None:
+        record.proxy = shown
     return outcome
 
 
-def apply(rt: FetchDeps, req: CrawlRequest, task_id: str, outcome: Outcome, *,
-          release: FetchHolds | None = None, limits: Limits | None = None,
-          inline: bool = False) -> Retry | Defer | PageRecord | None:
-    """Carry out ``outcome`` of task ``task_id``; a Retry goes back to the task layer.
+def apply(v: Visit, outcome: Outcome) -> Answer:
+    """Carry out ``outcome`` of the visit; a Retry goes back to the task layer.
 
-    ``release`` (the download's host slot) joins the page's last round trip when the
-    outcome ends the task here. ``limits``: the crawl's, when the caller resolved them
-    (looked up here otherwise). ``inline``: see :func:`fetch_page`.
+    An outcome that ends the task ends it in :func:`finish_page`, whose last round
+    trip gives the host slot back.
     """
-    limits = limits or rt.limits(req.crawl_id)
-    if isinstance(outcome, Retry):
-        log.info("retry %s of %s: %s", outcome.request.retries, req.url, outcome.reason)
-        rt.gate.count_once(req.crawl_id, task_id, f"retry:{outcome.request.retries}", outcome.counts)
-        return outcome
-    if isinstance(outcome, Defer) and inline:
-        return outcome
-    if isinstance(outcome, Defer):
-        # Not a retry: the same task id (still outstanding in its crawl) waits in Redis
-        # for its host, and comes back in its band with no retry used.
-        rt.hosts.park(host_key(req.url), task_id, outcome.request, outcome.until)
-        if release is not None:
-            release.given_back()  # the park freed whatever slot the task held
-        return None
-    if isinstance(outcome, Drop):  # a middleware's choice: no record; its replacement, if any, is gated
-        enqueue.complete(rt, req, task_id, list(outcome.follow), outcome.counts,
-                         last=release.queue if release is not None else None, limits=limits)
-        return None
-    if isinstance(outcome, HandOn):
-        hand_on(rt, req, task_id, outcome.record, outcome.body, outcome.counts, release=release,
-                limits=limits)
-    elif isinstance(outcome, Redirect):
-        hand_on(rt, req, task_id, outcome.record, None, outcome.counts, [outcome.target], release=release,
-                limits=limits)
-    elif isinstance(outcome, Fail):
-        log.warning("failed %s: %s", req.url, outcome.record.description)
-        follow: list[CrawlRequest] = []
-        counts = outcome.counts
-        if rt.program.error_handler is not None:
-            failure = failures.failure_of(outcome.kind, outcome.reason, outcome.record.description or "",
-                                          req, outcome.record.status)
-            follow, told = failures.tell(rt.program, failure, req, limits)
-            counts = {**counts, **told}
-        hand_on(rt, req, task_id, outcome.record, None, counts, follow, release=release, limits=limits)
-    elif isinstance(outcome, Skip):
-        log.warning("skipped %s: %s", req.url, outcome.record.description)
-        hand_on(rt, req, task_id, outcome.record, None, outcome.counts, release=release, limits=limits)
-    record = getattr(outcome, "record", None)
-    return record if inline else None
+    rt, req, task_id = v.rt, v.req, v.task_id
+    match outcome:
+        case Retry(request=again, reason=reason, counts=counts):
+            log.info("retry %s of %s: %s", again.retries, req.url, reason)
+            rt.gate.count_once(req.crawl_id, task_id, f"retry:{again.retries}", counts)
+            return outcome
+        case Defer() if v.inline:
+            return outcome
+        case Defer(request=waiting, until=until):
+            # Not a retry: the same task id (still outstanding in its crawl) waits in Redis
+            # for its host, and comes back in its band with no retry used.
+            rt.hosts.park(host_key(req.url), task_id, waiting, until)
+            v.holds.given_back()  # the park freed whatever slot the task held
+            return None
+        case Controlled(control=control.CANCELLED):
+            end = control.CANCELLED_END
+        case Controlled(control=state):
+            control.set_aside(rt, req, task_id, state)
+            return None
+        case Drop(counts=counts, follow=follow):  # a middleware's choice: no record; its replacement is gated
+            end = TaskEnd(follow, counts)
+        case HandOn():
+            end = parsed(v, outcome)
+        case Redirect(record=record, target=target, counts=counts):
+            end = TaskEnd([target], counts, record=record)
+        case Fail(record=record):
+            log.warning("failed %s: %s", req.url, record.description)
+            end = TaskEnd(*_told(v, outcome), record=record)
+        case Skip(record=record, counts=counts):
+            log.warning("skipped %s: %s", req.url, record.description)
+            end = TaskEnd((), counts, record=record)
+    finish_page(v, end)
+    return getattr(outcome, "record", None) if v.inline else None
 
 
-def hand_on(rt: FetchDeps, req: CrawlRequest, task_id: str, record: PageRecord,
-            body: bytes | None, counts: Counts, redirects: list[CrawlRequest] | None = None, *,
-            limits: Limits, release: FetchHolds | None = None) -> None:
-    """Parse (when ``body`` is HTML) and queue the page's record for the store, here or
-    through the split pipeline's parse step."""
-    last = release.queue if release is not None else None
-    children = list(redirects or [])
-    if body is not None and rt.settings.pipeline == "split":
-        rt.claims.write(req.crawl_id, task_id, record, body)
-        enqueue.complete(rt, req, task_id, children, counts, stage=routing.PARSE_TASK, last=last,
-                         limits=limits)
-        return
-    if body is not None:
-        links, parse_counts = parse.parse_page(rt, req, record, body, limits)
-        children += links
-        counts = {**counts, **parse_counts}
-    enqueue.complete(rt, req, task_id, children, counts, record=record, last=last, limits=limits)
+def finish_page(v: Visit, end: TaskEnd) -> None:
+    """End the visit's task as ``end`` says; the host slot's release (and the message's
+    ack) ride on its last round trip."""
+    enqueue.complete(v.rt, v.req, v.task_id, end, last=v.holds.queue, limits=v.limits)
+
+
+def parsed(v: Visit, kept: HandOn) -> TaskEnd:
+    """How a kept page's task ends: its HTML parsed here (links, items, the record), or,
+    with the split pipeline, its body left in a claim check for a ``crawl.parse`` task."""
+    rt, req = v.rt, v.req
+    if kept.body is None:
+        return TaskEnd((), kept.counts, record=kept.record)
+    if rt.settings.pipeline == "split":
+        rt.claims.write(req.crawl_id, v.task_id, kept.record, kept.body)
+        return TaskEnd((), kept.counts, stage=routing.PARSE_TASK)
+    links, parse_counts = parse.parse_page(rt, req, kept.record, kept.body, v.limits)
+    return TaskEnd(links, {**kept.counts, **parse_counts}, record=kept.record)
+
+
+def _told(v: Visit, failed: Fail) -> tuple[list[CrawlRequest], dict[str, int]]:
+    """What the program's error handler made of a failed page: the requests it asks for
+    and the counts it adds (none without a handler)."""
+    if v.rt.program.error_handler is None:
+        return [], dict(failed.counts)
+    failure = failures.failure_of(failed.kind, failed.reason, failed.record.description or "",
+                                  v.req, failed.record.status)
+    follow, told = failures.tell(v.rt.program, failure, v.req, v.limits)
+    return follow, {**failed.counts, **told}

@@ -47,25 +47,11 @@ def write(rt: StoreDeps, uri: str, records: Sequence[PageRecord]) -> list[Record
     return rt.store(uri).upsert(records) or []
 
 
-def previous(rt: StoreDeps, req: CrawlRequest) -> PageRecord | None:
-    """The record an earlier fetch of ``req`` stored, when recrawls may revalidate it.
-
-    Only with ``CRAWLER_RECRAWL_AFTER`` set (a URL can pass the gate twice) and
-    for GET; a store that cannot answer now means a plain fetch.
-    """
-    if rt.settings.recrawl_after <= 0 or req.method != "GET":
-        return None
-    try:
-        return rt.store(rt.limits(req.crawl_id).store).get(req.fingerprint)
-    except (StoreUnavailable, BadInput):  # down, or not configured here: the write will say so
-        return None
-
-
 def queue_claim(rt: StoreDeps, claim_id: str, req: CrawlRequest, task_id: str) -> None:
     """A ``crawl.store`` message (sent by earlier releases): queue the record of
     ``claim_id`` for the store, end the task, drop the claim."""
     record, _ = rt.claims.load(req.crawl_id, claim_id, with_body=False)
-    enqueue.complete(rt, req, task_id, [], {}, record=record)
+    enqueue.complete(rt, req, task_id, enqueue.TaskEnd(record=record))
     rt.claims.delete(req.crawl_id, claim_id)  # done now, or long ago (a late duplicate)
 
 

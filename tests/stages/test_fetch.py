@@ -136,13 +136,15 @@ def test_a_deferred_fetch_comes_back_under_its_id_without_using_a_retry(rt, work
     from crawler_tasks.core.models import CrawlRequest
     from crawler_tasks.core.policy import Defer
     from crawler_tasks.stages import fetch
+    from crawler_tasks.stages.visit import visiting
 
     crawl_id, t = f"defer{token()}", token()
     store = str(tmp_path / "pages.db")
     rt.crawls.register(crawl_id, domains=["127.0.0.1"], store=store)
     req = CrawlRequest(url=f"{site.url}/page/{t}", crawl_id=crawl_id)
     rt.redis.sadd(rt.keys.outstanding(crawl_id), "deferred-id")
-    assert fetch.apply(rt, req, "deferred-id", Defer(req, 0.5)) is None
+    with visiting(rt, req, "deferred-id") as visit:
+        assert fetch.apply(visit, Defer(req, 0.5)) is None
     wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=30, workers=worker)
     [record] = open_store(store).records(crawl_id)
     assert record.status == 200 and site.paths(f"/page/{t}") == [f"/page/{t}"]

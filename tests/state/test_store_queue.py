@@ -55,7 +55,7 @@ def finish_pages(rt: Runtime, n: int, crawl_id: str = "c1", body: str = "hello")
     for req, task_id in zip(reqs, ids):
         record = PageRecord(url=req.url, fingerprint=req.fingerprint, crawl_id=crawl_id, depth=0,
                             fetched_at="2026-11-22T08:00:00+00:00", status=200, body=body)
-        assert enqueue.complete(rt, req, task_id, [], {}, record=record)
+        assert enqueue.complete(rt, req, task_id, enqueue.TaskEnd(record=record))
         records.append(record)
     return records
 
