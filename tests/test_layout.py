@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -81,3 +82,36 @@ def test_stages_tasks_and_commands_reach_redis_only_through_the_state_components
              for path in sorted(paths) if path.name != "runtime.py"
              for n, line in enumerate(path.read_text().splitlines(), 1) if RAW_REDIS.search(line)]
     assert found == []
+
+
+#: The most lines a module of the package holds, and parameters a stage or task function takes.
+MAX_MODULE_LINES, MAX_PARAMETERS = 400, 6
+
+
+def test_no_module_of_the_package_is_over_its_size():
+    over = {str(p.relative_to(ROOT)): n for p in sorted((ROOT / "crawler_tasks").rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not over, f"modules over {MAX_MODULE_LINES} lines: {over}"
+
+
+def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The parameters a caller passes (``self`` and ``cls`` left out; ``**options`` is one)."""
+    a = fn.args
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ("self", "cls")]
+    return names + [f"*{v.arg}" for v in (a.vararg, a.kwarg) if v is not None]
+
+
+def test_no_stage_or_task_function_takes_more_than_six_parameters():
+    crowded = []
+    for layer in ("stages", "service"):
+        for path in sorted((ROOT / "crawler_tasks" / layer).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    if len(params := _parameters(node)) > MAX_PARAMETERS:
+                        crowded.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}({', '.join(params)})")
+    assert not crowded, crowded
+
+
+def test_the_size_checks_catch_what_they_look_for():
+    [fn] = ast.parse("def f(self, a, b, *, c, d, e, f, **g): pass").body
+    assert isinstance(fn, ast.FunctionDef) and len(_parameters(fn)) == 7

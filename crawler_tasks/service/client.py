@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Unpack
 
 from ..stages.runtime import current
-from ..stages.seed import submit_to
+from ..stages.seed import SubmitOptions, submit_to
 from .celery_app import default_app
 
 
-def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]], *,
-           priority: int = 0, meta: dict[str, Any] | None = None,
-           crawl_id: str | None = None, dont_filter: bool = False,
-           plugins: Iterable[str] | None = None, on_page: Any = None, on_page_follow: bool = False,
-           on_done: Any = None) -> int:
+def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]],
+           **options: Unpack[SubmitOptions]) -> int:
     """Enqueue seeds for crawling; returns how many the gate accepted and enqueued.
 
     ``priority``: higher is sooner (0 normal). ``dont_filter``: bypass the gate
@@ -29,6 +26,4 @@ def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]], *
     :class:`~crawler_tasks.core.errors.InvalidURL` before enqueuing anything when a
     seed is not an http(s) URL.
     """
-    return submit_to(current(default_app()), url_or_urls, priority=priority, meta=meta,
-                     crawl_id=crawl_id, dont_filter=dont_filter, plugins=plugins, on_page=on_page,
-                     on_page_follow=on_page_follow, on_done=on_done)
+    return submit_to(current(default_app()), url_or_urls, **options)

@@ -17,6 +17,7 @@ import itertools
 import logging
 import threading
 import time
+import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -33,6 +34,7 @@ from ..core.politeness import host_key
 from ..core.urls import host_of
 from ..stages import holds
 from ..stages.runtime import Runtime, current
+from ..stages.seed import check_options
 from ..state.connection import is_outage
 from ..state.gate import Adoption
 from . import redis_transport
@@ -63,11 +65,14 @@ def shaped(fn: Callable[..., T]) -> Callable[..., T | None]:
     """A task body that logs one line and drops a message whose arguments do not fit its
     signature (another app's mistake), instead of failing with a traceback."""
     signature = inspect.signature(fn)
+    options = _options_shape(fn, signature)
 
     @functools.wraps(fn)
     def task(self: Task, *args: Any, **kwargs: Any) -> T | None:
         try:
-            signature.bind(self, *args, **kwargs)
+            bound = signature.bind(self, *args, **kwargs)
+            if options is not None:
+                check_options(bound.kwargs.get(options[0], {}), options[1])
         except TypeError as exc:
             log.error("%s[%s]: dropped a message with arguments of the wrong shape: %s (args %.200r, "
                       "kwargs %.200r)", self.name, self.request.id, exc, args, kwargs)
@@ -75,6 +80,16 @@ def shaped(fn: Callable[..., T]) -> Callable[..., T | None]:
         return fn(self, *args, **kwargs)
 
     return task
+
+
+def _options_shape(fn: Callable[..., Any], signature: inspect.Signature) -> tuple[str, type] | None:
+    """The name and TypedDict of ``fn``'s ``**options: Unpack[...]``, if it has one."""
+    for param in signature.parameters.values():
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            hint = typing.get_type_hints(fn).get(param.name)
+            if typing.get_origin(hint) is typing.Unpack:
+                return param.name, typing.get_args(hint)[0]
+    return None
 
 
 def request_of(data: Any) -> CrawlRequest | None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 from celery import Task, shared_task
 
@@ -195,10 +195,7 @@ def _claimed_step(task: Task, claim_id: str, request: dict[str, Any],
 
 @shared_task(name=routing.SUBMIT_TASK, bind=True)
 @delivery.shaped
-def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] | None = None,
-           crawl_id: str | None = None, dont_filter: bool = False,
-           plugins: list[str] | None = None, on_page: Any = None, on_page_follow: bool = False,
-           on_done: Any = None) -> int:
+def submit(self: Task, urls: list[Any], **options: Unpack[seed.SubmitOptions]) -> int:
     """Gate and enqueue seeds sent by another app; returns how many were enqueued. Each seed
     is judged on its own: a bad one is logged, counted (``seeds/invalid``) and left out.
 
@@ -208,10 +205,7 @@ def submit(self: Task, urls: list[Any], priority: int = 0, meta: dict[str, Any] 
     rt = current(self.app)
     try:
         return delivery.run_step(rt, f"{len(urls) if isinstance(urls, list) else 1} seed(s)",
-                    lambda: seed.submit_to(rt, urls, priority=priority, meta=meta,
-                                           crawl_id=crawl_id, dont_filter=dont_filter,
-                                           plugins=plugins, on_page=on_page, on_page_follow=on_page_follow,
-                                           on_done=on_done, each=True))
+                    lambda: seed.submit_to(rt, urls, each=True, **options))
     except BadInput as exc:
         log.error("refused seeds: %s", exc)
         return 0

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from ..core import counters
 from ..core.addresses import AddressPolicy
@@ -35,25 +35,62 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class SeedDefaults(TypedDict, total=False):
+    """What every request of a seed call carries unless its seed object says otherwise."""
+
+    #: Higher is sooner (0: normal).
+    priority: int
+    #: Merged under each seed object's own ``meta``.
+    meta: dict[str, Any] | None
+    #: The crawl the seeds start or join (default: ``default``).
+    crawl_id: str | None
+    #: Bypass the gate (recrawl a URL already seen).
+    dont_filter: bool
+    #: The page callback every request carries (``CrawlRequest.notify``).
+    notify: dict[str, Any] | None
+
+
+class SubmitOptions(TypedDict, total=False):
+    """What a seed call may say besides its seeds: see :func:`crawler_tasks.submit`."""
+
+    priority: int
+    meta: dict[str, Any] | None
+    crawl_id: str | None
+    dont_filter: bool
+    plugins: Iterable[str] | None
+    on_page: Any
+    on_page_follow: bool
+    on_done: Any
+
+
+def check_options(options: Mapping[str, Any], shape: type = SubmitOptions) -> None:
+    """Raise TypeError (as a call with an unknown keyword does) for a key of ``options``
+    that the TypedDict ``shape`` does not name."""
+    known = shape.__required_keys__ | shape.__optional_keys__  # type: ignore[attr-defined]
+    for name in options:
+        if name not in known:
+            raise TypeError(f"got an unexpected keyword argument {name!r}")
+
+
 def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]], *,
-                   priority: int = 0, meta: dict[str, Any] | None = None,
-                   crawl_id: str | None = None, dont_filter: bool = False,
                    max_url_length: int = Settings.max_url_length,
-                   notify: dict[str, Any] | None = None) -> list[CrawlRequest]:
+                   **defaults: Unpack[SeedDefaults]) -> list[CrawlRequest]:
     """Validated requests for ``seeds``; raises :class:`~crawler_tasks.core.errors.BadInput`
-    (:class:`~crawler_tasks.core.errors.URLTooLong` for a URL over ``max_url_length`` bytes).
-    ``notify``: the page callback every request carries (``CrawlRequest.notify``)."""
+    (:class:`~crawler_tasks.core.errors.URLTooLong` for a URL over ``max_url_length`` bytes)."""
+    check_options(defaults, SeedDefaults)
+    meta = defaults.get("meta")
     if isinstance(seeds, (str, dict)):
         seeds = [seeds]
     elif not isinstance(seeds, Iterable):
         raise BadInput(f"seeds: expected a URL, a seed object or a list of them, got {seeds!r:.80}")
     if meta is not None and not isinstance(meta, dict):
         raise BadInput("meta: must be a JSON object")
-    defaults = {"priority": priority, "meta": dict(meta or {}),
-                "crawl_id": crawl_id or DEFAULT_CRAWL_ID, "dont_filter": dont_filter, "notify": notify}
+    fields = {"priority": defaults.get("priority", 0), "meta": dict(meta or {}),
+              "crawl_id": defaults.get("crawl_id") or DEFAULT_CRAWL_ID,
+              "dont_filter": defaults.get("dont_filter", False), "notify": defaults.get("notify")}
     requests = []
     for s in seeds:
-        req = CrawlRequest.from_seed(s, **defaults)
+        req = CrawlRequest.from_seed(s, **fields)
         url = s.get("url") if isinstance(s, dict) else s
         if isinstance(url, str) and without_credentials(url.strip()) != url.strip():
             log.warning("seed %s: its user name and password were dropped (URLs are shown and stored)", req.url)
@@ -106,25 +143,29 @@ def refuse_blocked(requests: Iterable[CrawlRequest], policy: AddressPolicy) -> N
             raise BlockedSeed(f"seed {req.url} refused: {reason}")
 
 
-def submit_to(rt: SeedDeps, seeds: Any, *, plugins: Iterable[str] | None = None, on_page: Any = None,
-              on_page_follow: bool = False, on_done: Any = None, each: bool = False, **options: Any) -> int:
+def submit_to(rt: SeedDeps, seeds: Any, *, each: bool = False, **options: Unpack[SubmitOptions]) -> int:
     """:func:`crawler_tasks.submit` on an explicit runtime. ``each`` (the ``crawl.submit``
     task): a bad seed is logged, counted under ``seeds/invalid`` and left out, and the
     others go on; otherwise the first bad seed refuses them all."""
-    notify = None if on_page is None else {"on_page": on_page, "follow": bool(on_page_follow)}
+    check_options(options)
+    on_page, on_done = options.get("on_page"), options.get("on_done")
+    notify = None if on_page is None else {"on_page": on_page, "follow": bool(options.get("on_page_follow"))}
+    defaults = SeedDefaults(priority=options.get("priority", 0), meta=options.get("meta"),
+                            crawl_id=options.get("crawl_id"), dont_filter=options.get("dont_filter", False),
+                            notify=notify)
     done = None if on_done is None else callback(on_done, "on_done")  # checked before anything is sent
     if each:
-        requests = _good_seeds(rt, seeds, notify=notify, **options)
+        requests = _good_seeds(rt, seeds, defaults)
     else:
-        requests = build_requests(seeds, max_url_length=rt.settings.max_url_length, notify=notify, **options)
-    accepted = submit_requests(rt, requests, plugins=plugins or ()) if requests else 0
+        requests = build_requests(seeds, max_url_length=rt.settings.max_url_length, **defaults)
+    accepted = submit_requests(rt, requests, plugins=options.get("plugins") or ()) if requests else 0
     if done is not None:  # after the seeds: a crawl that drained already calls back at the next look
         for crawl_id in dict.fromkeys(r.crawl_id for r in requests):
             rt.callbacks.await_done(crawl_id, done)
     return accepted
 
 
-def _good_seeds(rt: SeedDeps, seeds: Any, **options: Any) -> list[CrawlRequest]:
+def _good_seeds(rt: SeedDeps, seeds: Any, defaults: SeedDefaults) -> list[CrawlRequest]:
     """The requests of the seeds that are good, judged one by one; each bad one logged, and
     counted under ``seeds/invalid`` of its crawl when the crawl exists (a batch of nothing
     but junk leaves no trace in Redis)."""
@@ -134,14 +175,14 @@ def _good_seeds(rt: SeedDeps, seeds: Any, **options: Any) -> list[CrawlRequest]:
     bad = 0
     for s in seeds:
         try:
-            [req] = build_requests([s], max_url_length=rt.settings.max_url_length, **options)
+            [req] = build_requests([s], max_url_length=rt.settings.max_url_length, **defaults)
             refuse_blocked([req], rt.addresses)
         except BadInput as exc:
             log.warning("refused a seed: %s (%.200r)", exc, s)
             bad += 1
             continue
         good.append(req)
-    crawl_id = options.get("crawl_id") or DEFAULT_CRAWL_ID
+    crawl_id = defaults.get("crawl_id") or DEFAULT_CRAWL_ID
     if bad and (good or (isinstance(crawl_id, str) and rt.crawls.registered(crawl_id))):
         rt.gate.add_counts(good[0].crawl_id if good else crawl_id, {counters.SEEDS_INVALID: bad})
     return good

@@ -13,6 +13,7 @@ from crawler_tasks.core.budget import LARGE_BODY
 from crawler_tasks.core.limits import Limits
 from crawler_tasks.core.models import CrawlRequest
 from crawler_tasks.stages.parse import follow, parse_html
+from crawler_tasks.stages.parse.base import Caps
 
 from ..conftest import by_url, token
 from ..hostile_site import deep_page, links_body
@@ -20,7 +21,7 @@ from ..site import GBK_TITLE, SJIS_TITLE
 
 
 def parse(body: bytes, ctype: str | None = "text/html", url: str = "http://a.test/dir/page"):
-    return parse_html(body, url=url, content_type=ctype, text_maxsize=1000)
+    return parse_html(body, url=url, content_type=ctype, caps=Caps(1000))
 
 
 def test_links_resolve_against_base_href_and_drop_fragments_and_other_schemes():
@@ -66,7 +67,7 @@ def test_meta_robots_nofollow_yields_no_links():
 
 def test_x_robots_tag_nofollow_yields_no_links():
     assert parse_html(b'<a href="/x">x</a>', url="http://a.test/", content_type="text/html",
-                      text_maxsize=10, robots_header="nofollow").links == []
+                      caps=Caps(10), robots_header="nofollow").links == []
 
 
 def test_rel_nofollow_link_is_skipped():
@@ -99,7 +100,7 @@ def test_a_page_over_1_mib_gives_the_title_text_and_links_it_gives_under_it(piec
     body = "".join(pieces).encode()
     padded = b" " * LARGE_BODY + body  # blanks before the document: nothing in it changes
     small, large = (parse_html(b, url="http://a.test/dir/page", content_type="text/html; charset=utf-8",
-                               text_maxsize=text_max, max_links=max_links) for b in (body, padded))
+                               caps=Caps(text_max, max_links)) for b in (body, padded))
     assert (large.title, large.text, large.links, large.links_over_cap, large.nofollow) == \
         (small.title, small.text, small.links, small.links_over_cap, small.nofollow)
 
@@ -115,14 +116,15 @@ def test_a_page_over_1_mib_keeps_its_text_and_links_however_deep_it_nests():
 _PEAK = """
 import re, sys
 from crawler_tasks.stages.parse import parse_html
+from crawler_tasks.stages.parse.base import Caps
 
 def peak_kib():  # VmHWM: peak RSS since exec (ru_maxrss carries the parent's over)
     return int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
 
 body = open(sys.argv[1], "rb").read()
 before = peak_kib()
-parsed = parse_html(body, url="http://a.test/", content_type="text/html", text_maxsize=65536,
-                    max_links=1000)
+parsed = parse_html(body, url="http://a.test/", content_type="text/html",
+                    caps=Caps(65536, max_links=1000))
 assert len(parsed.links) == 1000 and parsed.links_over_cap > 400_000
 print((peak_kib() - before) // 1024)
 """
@@ -209,8 +211,8 @@ def test_links_over_the_url_length_cap_are_counted_not_kept():
     long_path = "/l/" + "x" * 9000
     body = (f'<a href="{long_path}">1</a><a href="/short">2</a>'
             f'<a href="http://b.test{long_path}">3</a><a href="{long_path}">again</a>').encode()
-    parsed = parse_html(body, url="http://a.test/", content_type="text/html", text_maxsize=10,
-                        max_url_length=8192)
+    parsed = parse_html(body, url="http://a.test/", content_type="text/html",
+                        caps=Caps(10, max_url_length=8192))
     assert parsed.links == ["http://a.test/short"]
     assert parsed.links_too_long == 3
     assert len(parse(body).links) == 3  # no cap given: all kept

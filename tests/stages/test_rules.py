@@ -9,6 +9,7 @@ from crawler_tasks import DropItem, Request
 from crawler_tasks.core.limits import Limits
 from crawler_tasks.core.models import CrawlRequest, PageRecord
 from crawler_tasks.core.program import Pipeline, Rule
+from crawler_tasks.stages.parse.base import Caps
 from crawler_tasks.stages.parse.rules import Page, reason_name, run_pipelines, run_rule
 
 HTML = """<html><head><base href="/shop/"><title>T</title></head><body>
@@ -25,7 +26,7 @@ def page(url: str = "http://s.test/shop/item/1", html: str = HTML) -> tuple[Page
 def run(func: Any, *, follow: bool = True, max_items: int = 10, url: str = "http://s.test/shop/item/1"):
     p, req = page(url)
     rule = Rule(re.compile("."), None, follow, 0, func, "t.rule")
-    return run_rule(rule, p, req, LIMITS, max_items=max_items, max_requests=5, max_url_length=100)
+    return run_rule(rule, p, LIMITS, Caps(0, max_links=5, max_url_length=100, max_items=max_items))
 
 
 def test_a_page_offers_its_tree_xpath_and_urljoin_against_its_base():

@@ -12,15 +12,36 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import charset_normalizer
 from w3lib.encoding import html_to_unicode
+
+if TYPE_CHECKING:
+    from ...core.settings import Settings
 
 #: Elements whose text a reader does not see.
 INVISIBLE = frozenset(("script", "style", "noscript", "template", "svg"))
 #: A leading XML declaration, which lxml refuses in a str.
 XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
 _SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Caps:
+    """The most a parse keeps of one page: characters of visible text, distinct links and
+    bytes of a link's URL (0: no cap), and items a rule yields."""
+
+    text_maxsize: int
+    max_links: int = 0
+    max_url_length: int = 0
+    max_items: int = 0
+
+    @classmethod
+    def of(cls, settings: Settings) -> Caps:
+        """The caps the settings give."""
+        return cls(settings.text_maxsize, settings.max_links_per_page, settings.max_url_length,
+                   settings.max_items_per_page)
 
 
 @dataclass

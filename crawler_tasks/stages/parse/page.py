@@ -17,7 +17,7 @@ from ...core.budget import LARGE_BODY, ByteBudget
 from ...core.models import CrawlRequest, PageRecord
 from ...core.urls import host_of
 from .. import enqueue, failures, render
-from .base import Parsed
+from .base import Caps, Parsed
 from .links import follow
 from .rules import Extracted, Page, run_pipelines, run_rule
 from .stream import parse_stream
@@ -26,7 +26,6 @@ from .tree import parse_tree
 if TYPE_CHECKING:
     from ...core.limits import Limits
     from ...core.program import Program
-    from ...core.settings import Settings
     from ..deps import ParseDeps
 
 #: Bytes of bodies parsed into trees at once per worker process: a tree costs up to
@@ -35,18 +34,18 @@ TREE_BYTES = 4 * LARGE_BODY
 _trees = ByteBudget(TREE_BYTES)
 
 
-def parse_html(body: bytes, *, url: str, content_type: str | None, text_maxsize: int,
-               robots_header: str = "", max_links: int = 0, max_url_length: int = 0) -> Parsed:
+def parse_html(body: bytes, *, url: str, content_type: str | None, caps: Caps,
+               robots_header: str = "") -> Parsed:
     """Title, bounded visible text and absolute outlinks of an HTML page.
 
     Links resolve against ``<base href>`` and ``url``; fragments are dropped;
     non-http(s) links and ``rel=nofollow`` links are skipped; a robots
     ``nofollow`` (meta or ``X-Robots-Tag``) yields no links at all. At most
-    ``max_links`` distinct links are kept (0 = all); ``links_over_cap`` counts
-    the candidates past the cap. Links over ``max_url_length`` bytes (0 = no
+    ``caps.max_links`` distinct links are kept (0 = all); ``links_over_cap`` counts
+    the candidates past the cap. Links over ``caps.max_url_length`` bytes (0 = no
     cap) are not kept either; ``links_too_long`` counts them.
     """
-    args = (body, url, content_type, text_maxsize, robots_header, max_links, max_url_length)
+    args = (body, url, content_type, caps, robots_header)
     if len(body) > LARGE_BODY:
         return parse_stream(*args)
     with _trees.hold(len(body)):
@@ -61,9 +60,7 @@ def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes
     crawl's, when the caller resolved them (looked up here otherwise)."""
     s = rt.settings
     parsed = parse_html(body, url=record.url, content_type=record.headers.get("content-type"),
-                        text_maxsize=s.text_maxsize,
-                        robots_header=record.headers.get("x-robots-tag", ""),
-                        max_links=s.max_links_per_page, max_url_length=s.max_url_length)
+                        caps=Caps.of(s), robots_header=record.headers.get("x-robots-tag", ""))
     record.title = parsed.title
     record.text = parsed.text
     record.links = parsed.links
@@ -79,7 +76,7 @@ def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes
     program = rt.program
     if len(program.rules):
         limits = limits or rt.limits(req.crawl_id)
-        extracted = _program(program, req, record, parsed.html, len(body), limits, s)
+        extracted = _program(program, Page(req, record, parsed.html), len(body), limits, Caps.of(s))
         if extracted is not None:
             children = extracted.requests
             follow_links = follow_links and extracted.follow
@@ -95,10 +92,10 @@ def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes
     return children, {name: n for name, n in counts.items() if n}
 
 
-def _program(program: Program, req: CrawlRequest, record: PageRecord, html: str, size: int,
-             limits: Limits, s: Settings) -> Extracted | None:
-    """The page through its crawl's rule and item pipelines (None: no rule for it); the
-    record gets the items kept, the rule's name, and what failed."""
+def _program(program: Program, page: Page, size: int, limits: Limits, caps: Caps) -> Extracted | None:
+    """The page (of ``size`` bytes) through its crawl's rule and item pipelines (None: no
+    rule for it); its record gets the items kept, the rule's name, and what failed."""
+    req, record = page.request, page.record
     missing = program.missing(limits.plugins)
     if missing:
         record.description = f"plugin {', '.join(missing)} is not loaded on this worker (CRAWLER_PLUGINS)"
@@ -106,10 +103,8 @@ def _program(program: Program, req: CrawlRequest, record: PageRecord, html: str,
     rule = program.rules.pick(record.url, host_of(record.url), limits.plugins)
     if rule is None:
         return None
-    page = Page(req, record, html)
     with _trees.hold(size):  # the rule may parse a tree of the page
-        extracted = run_rule(rule, page, req, limits, max_items=s.max_items_per_page,
-                             max_requests=s.max_links_per_page, max_url_length=s.max_url_length)
+        extracted = run_rule(rule, page, limits, caps)
         items, counts, failed = run_pipelines(extracted.items, program.pipelines_for(limits.plugins), page)
     record.rule = rule.name
     record.items = items

@@ -29,7 +29,7 @@ from ...core import counters
 from ...core.errors import DropItem, InvalidURL
 from ...core.models import CrawlRequest, PageRecord
 from ...core.program import Pipeline, Request, Rule, as_child
-from .base import XML_DECL
+from .base import XML_DECL, Caps
 
 if TYPE_CHECKING:
     from ...core.limits import Limits
@@ -53,6 +53,8 @@ class Page:
         self.crawl_id = request.crawl_id
         self.depth = request.depth
         self.title = record.title
+        #: The request and record the page came from (what the crawler needs, not the rule).
+        self.request, self.record = request, record
         self._tree: lxml.html.HtmlElement | None = None
         self._parsed = False
         self._base: str | None = None
@@ -99,18 +101,18 @@ class Extracted:
     reason: str = ""
 
 
-def run_rule(rule: Rule, page: Page, req: CrawlRequest, limits: Limits, *,
-             max_items: int, max_requests: int, max_url_length: int) -> Extracted:
+def run_rule(rule: Rule, page: Page, limits: Limits, caps: Caps) -> Extracted:
     """Run ``rule`` on ``page``; a rule that raises or yields something else than items and
-    requests gives nothing (its page keeps the default extraction)."""
+    requests gives nothing (its page keeps the default extraction). At most
+    ``caps.max_items`` items and ``caps.max_links`` requests (0: all) are kept."""
     out = Extracted(follow=rule.follow)
     try:
         for thing in _results(rule.func(page)):
             if isinstance(thing, Request):
-                _request(out, thing, page, req, limits, max_requests, max_url_length)
+                _request(out, thing, page, limits, caps)
             elif isinstance(thing, dict):
                 json.dumps(thing)  # a value JSON cannot carry fails here, not in the store
-                if len(out.items) < max_items:
+                if len(out.items) < caps.max_items:
                     out.items.append(thing)
                 else:
                     _add(out.counts, counters.ITEMS_OVER_CAP)
@@ -131,9 +133,9 @@ def _results(result: Any) -> Iterable[Any]:
     return result
 
 
-def _request(out: Extracted, wanted: Request, page: Page, req: CrawlRequest, limits: Limits,
-             cap: int, max_url_length: int) -> None:
-    """A rule's request as a child of ``req``, when the crawl's scope and depth allow it."""
+def _request(out: Extracted, wanted: Request, page: Page, limits: Limits, caps: Caps) -> None:
+    """A rule's request as a child of the page's, when the crawl's scope and depth allow it."""
+    req, cap, max_url_length = page.request, caps.max_links, caps.max_url_length
     depth = req.depth + 1
     url = page.urljoin(wanted.url)
     if (limits.max_depth and depth > limits.max_depth) or not limits.allows(url, origin=req.url):

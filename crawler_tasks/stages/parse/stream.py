@@ -14,7 +14,7 @@ from urllib.parse import urljoin
 
 import lxml.etree
 
-from .base import INVISIBLE, XML_DECL, Parsed, clean_title, decode_html, robots_nofollow
+from .base import INVISIBLE, XML_DECL, Caps, Parsed, clean_title, decode_html, robots_nofollow
 from .links import Links
 
 #: Characters of a large page fed to the stream parser at a time.
@@ -22,16 +22,15 @@ FEED = 1 << 16
 _WORD = re.compile(r"\S+")
 
 
-def parse_stream(body: bytes, url: str, content_type: str | None, text_maxsize: int,
-                 robots_header: str, max_links: int, max_url_length: int) -> Parsed:
+def parse_stream(body: bytes, url: str, content_type: str | None, caps: Caps, robots_header: str) -> Parsed:
     """:func:`~crawler_tasks.stages.parse.tree.parse_tree`'s result, from parser events: what
     it holds is bounded by the caps (links, text), not by the page."""
     encoding, html = decode_html(body, content_type)
-    seen = _stream(html, Collector(url, text_maxsize, max_links, max_url_length))
+    seen = _stream(html, Collector(url, caps.text_maxsize, caps.max_links, caps.max_url_length))
     if not seen.rooted:  # no element at all: an empty document
         return Parsed(title=None, text="", encoding=encoding, html=html)
     if seen.late_base is not None:  # a <base> after links: they resolve against it too
-        seen.links = _stream(html, Collector(url, 0, max_links, max_url_length,
+        seen.links = _stream(html, Collector(url, 0, caps.max_links, caps.max_url_length,
                                              base=seen.late_base)).links
     nofollow = "nofollow" in robots_header.lower() or seen.nofollow
     links = Links(url, 0) if nofollow else seen.links

@@ -12,20 +12,20 @@ from urllib.parse import urljoin
 import lxml.etree
 import lxml.html
 
-from .base import INVISIBLE, XML_DECL, Parsed, clean_title, decode_html, robots_nofollow
+from .base import INVISIBLE, XML_DECL, Caps, Parsed, clean_title, decode_html, robots_nofollow
 from .links import Links
 
 
-def parse_tree(body: bytes, url: str, content_type: str | None, text_maxsize: int,
-               robots_header: str, max_links: int, max_url_length: int) -> Parsed:
+def parse_tree(body: bytes, url: str, content_type: str | None, caps: Caps, robots_header: str) -> Parsed:
+    """Title, bounded visible text and outlinks of an HTML page, from its lxml tree."""
     encoding, html = decode_html(body, content_type)
     root = _document(html)
     if root is None:
         return Parsed(title=None, text="", encoding=encoding, html=html)
     nofollow = "nofollow" in robots_header.lower() or _meta_nofollow(root)
     title = _title(root)
-    links = Links(url, 0) if nofollow else _links(root, url, max_links, max_url_length)
-    text = _visible_text(root, text_maxsize)
+    links = Links(url, 0) if nofollow else _links(root, url, caps.max_links, caps.max_url_length)
+    text = _visible_text(root, caps.text_maxsize)
     return Parsed(title=title, text=text, links=links.links, links_over_cap=links.over,
                   links_too_long=links.too_long, nofollow=nofollow, encoding=encoding, html=html)
 
