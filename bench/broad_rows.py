@@ -187,7 +187,8 @@ class RedisWatch:
 
     def queued(self) -> int:
         """Fetch messages in the broker's fetch queue, every band."""
-        from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND, MIN_BAND, redis_list
+        from crawler_tasks.broker.lists import redis_list
+        from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND, MIN_BAND
 
         with self.client.pipeline(transaction=False) as pipe:
             for band in range(MIN_BAND, MAX_BAND + 1):

@@ -8,7 +8,7 @@ divided by the messages::
     python bench/celery_floor.py [--messages 10000] [--redis redis://127.0.0.1:6379/5]
 
 Rows: kombu's own Redis transport, and this package's (one ``redis.Redis`` per
-channel, ``service/redis_transport.py``), each on the threads pool (32) and solo.
+channel, ``broker/transport.py``), each on the threads pool (32) and solo.
 Late acks, prefetch 1, no events, no results: as crawler_tasks runs its workers.
 The database named by ``--redis`` is flushed.
 """
@@ -31,8 +31,8 @@ APP = '''
 import os
 from celery import Celery
 if os.environ.get("FLOOR_OURS") == "1":
-    from crawler_tasks.service import redis_transport
-    redis_transport.register()
+    from crawler_tasks.broker import transport
+    transport.register()
 app = Celery("floor", broker=os.environ["FLOOR_BROKER"])
 app.conf.update(task_serializer="json", accept_content=["json"], task_ignore_result=True,
                 task_acks_late=True, worker_prefetch_multiplier=1, worker_send_task_events=False,

@@ -66,7 +66,7 @@ def test_import_contracts_hold():
 def test_the_package_listing_reads_as_the_flow():
     packages = sorted(p.name for p in (ROOT / "crawler_tasks").iterdir()
                       if p.is_dir() and (p / "__init__.py").exists())
-    assert packages == ["backends", "cli", "core", "net", "service", "stages", "state"]
+    assert packages == ["backends", "broker", "cli", "core", "net", "service", "stages", "state"]
 
 
 #: What a stage would write to reach into Redis itself rather than through a state component.
@@ -115,3 +115,10 @@ def test_no_stage_or_task_function_takes_more_than_six_parameters():
 def test_the_size_checks_catch_what_they_look_for():
     [fn] = ast.parse("def f(self, a, b, *, c, d, e, f, **g): pass").body
     assert isinstance(fn, ast.FunctionDef) and len(_parameters(fn)) == 7
+
+
+def test_only_the_broker_package_reaches_into_kombus_transports():
+    reaching = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "crawler_tasks").rglob("*.py"))
+                if "broker" not in p.relative_to(ROOT / "crawler_tasks").parts
+                and re.search(r"^\s*(from|import) kombu\.transport", p.read_text(), re.M)]
+    assert not reaching

@@ -28,6 +28,7 @@ from elasticsearch import Elasticsearch
 from kombu import Connection
 
 from crawler_tasks.backends import open_store
+from crawler_tasks.broker import lists
 from crawler_tasks.cli.local import EmbeddedRedis, Workers, free_port, wait_drained
 from crawler_tasks.core import routing
 from crawler_tasks.core.errors import SettingsError
@@ -95,7 +96,7 @@ def assert_no_secret(where: str, text: str | bytes, *secrets: str) -> None:
 
 def queued(client: redis.Redis) -> list[bytes]:
     """Every message waiting in a crawl queue of a Redis broker (each band is its own list)."""
-    names = [routing.redis_list(q, p) for q in routing.QUEUE_ORDER for p in range(routing.MAX_BAND + 1)]
+    names = [lists.redis_list(q, p) for q in routing.QUEUE_ORDER for p in range(routing.MAX_BAND + 1)]
     return [m for name in names for m in client.lrange(name, 0, -1)]
 
 

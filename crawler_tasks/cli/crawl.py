@@ -14,6 +14,7 @@ from kombu.exceptions import OperationalError
 from rich.console import Console
 
 from ..backends import open_store
+from ..broker.queues import queue_depths
 from ..core import counters, routing
 from ..core.addresses import METADATA, classify, literal_addresses, normal_host, parse_address
 from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, CrawlStateLost, StoreUnavailable
@@ -27,7 +28,6 @@ from ..stages.runtime import current
 from ..stages.seed import build_requests, submit_requests
 from ..stages.store import flush_stats
 from ..state.connection import safe_url
-from ..state.queues import queue_depths
 from .common import absolute_store
 from .demo_site import DemoSite
 from .local import CrawlWatch, EmbeddedRedis, Workers, unreachable, wait_drained

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ..state.queues import queue_depths
+from ..broker.queues import queue_depths
 from .common import state_runtime
 
 

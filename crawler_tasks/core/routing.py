@@ -74,8 +74,6 @@ ROUTES = {
 
 MIN_BAND, NORMAL_BAND, MAX_BAND = 0, 5, 9
 PIPELINE_BAND = MAX_BAND
-#: Redis list-name separator: keys are ``crawl.fetch``, ``crawl.fetch:1`` … ``crawl.fetch:9``.
-REDIS_SEP = ":"
 
 
 def queues() -> list[Queue]:
@@ -109,14 +107,3 @@ def broker_priority(priority: int, *, redis: bool) -> int:
 def pipeline_priority(*, redis: bool) -> int:
     """Message priority of parse and store tasks (the top band)."""
     return MAX_BAND - PIPELINE_BAND if redis else PIPELINE_BAND
-
-
-def redis_list(queue: str, broker_prio: int) -> str:
-    """Name of the Redis list holding ``queue`` messages of one broker priority."""
-    return queue if broker_prio == 0 else f"{queue}{REDIS_SEP}{broker_prio}"
-
-
-def wake_list(queue: str) -> str:
-    """Name of the Redis list a worker waiting for ``queue`` blocks on: whoever pushes a
-    message onto one of its lists pushes a token here (at most one waits)."""
-    return f"{queue}{REDIS_SEP}wake"

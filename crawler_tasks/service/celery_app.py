@@ -19,16 +19,17 @@ from typing import Any
 
 from celery import Celery, signals
 
+from ..broker import lists, transport
 from ..core import routing
 from ..core.errors import PluginError, SettingsError, UnknownStore
 from ..core.program import program_of
 from ..core.settings import POOLS, Settings
 from ..net.render import browser_problem
 from ..state.connection import broker_params
-from . import redis_transport, tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's store dispatcher and mover)
+from . import tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's store dispatcher and mover)
 from .beat import beat_schedule
 
-redis_transport.register()
+transport.register()
 
 
 def _transport_options(settings: Settings) -> dict[str, Any]:
@@ -38,10 +39,10 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
     return {
         "visibility_timeout": vt,
         "priority_steps": list(range(routing.MAX_BAND + 1)),
-        "sep": routing.REDIS_SEP,
+        "sep": lists.REDIS_SEP,
         "queue_order_strategy": "priority",
-        # Only the fetch queues have a list per band, and acks skip MULTI/EXEC (service.redis_transport).
-        redis_transport.BANDED_OPTION: list(routing.BANDED_QUEUES),
+        # Only the fetch queues have a list per band, and acks skip MULTI/EXEC (broker.transport).
+        transport.BANDED_OPTION: list(routing.BANDED_QUEUES),
         # Sweep for messages of dead workers often enough that a small
         # visibility timeout really recovers within about a minute.
         "unacked_restore_interval": max(1, min(10, vt // 4)),

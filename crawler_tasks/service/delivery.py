@@ -26,6 +26,7 @@ from celery import Task, signals
 from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
 
+from ..broker import transport
 from ..core import counters, routing
 from ..core.errors import BadInput, StateUnavailable
 from ..core.models import CrawlRequest
@@ -37,7 +38,6 @@ from ..stages.runtime import Runtime, current
 from ..stages.seed import check_options
 from ..state.connection import is_outage
 from ..state.gate import Adoption
-from . import redis_transport
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -181,12 +181,12 @@ def worker_lost_too_often(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
 
 def in_band_ack(task: Task, rt: Runtime) -> Callable[[Any], None] | None:
     """The message's ack for the page's last round trip, when the broker is the state Redis
-    and this process consumes it (:func:`crawler_tasks.service.redis_transport.in_band_ack`):
+    and this process consumes it (:func:`crawler_tasks.broker.transport.in_band_ack`):
     the page then leaves its crawl and its message at once, one round trip fewer."""
     tag = (task.request.properties or {}).get("delivery_tag")
     if not tag or rt.fetch_queue is None or not rt.fetch_queue.shared:
         return None
-    return redis_transport.in_band_ack(tag)
+    return transport.in_band_ack(tag)
 
 
 def tracked(task: Task, rt: Runtime, req: CrawlRequest) -> bool:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..broker.queues import queue_depths
 from ..core import counters, figures
-from ..state.queues import queue_depths
 
 if TYPE_CHECKING:
     from ..stages.runtime import Runtime

@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..broker.queues import queue_depths
 from ..core import counters
 from ..core.errors import BadInput
 from ..state.hosts import HostState
-from ..state.queues import queue_depths
 from ..state.store_queue import QueueDepth
 from .control import list_crawls
 

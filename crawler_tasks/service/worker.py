@@ -18,11 +18,11 @@ import redis
 from celery import current_app, signals
 from celery.worker.control import inspect_command
 
+from ..broker.queues import monitor_listening
 from ..core import routing
 from ..stages.dispatcher import Dispatcher
 from ..stages.mover import Mover
 from ..stages.runtime import current
-from ..state.queues import monitor_listening
 
 #: The dispatcher and mover running in this process, by process id (a forked child starts its own).
 _running: dict[int, tuple[Dispatcher, Mover]] = {}

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from ..backends import Store
+    from ..broker.fetch_queue import FetchQueue
     from ..core.addresses import AddressPolicy
     from ..core.budget import LargeBodies
     from ..core.limits import Limits
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from ..state.crawls import Crawls
     from ..state.dead_letters import DeadLetters
     from ..state.feeds import FeedState
-    from ..state.fetch_queue import FetchQueue
     from ..state.gate import Gate
     from ..state.hosts import HostLimiter
     from ..state.round_trip import RoundTrip

@@ -3,7 +3,7 @@
 Seeds go through :func:`fetches`; a task ends through :func:`complete`, which
 gates its children, counts the task once, publishes what was admitted and only
 then lets the task leave its crawl's outstanding set. On a Redis broker a task's
-children are written straight onto the bands (:mod:`crawler_tasks.state.fetch_queue`);
+children are written straight onto the bands (:mod:`crawler_tasks.broker.fetch_queue`);
 everything else goes through Celery.
 """
 
@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any
 import redis
 from kombu.exceptions import OperationalError
 
+from ..broker.queues import waiting_fetches
 from ..core import counters, routing
 from ..core.errors import BrokerUnavailable, QueueFull
 from ..core.models import CrawlRequest, PageRecord
 from ..state.connection import safe_url
 from ..state.gate import Candidate, Verdict
-from ..state.queues import waiting_fetches
 from ..state.store_queue import StoreEntry
 
 if TYPE_CHECKING:
+    from ..broker.fetch_queue import FetchQueue
     from ..core.limits import Limits
-    from ..state.fetch_queue import FetchQueue
     from .deps import EnqueueDeps, MoverDeps
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, end: TaskEnd, *,
 
     The admitted children go to
     the broker in that last round trip when the broker is the state Redis
-    (:class:`~crawler_tasks.state.fetch_queue.FetchQueue`), in one of their own before
+    (:class:`~crawler_tasks.broker.fetch_queue.FetchQueue`), in one of their own before
     it otherwise. ``last`` adds more commands (the host slot's release) to the
     final round trip; it is not called on a Redis Cluster or for a late duplicate.
     Returns False when the task had already been accounted for (a late duplicate

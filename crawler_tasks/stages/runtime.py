@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import requests
 
 from ..backends import Store, open_store
+from ..broker.fetch_queue import FetchQueue
 from ..core.addresses import AddressPolicy
 from ..core.budget import LargeBodies
 from ..core.limits import Limits
@@ -34,7 +35,6 @@ from ..state.connection import redis_from_url
 from ..state.crawls import Crawls
 from ..state.dead_letters import DeadLetters
 from ..state.feeds import FeedState
-from ..state.fetch_queue import FetchQueue
 from ..state.gate import Gate
 from ..state.hosts import HostLimiter
 from ..state.keys import Keys

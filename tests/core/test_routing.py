@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from crawler_tasks.broker import lists
 from crawler_tasks.core import routing
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import celery_config, create_app
@@ -61,8 +62,8 @@ def test_a_message_without_priority_lands_in_the_normal_band(settings):
 def test_redis_transport_keeps_one_list_per_band_and_strict_order():
     options = celery_config(REDIS_SETTINGS)["broker_transport_options"]
     assert options["priority_steps"] == list(range(10))
-    assert options["sep"] == routing.REDIS_SEP and options["queue_order_strategy"] == "priority"
-    assert all(routing.REDIS_SEP not in q for q in routing.QUEUE_ORDER)
+    assert options["sep"] == lists.REDIS_SEP and options["queue_order_strategy"] == "priority"
+    assert all(lists.REDIS_SEP not in q for q in routing.QUEUE_ORDER)
 
 
 def test_late_acks_and_prefetch_one_keep_dispatch_in_priority_order():
@@ -90,5 +91,5 @@ def test_a_producer_still_delivers_after_the_redis_broker_lost_its_bindings():
                       priority=routing.broker_priority(0, redis=True))
         for key in client.keys("_kombu.binding*"):  # what a Redis restart without AOF does
             client.delete(key)
-    assert client.llen(routing.redis_list(routing.FETCH_QUEUE, 4)) == 2
+    assert client.llen(lists.redis_list(routing.FETCH_QUEUE, 4)) == 2
     client.flushdb()

@@ -8,8 +8,9 @@ import pytest
 import redis
 
 import crawler_tasks
+from crawler_tasks.broker.lists import redis_list
 from crawler_tasks.core.errors import InvalidURL
-from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND, redis_list
+from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND
 
 from ..conftest import REDIS, TEST_DB, token
 from ..test_reliability import amqp_vhost  # noqa: F401  (a fixture)

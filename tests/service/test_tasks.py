@@ -196,7 +196,7 @@ def _junk(rng, depth: int = 0):
 
 
 def _queues_empty(rt: Runtime) -> bool:
-    from crawler_tasks.state.queues import queue_depths
+    from crawler_tasks.broker.queues import queue_depths
 
     return all(q["total"] == 0 for q in queue_depths(rt.app, rt.settings).values())
 

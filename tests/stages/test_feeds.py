@@ -16,6 +16,8 @@ import pytest
 import redis
 
 from crawler_tasks.backends import open_store
+from crawler_tasks.broker import lists
+from crawler_tasks.broker.queues import waiting_fetches
 from crawler_tasks.cli.local import wait_drained
 from crawler_tasks.core import routing
 from crawler_tasks.core.errors import BadInput
@@ -24,7 +26,6 @@ from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages import feeds
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests
-from crawler_tasks.state.queues import waiting_fetches
 
 from ..conftest import REDIS, by_url, token
 from ..service.test_tasks import _junk
@@ -409,7 +410,7 @@ def test_ticks_skip_while_the_fetch_queue_is_over_the_cap(idle_rt, tmp_path):
     assert idle_rt.redis.llen(key) == 40  # nothing taken off the start-URL list
 
     # The workers catch up (here: the queue is emptied): the next tick feeds the next chunk.
-    idle_rt.redis.delete(*[routing.redis_list(routing.FETCH_QUEUE, p) for p in range(routing.MAX_BAND + 1)])
+    idle_rt.redis.delete(*[lists.redis_list(routing.FETCH_QUEUE, p) for p in range(routing.MAX_BAND + 1)])
     next_interval()
     again = feeds.tick(idle_rt, feeds.SEED_FILE, batch=batch)
     assert (again.fed.admitted, again.fed.duplicates) == (batch, batch)

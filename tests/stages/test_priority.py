@@ -9,12 +9,12 @@ import pytest
 import redis
 from kombu import Connection
 
+from crawler_tasks.broker.queues import queue_depths
 from crawler_tasks.cli.local import Workers, wait_drained
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-from crawler_tasks.state.queues import queue_depths
 
 from ..conftest import REDIS, UNTHROTTLED, token
 

@@ -12,8 +12,9 @@ import time
 import pytest
 import redis
 
+from crawler_tasks.broker.lists import redis_list
 from crawler_tasks.cli.local import EmbeddedRedis
-from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND, redis_list
+from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND
 from crawler_tasks.state.gate import Candidate, Gate, Settlement, Verdict
 from crawler_tasks.state.keys import Keys
 

@@ -3,7 +3,7 @@
 -- between lost the message): the first message of the lists in order, its note as kombu
 -- writes it, and, when any list holds more and the wake list of its queue is empty, a token
 -- there for the next waiting worker; when none holds more, the tokens left on the wake lists
--- are stale (their messages are taken) and go (service.redis_transport).
+-- are stale (their messages are taken) and go (crawler_tasks.broker.transport).
 -- KEYS[1] unacked, kombu's copies of the messages taken: tag -> [payload, exchange, routing key]
 -- KEYS[2] unacked_index, their tags scored by when they were taken
 -- KEYS[3 .. 2+n] the lists of the queues consumed, in the order to read them

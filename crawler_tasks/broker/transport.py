@@ -18,7 +18,7 @@ take either happened with its note or not at all; a reply that never arrives
 leaves a noted message the sweep gives back. A script cannot block, so a take
 that finds nothing (or empties the lists, when the take also drops their stale
 tokens) is followed by a ``BRPOP`` on the queues' wake lists
-(:func:`~crawler_tasks.core.routing.wake_list`): whoever pushes a message —
+(:func:`~crawler_tasks.broker.lists.wake_list`): whoever pushes a message —
 this transport's publish and restore, the fetch queue's pushes, a take that
 leaves more behind — pushes a token there (one at most), which wakes one
 waiting worker at once. A message pushed without a token (stock kombu from
@@ -64,9 +64,8 @@ from kombu.transport import redis as kombu_redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 
-from ..core import routing
 from ..state import scripts
-from ..state.fetch_queue import wake
+from .lists import wake, wake_list
 
 #: The transport option naming the queues with one list per priority step.
 BANDED_OPTION = "banded_queues"
@@ -111,7 +110,7 @@ def _consuming() -> None:
     _consumer_pid = os.getpid()
 
 
-class QoS(kombu_redis.QoS):  # type: ignore[misc]
+class QoS(kombu_redis.QoS):
     """kombu's ack emulation, in plain pipelines on a crawler connection (no MULTI/EXEC):
     kombu's own note and ack take their pipeline from :meth:`pipe_or_acquire`; a message
     its task acked in band (:func:`in_band_ack`) is only forgotten here."""
@@ -175,13 +174,14 @@ class QoS(kombu_redis.QoS):  # type: ignore[misc]
             return pipe.hdel(self.unacked_key, delivery_tag).zrem(self.unacked_index_key, delivery_tag)
 
 
-class Channel(kombu_redis.Channel):  # type: ignore[misc]
+class Channel(kombu_redis.Channel):
     """A Redis channel whose queues but the banded ones are a single list each."""
 
     QoS = QoS
     #: Queues with a list per priority step; None: every queue (kombu's behaviour).
     banded_queues: frozenset[str] | None = None
-    from_transport_options = (*kombu_redis.Channel.from_transport_options, BANDED_OPTION)
+    from_transport_options = (*kombu_redis.Channel.from_transport_options,  # type: ignore[assignment]
+                              BANDED_OPTION)  # (one option more than kombu's typed tuple)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._sync_client: Any = None
@@ -217,7 +217,7 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         """
         if self.connection.client is None:
             raise RedisConnectionError("the broker connection was released")
-        return super()._connparams(asynchronous=asynchronous)  # type: ignore[no-any-return]
+        return super()._connparams(asynchronous=asynchronous)
 
     def basic_consume(self, queue: str, no_ack: bool, *args: Any, **kwargs: Any) -> Any:
         _consuming()
@@ -241,7 +241,7 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
     def _q_for_pri(self, queue: str, pri: int) -> str:
         if self.banded_queues is not None and queue not in self.banded_queues:
             return queue
-        return super()._q_for_pri(queue, pri)  # type: ignore[no-any-return]
+        return super()._q_for_pri(queue, pri)
 
     def _lists(self, queues: list[str]) -> list[str]:
         """The lists of ``queues`` in kombu's order (by step, then queue), each once."""
@@ -253,24 +253,24 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         take found nothing, a ``BRPOP`` on their wake lists (``timeout``, kombu's
         ``brpop_timeout``, bounds the wait for a message pushed without a token)."""
         if self.banded_queues is None or self.global_keyprefix:
-            return super()._brpop_start(timeout)  # type: ignore[no-any-return]
+            return super()._brpop_start(timeout)
         queues = self._queue_cycle.consume(len(self.active_queues))
         if not queues:
             return None
         self._in_poll = self.client.connection
-        self._brpop_sent_at = kombu_redis.monotonic()
+        self._brpop_sent_at = kombu_redis.monotonic()  # type: ignore[assignment]  # typed None in kombu
         self._sent_take = self._taking
         if self._taking:
             command_args = self._take_args(queues)
         else:
-            wakes = list(dict.fromkeys(routing.wake_list(queue) for queue in queues))
+            wakes = list(dict.fromkeys(wake_list(queue) for queue in queues))
             command_args = ["BRPOP", *wakes, timeout if timeout is not None else self.brpop_timeout]
         self.client.connection.send_command(*command_args)
         return None
 
     def _take_args(self, queues: list[str]) -> list[Any]:
         lists = self._lists(queues)
-        wakes = [routing.wake_list(self._of_queue(name, queues)) for name in lists]
+        wakes = [wake_list(self._of_queue(name, queues)) for name in lists]
         noted = "".join("0" if self._of_queue(name, queues) in self._no_ack_queues else "1"
                         for name in lists)
         return ["EVALSHA", TAKE_SHA, 2 + 2 * len(lists), self.unacked_key, self.unacked_index_key,
@@ -296,7 +296,7 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         take; take again while its lists hold more, else wait), nothing (wait next), or
         a wake (take next)."""
         if self.banded_queues is None or self.global_keyprefix:
-            return super()._brpop_read(**options)  # type: ignore[no-any-return]
+            return super()._brpop_read(**options)
         try:
             try:
                 reply = self.client.parse_response(self.client.connection, "BRPOP", **options)
@@ -322,10 +322,10 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
             self.connection._deliver(payload, queue)
             return True
         finally:
-            self._in_poll = None
+            self._in_poll = None  # type: ignore[assignment]  # kombu types it as its first value
             self._flush_brpop_reauth()
 
-    def _get(self, queue: str) -> Any:
+    def _get(self, queue: str, timeout: Any = None) -> Any:
         """One message of ``queue`` (``basic_get``), taken and noted in one step."""
         if self.banded_queues is None or self.global_keyprefix:
             return super()._get(queue)
@@ -347,12 +347,12 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         """kombu's publish and a token on the queue's wake list (:meth:`_brpop_start`), in
         one round trip (kombu's own batch when the publisher gives one)."""
         if self.banded_queues is None:
-            return super()._put(queue, message, **kwargs)  # type: ignore[no-any-return]
+            return super()._put(queue, message, **kwargs)
         batch = kwargs.pop("_publish_batch", None)
         if batch is not None:
             super()._put(queue, message, _publish_batch=batch, **kwargs)
-            batch.add("lpush", routing.wake_list(queue), 1)
-            batch.add("ltrim", routing.wake_list(queue), 0, 0)
+            batch.add("lpush", wake_list(queue), 1)
+            batch.add("ltrim", wake_list(queue), 0, 0)
             return None
         with self.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:
             super()._put(queue, message, _publish_batch=_Batch(pipe), **kwargs)
@@ -372,10 +372,10 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         with self.conn_or_acquire() as client, client.pipeline() as pipe:
             for name in self._lists([queue]):
                 pipe = pipe.llen(name)
-            return sum(size for size in pipe.execute() if isinstance(size, numbers.Integral))
+            return sum(int(size) for size in pipe.execute() if isinstance(size, numbers.Integral))
 
 
-class Transport(kombu_redis.Transport):  # type: ignore[misc]
+class Transport(kombu_redis.Transport):
     """kombu's Redis transport with :class:`Channel`."""
 
     Channel = Channel

@@ -6,11 +6,11 @@ from __future__ import annotations
 import orjson
 import redis
 
+from crawler_tasks.broker.fetch_queue import FetchQueue
 from crawler_tasks.core import routing
 from crawler_tasks.core.models import CrawlRequest
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
-from crawler_tasks.state.fetch_queue import FetchQueue
 
 from ..conftest import REDIS, flush
 

@@ -1,7 +1,7 @@
 """The kombu the Redis transport was written against: every kombu method it overrides or
 calls, pinned by signature and by a hash of its source.
 
-``service/redis_transport.py`` subclasses kombu's Redis ``QoS`` and ``Channel`` and leans on
+``broker/transport.py`` subclasses kombu's Redis ``QoS`` and ``Channel`` and leans on
 private methods (``_brpop_start``, ``_brpop_read``, ``_put`` with ``_publish_batch``,
 ``_do_restore_message``, ``Transport._deliver``, ``Message._raw``...). A kombu release that
 changes any of them may break every worker without a word: ``pyproject.toml`` pins kombu
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from kombu.transport import redis as kombu_redis
 
-from crawler_tasks.service import redis_transport
+from crawler_tasks.broker import transport
 
 #: (module, qualified name, signature, first 16 hex digits of the source's SHA-256), kombu 5.7.0.
 SURFACE = [
@@ -104,13 +104,13 @@ def changed(surface: list[tuple[str, str, str, str]]) -> list[str]:
 
 
 def test_every_kombu_method_the_transport_leans_on_is_as_it_was_written_against():
-    assert changed(SURFACE) == [], "kombu changed under service/redis_transport.py"
+    assert changed(SURFACE) == [], "kombu changed under broker/transport.py"
 
 
 def test_every_kombu_method_the_transport_overrides_is_pinned():
     pinned = {qualname.rsplit(".", 1)[1] for _, qualname, _, _ in SURFACE}
-    ours = [(redis_transport.QoS, kombu_redis.QoS), (redis_transport.Channel, kombu_redis.Channel),
-            (redis_transport.Transport, kombu_redis.Transport)]
+    ours = [(transport.QoS, kombu_redis.QoS), (transport.Channel, kombu_redis.Channel),
+            (transport.Transport, kombu_redis.Transport)]
     overridden = {name for cls, base in ours for name, value in vars(cls).items()
                   if inspect.isfunction(value) and inspect.isfunction(getattr(base, name, None))}
     assert overridden - pinned == set(), "an override of a kombu method not pinned here"

@@ -3,13 +3,13 @@ rendered in a browser), written without a round trip per fetch.
 
 Celery sends each message on its own (one ``LPUSH``, one round trip, and half a
 millisecond of CPU in Celery and kombu). A page that finds new links has them
-gated in one round trip already; here their messages (:func:`~crawler_tasks.core.messages.fetch_message`)
+gated in one round trip already; here their messages (:func:`~crawler_tasks.broker.messages.fetch_message`)
 go out in one ``LPUSH`` per band, and, when the broker is the state Redis itself
 (the quick start and the docker cluster run one Redis for both), inside the page's
 last round trip, in the same transaction that lets the page leave its crawl: the
 children are in the broker exactly when their parent is done. A worker reads them
 as any Celery message: kombu's lists, names and priorities, as ``send_task`` would
-write them through :mod:`crawler_tasks.service.redis_transport`.
+write them through :mod:`crawler_tasks.broker.transport`.
 
 With RabbitMQ (or a ``redis+socket://`` broker) there is no :class:`FetchQueue` and
 fetches go through Celery.
@@ -24,22 +24,15 @@ from typing import Any
 import redis
 
 from ..core import routing
-from ..core.messages import fetch_message
 from ..core.models import CrawlRequest
 from ..core.settings import Settings
-from .connection import redis_from_url
-from .round_trip import is_cluster
+from ..state.connection import redis_from_url
+from ..state.round_trip import is_cluster
+from .lists import redis_list, wake
+from .messages import fetch_message
 
 #: Broker URL schemes whose fetch queue is written here.
 SCHEMES = ("redis://", "rediss://")
-
-
-def wake(pipe: Any, queue: str) -> None:
-    """Add to ``pipe`` the token that wakes a worker waiting for ``queue``: one at most
-    waits on its wake list (:func:`~crawler_tasks.core.routing.wake_list`)."""
-    name = routing.wake_list(queue)
-    pipe.lpush(name, 1)
-    pipe.ltrim(name, 0, 0)
 
 
 class FetchQueue:
@@ -67,14 +60,14 @@ class FetchQueue:
         out = []
         for request, task_id in fetches:
             priority = routing.broker_priority(request.priority, redis=True)
-            out.append((routing.redis_list(routing.fetch_route(request.render)[1], priority),
+            out.append((redis_list(routing.fetch_route(request.render)[1], priority),
                         fetch_message(request.to_dict(), task_id, url=request.url, priority=priority)))
         return out
 
     def queue(self, pipe: Any, fetches: Sequence[tuple[CrawlRequest, str]]) -> None:
         """Add the messages of ``fetches`` (request, task id: tracked already) to ``pipe``,
         a pipeline on the broker Redis: one ``LPUSH`` per band, in their order, and a token
-        on each queue's wake list (:func:`~crawler_tasks.core.routing.wake_list`)."""
+        on each queue's wake list (:func:`~crawler_tasks.broker.lists.wake_list`)."""
         bands: dict[str, list[bytes]] = defaultdict(list)
         for name, message in self.messages(fetches):
             bands[name].append(message)

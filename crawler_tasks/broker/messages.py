@@ -20,8 +20,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from .codec import dumps
-from .routing import TRACKED_HEADER, fetch_route
+from ..core.codec import dumps
+from ..core.routing import TRACKED_HEADER, fetch_route
 
 #: The embedded options of a task with no callbacks, chain or chord.
 _NO_EMBED: Mapping[str, Any] = {}

@@ -8,6 +8,7 @@ import redis
 
 from ..core import routing
 from ..core.settings import Settings
+from .lists import REDIS_SEP, redis_list
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -48,8 +49,9 @@ def monitor_listening(settings: Settings) -> bool:
         members = client.smembers(EVENT_BINDINGS)
     finally:
         client.close()
-    seps = (routing.REDIS_SEP, "\x06\x16")
-    return any(m.decode(errors="replace").startswith(tuple(f"#{sep}" for sep in seps)) for m in members)
+    seps = (REDIS_SEP, "\x06\x16")
+    names = (m.decode(errors="replace") if isinstance(m, bytes) else m for m in members)
+    return any(name.startswith(tuple(f"#{sep}" for sep in seps)) for name in names)
 
 
 def _redis_depths(url: str, queues: tuple[str, ...]) -> dict[str, dict[str, int]]:
@@ -57,7 +59,7 @@ def _redis_depths(url: str, queues: tuple[str, ...]) -> dict[str, dict[str, int]
     pipe = client.pipeline(transaction=False)
     for queue in queues:
         for prio in range(routing.MAX_BAND + 1):
-            pipe.llen(routing.redis_list(queue, prio))
+            pipe.llen(redis_list(queue, prio))
     counts = iter(pipe.execute())
     out: dict[str, dict[str, int]] = {}
     for queue in queues:

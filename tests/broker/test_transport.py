@@ -11,11 +11,12 @@ import pytest
 import redis
 from celery import Celery
 
+from crawler_tasks.broker import transport
+from crawler_tasks.broker.lists import wake_list
+from crawler_tasks.broker.queues import monitor_listening
 from crawler_tasks.core import routing
 from crawler_tasks.core.settings import Settings
-from crawler_tasks.service import redis_transport
 from crawler_tasks.service.celery_app import create_app
-from crawler_tasks.state.queues import monitor_listening
 
 from ..conftest import REDIS, flush
 
@@ -93,7 +94,7 @@ def test_a_message_acked_in_a_task_s_round_trip_is_not_acked_again():
     message, conn = _taken(create_app(settings()))
     tag = message.delivery_tag
     assert client.hexists("unacked", tag) and client.zscore("unacked_index", tag) is not None
-    ack = redis_transport.in_band_ack(tag)
+    ack = transport.in_band_ack(tag)
     assert ack is not None
     with client.pipeline(transaction=True) as pipe:  # as the page's last round trip
         ack(pipe)
@@ -121,11 +122,11 @@ def test_a_message_taken_but_not_acked_in_band_is_acked_by_kombu_and_a_requeue_r
 
 def test_a_forked_pool_child_leaves_the_ack_to_its_parent():
     _taken(create_app(settings()))  # this process consumes now
-    assert redis_transport.in_band_ack("x") is not None
+    assert transport.in_band_ack("x") is not None
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # a prefork child: the consumer is its parent's
-        os.write(write, b"none" if redis_transport.in_band_ack("x") is None else b"some")
+        os.write(write, b"none" if transport.in_band_ack("x") is None else b"some")
         os._exit(0)
     os.waitpid(pid, 0)
     assert os.read(read, 4) == b"none"
@@ -143,9 +144,9 @@ def test_a_take_whose_reply_never_arrives_is_noted_and_given_back_by_the_restore
     app.send_task(routing.FETCH_TASK, args=[{"url": "http://a.test/"}], queue=routing.FETCH_QUEUE,
                   task_id="lost-reply", priority=routing.broker_priority(4, redis=True))
     client = redis.Redis.from_url(server.url)
-    client.delete(routing.wake_list(routing.FETCH_QUEUE))
+    client.delete(wake_list(routing.FETCH_QUEUE))
     try:
-        client.script_load(redis_transport.TAKE)  # as a worker has it loaded
+        client.script_load(transport.TAKE)  # as a worker has it loaded
         with app.connection_for_read() as conn:
             raw = redis.Connection(port=server.port)
             raw.send_command(*conn.default_channel._take_args([routing.FETCH_QUEUE]))
@@ -213,8 +214,8 @@ def test_a_worker_waiting_on_empty_queues_is_woken_by_a_message_pushed_for_it():
     a message sent through Celery or pushed onto the bands wakes it at once."""
     import threading
 
+    from crawler_tasks.broker.fetch_queue import FetchQueue
     from crawler_tasks.core.models import CrawlRequest
-    from crawler_tasks.state.fetch_queue import FetchQueue
 
     flush(DB)
     s = settings()

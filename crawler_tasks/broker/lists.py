@@ -1,0 +1,33 @@
+"""The Redis lists of a Redis broker: one per band of a queue, and one wake list per queue.
+
+kombu's Redis transport keeps a queue's messages of each priority step in a list
+of their own (``crawl.fetch``, ``crawl.fetch:1`` … ``crawl.fetch:9``). A worker
+of this package that finds them empty blocks on the queue's wake list; whoever
+pushes a message pushes a token there (:func:`wake`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Redis list-name separator: keys are ``crawl.fetch``, ``crawl.fetch:1`` … ``crawl.fetch:9``.
+REDIS_SEP = ":"
+
+
+def redis_list(queue: str, broker_prio: int) -> str:
+    """Name of the Redis list holding ``queue`` messages of one broker priority."""
+    return queue if broker_prio == 0 else f"{queue}{REDIS_SEP}{broker_prio}"
+
+
+def wake_list(queue: str) -> str:
+    """Name of the Redis list a worker waiting for ``queue`` blocks on: whoever pushes a
+    message onto one of its lists pushes a token here (at most one waits)."""
+    return f"{queue}{REDIS_SEP}wake"
+
+
+def wake(pipe: Any, queue: str) -> None:
+    """Add to ``pipe`` the token that wakes a worker waiting for ``queue``: one at most
+    waits on its wake list."""
+    name = wake_list(queue)
+    pipe.lpush(name, 1)
+    pipe.ltrim(name, 0, 0)
