@@ -24,9 +24,8 @@ from crawler_tasks.backends.elasticsearch.bulk import item_failure
 from crawler_tasks.core.errors import BadInput, StoreUnavailable, UnknownStore
 from crawler_tasks.core.models import PageRecord
 from crawler_tasks.core.settings import Settings
-
-from ..es_server import ESServer
-from ..tls import Pki
+from tests.fakes.es_server import ESServer
+from tests.fakes.tls import Pki
 
 FAST = {"retry_backoff": 0.01, "request_timeout": 5.0}
 

@@ -21,8 +21,7 @@ import pytest
 from crawler_tasks.backends.elasticsearch import ElasticsearchStore
 from crawler_tasks.core.models import PageRecord
 from crawler_tasks.core.settings import Settings
-
-from .test_elasticsearch import page
+from tests.backends.test_elasticsearch import page
 
 URL = os.environ.get("CRAWLER_TEST_ES_URL", "")
 pytestmark = pytest.mark.skipif(

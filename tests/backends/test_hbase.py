@@ -30,9 +30,8 @@ from crawler_tasks.backends.hbase.cells import CELL_BYTES, FRAMED_CELL_BYTES
 from crawler_tasks.backends.hbase.keys import KEY_URL_BYTES
 from crawler_tasks.core.errors import StoreUnavailable, UnknownStore
 from crawler_tasks.core.models import PageRecord
-
-from ..hbase_server import DEFAULT_MAX_FRAME_BYTES, HBaseServer, keyvalue_size
-from .test_hbase_contract import core_round_trip, make_record, random_html
+from tests.backends.test_hbase_contract import core_round_trip, make_record, random_html
+from tests.fakes.hbase_server import DEFAULT_MAX_FRAME_BYTES, HBaseServer, keyvalue_size
 
 MODES = [("buffered", "binary"), ("buffered", "compact"), ("framed", "binary"), ("framed", "compact")]
 MIB = 1024 * 1024

@@ -16,9 +16,8 @@ from crawler_tasks.backends.kafka import KafkaStore
 from crawler_tasks.core.errors import StoreUnavailable, UnknownStore
 from crawler_tasks.core.kafka_uri import BadKafkaURI, parse_kafka_uri
 from crawler_tasks.core.models import PageRecord
-
-from ..conftest import token
-from ..kafka_mock import MockKafka, read_topic
+from tests.fakes.kafka_mock import MockKafka, read_topic
+from tests.helpers import token
 
 
 @pytest.fixture(scope="module")

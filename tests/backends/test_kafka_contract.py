@@ -12,10 +12,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from crawler_tasks.backends import open_store
-
-from ..conftest import token
-from ..kafka_mock import read_topic
-from .test_kafka import page
+from tests.backends.test_kafka import page
+from tests.fakes.kafka_mock import read_topic
+from tests.helpers import token
 
 KAFKA = os.environ.get("CRAWLER_TEST_KAFKA", "")
 pytestmark = pytest.mark.skipif(not KAFKA, reason="CRAWLER_TEST_KAFKA is not set (e.g. 127.0.0.1:9092)")

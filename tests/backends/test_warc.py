@@ -22,7 +22,7 @@ from crawler_tasks.core.policy import HandOn, decide
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.net.download import download, make_session
 from crawler_tasks.stages.parse import decode_html
-from tests.conftest import LOCAL, REDIS
+from tests.helpers import LOCAL, REDIS
 from tests.net.test_download_raw import HTML, PNG, TEXT, RawSite
 
 SETTINGS = Settings()

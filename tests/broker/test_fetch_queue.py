@@ -11,8 +11,7 @@ from crawler_tasks.core import routing
 from crawler_tasks.core.models import CrawlRequest
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
-
-from ..conftest import REDIS, flush
+from tests.helpers import REDIS, flush
 
 #: A database no worker of the suite consumes from.
 DB = 12

@@ -17,8 +17,7 @@ from crawler_tasks.broker.queues import monitor_listening
 from crawler_tasks.core import routing
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
-
-from ..conftest import REDIS, flush
+from tests.helpers import REDIS, flush
 
 #: A database no worker of the suite consumes from.
 DB = 12
@@ -135,7 +134,7 @@ def test_a_forked_pool_child_leaves_the_ack_to_its_parent():
 def test_a_take_whose_reply_never_arrives_is_noted_and_given_back_by_the_restore_sweep(tmp_path):
     """Redis killed after the take reached its AOF and before the worker read the reply:
     the take noted the message in the same step, so the sweep gives it back."""
-    from ..test_reliability import AofRedis
+    from tests.system.test_reliability import AofRedis
 
     server = AofRedis(tmp_path).start()  # AOF, fsync always: what was written survives the crash
     s = Settings.from_env(broker_url=server.url, redis_url=server.url, visibility_timeout=2,
@@ -175,7 +174,7 @@ def test_a_message_taken_as_redis_dies_before_it_is_noted_is_put_back_when_redis
     across the restart is put back at the front of its queue."""
     from kombu.transport import redis as kombu_redis
 
-    from ..test_reliability import AofRedis
+    from tests.system.test_reliability import AofRedis
 
     server = AofRedis(tmp_path).start()
     create_app(settings())  # the crawler's transport is registered for redis:// now

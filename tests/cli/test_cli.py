@@ -11,8 +11,7 @@ import pytest
 import redis
 
 from crawler_tasks.cli.local import free_port
-
-from ..conftest import REDIS, token
+from tests.helpers import REDIS, token
 
 PREFIX = os.environ["CRAWLER_KEY_PREFIX"]  # set by conftest
 

@@ -12,8 +12,7 @@ import time
 from crawler_tasks.cli.local import wait_drained
 from crawler_tasks.service.control import list_crawls
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from ..conftest import token
+from tests.helpers import token
 
 
 def run_crawls(settings, *args: str) -> subprocess.CompletedProcess:

@@ -24,8 +24,7 @@ from crawler_tasks.cli.top_view import Rates, plain_line, render, time_left
 from crawler_tasks.service.snapshot import CrawlFigures, Snapshot
 from crawler_tasks.state.hosts import HostState
 from crawler_tasks.state.store_queue import QueueDepth
-
-from ..conftest import token
+from tests.helpers import token
 
 WIDTH = 120
 

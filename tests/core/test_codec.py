@@ -10,8 +10,7 @@ import zlib
 import pytest
 
 from crawler_tasks.core import codec
-
-from ..stored_bytes import (
+from tests.stored_bytes import (
     AT,
     CLAIM_PLAIN,
     CLAIM_ZLIB,

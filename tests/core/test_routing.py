@@ -8,8 +8,7 @@ from crawler_tasks.broker import lists
 from crawler_tasks.core import routing
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import celery_config, create_app
-
-from ..conftest import REDIS
+from tests.helpers import REDIS
 
 REDIS_SETTINGS = Settings(broker_url=f"{REDIS}/13")
 AMQP_SETTINGS = Settings(broker_url="amqp://guest:guest@127.0.0.1:5672//")

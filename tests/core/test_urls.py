@@ -18,8 +18,7 @@ from crawler_tasks.core.urls import (
     url_length,
     validate_url,
 )
-
-from ..conftest import token
+from tests.helpers import token
 
 
 @pytest.mark.parametrize("a,b", [

@@ -26,8 +26,7 @@ from crawler_tasks.core.errors import (
 )
 from crawler_tasks.core.models import CrawlRequest
 from crawler_tasks.net.download import download, make_session
-
-from ..conftest import LOCAL
+from tests.helpers import LOCAL
 
 
 def _reset(conn: socket.socket) -> None:

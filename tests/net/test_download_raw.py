@@ -15,8 +15,7 @@ from crawler_tasks.core.models import CrawlRequest, PageRecord
 from crawler_tasks.core.policy import response_record
 from crawler_tasks.core.responses import Download
 from crawler_tasks.net.download import download, make_session
-
-from ..conftest import LOCAL
+from tests.helpers import LOCAL
 
 #: A 1x1 PNG (bytes that are not text in any encoding).
 PNG = base64.b64decode(

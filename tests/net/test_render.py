@@ -1,5 +1,5 @@
 """The browser of a render worker, driven directly: Debian's Chromium through Playwright,
-pages of a local site whose content exists only once its scripts ran (tests/js_site.py)."""
+pages of a local site whose content exists only once its scripts ran (tests/fakes/js_site.py)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ from crawler_tasks.core.responses import Download
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.net.download import download, make_session
 from crawler_tasks.net.render import Browser, browser_problem
-
-from ..conftest import LOCAL, UNTHROTTLED
-from ..js_site import JSSite
+from tests.fakes.js_site import JSSite
+from tests.helpers import LOCAL, UNTHROTTLED
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/chromium", os.X_OK),
                                 reason="Debian's chromium is not installed (.ci/run installs it)")

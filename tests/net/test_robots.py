@@ -8,8 +8,7 @@ from protego import Protego
 
 from crawler_tasks.backends import open_store
 from crawler_tasks.net.robots import KEPT_BYTES, origin_of, pack, robots_url, unpack
-
-from ..state.test_hosts import TOLERANCE, crawl, gaps, polite_settings, site
+from tests.state.test_hosts import TOLERANCE, crawl, gaps, polite_settings, site
 
 RULES = """\
 User-agent: *

@@ -24,11 +24,10 @@ from crawler_tasks.net.download import download, make_session
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from ..conftest import LOCAL, UNTHROTTLED, token
-from ..hostile_site import HostileSite, bomb
-from ..many_hosts import ManyHosts
-from ..proxy_server import ForwardProxy
+from tests.fakes.hostile_site import HostileSite, bomb
+from tests.fakes.many_hosts import ManyHosts
+from tests.fakes.proxy_server import ForwardProxy
+from tests.helpers import LOCAL, UNTHROTTLED, token
 
 
 class Connects:

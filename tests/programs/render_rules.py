@@ -1,5 +1,5 @@
 """Rules that render their pages: a catalogue and its items exist only once their scripts ran
-(tests/js_site.py), so both rules ask for a browser."""
+(tests/fakes/js_site.py), so both rules ask for a browser."""
 
 from crawler_tasks import rule
 

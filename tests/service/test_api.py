@@ -11,9 +11,8 @@ import crawler_tasks
 from crawler_tasks.broker.lists import redis_list
 from crawler_tasks.core.errors import InvalidURL
 from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND
-
-from ..conftest import REDIS, TEST_DB, token
-from ..test_reliability import amqp_vhost  # noqa: F401  (a fixture)
+from tests.helpers import REDIS, TEST_DB, token
+from tests.system.test_reliability import amqp_vhost  # noqa: F401  (a fixture)
 
 
 def queued(crawl_url_part: str) -> int:
@@ -112,8 +111,7 @@ def plain_setup(request, site, tmp_path):
     from crawler_tasks.core.settings import Settings
     from crawler_tasks.service.celery_app import create_app
     from crawler_tasks.stages.runtime import Runtime
-
-    from ..conftest import UNTHROTTLED, flush
+    from tests.helpers import UNTHROTTLED, flush
 
     flush(PLAIN_DB)
     if request.param == "amqp":

@@ -28,8 +28,7 @@ from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages import feeds
 from crawler_tasks.stages.runtime import Runtime
-
-from ..conftest import REDIS, token
+from tests.helpers import REDIS, token
 
 BEAT_DB = 15
 INTERVAL = 1.0

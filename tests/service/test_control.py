@@ -20,9 +20,8 @@ from crawler_tasks.service import control
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from ..conftest import REDIS, UNTHROTTLED, token
-from ..holds import assert_nothing_held
+from tests.helpers import REDIS, UNTHROTTLED, token
+from tests.holds import assert_nothing_held
 
 CONTROL_DB = int(os.environ.get("CRAWLER_CONTROL_TEST_DB", "3"))
 PAGES = 40

@@ -17,9 +17,8 @@ from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from ..conftest import REDIS, UNTHROTTLED, flush, token
-from .test_metrics import scrape, serving, stats_json
+from tests.helpers import REDIS, UNTHROTTLED, flush, token
+from tests.service.test_metrics import scrape, serving, stats_json
 
 #: The Redis database of the test that starts Flower before its own workers.
 FLOWER_DB = int(os.environ.get("CRAWLER_FLOWER_TEST_DB", "2"))

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..conftest import token
+from tests.helpers import token
 
 
 @pytest.fixture

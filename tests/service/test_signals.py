@@ -18,10 +18,9 @@ from crawler_tasks.core.politeness import host_key
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
-
-from ..cli.test_cli import CLI_DB, cli, cli_env
-from ..conftest import REDIS, token
-from ..holds import slots_held
+from tests.cli.test_cli import CLI_DB, cli, cli_env
+from tests.helpers import REDIS, token
+from tests.holds import slots_held
 
 pytestmark = pytest.mark.slow
 
@@ -137,7 +136,7 @@ def test_sigterm_to_demo_leaves_no_process(tmp_path, env):
 @pytest.mark.parametrize("persist", [True, False], ids=["with-aof", "without-persistence"])
 def test_crawl_rides_out_a_redis_restart_or_says_in_one_line_that_its_state_is_gone(
         persist, site, tmp_path):
-    from ..test_reliability import AofRedis
+    from tests.system.test_reliability import AofRedis
 
     server = AofRedis(tmp_path, persist=persist).start()
     tok = token()

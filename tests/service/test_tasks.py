@@ -25,9 +25,8 @@ from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.dead_letters import dead_letters
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from ..conftest import REDIS, flush, token
-from ..holds import assert_nothing_held
+from tests.helpers import REDIS, flush, token
+from tests.holds import assert_nothing_held
 
 TASKS_DB = 9
 

@@ -25,10 +25,9 @@ from crawler_tasks.stages import feeds
 from crawler_tasks.stages.dead_letters import replay_dead
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from ..conftest import REDIS, flush, token
-from ..es_server import ESServer
-from ..site import Site, html, links
+from tests.fakes.es_server import ESServer
+from tests.fakes.site import Site, html, links
+from tests.helpers import REDIS, flush, token
 
 #: The broker and state database of these crawls.
 COUNTERS_DB = 8

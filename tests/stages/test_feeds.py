@@ -26,9 +26,8 @@ from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages import feeds
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests
-
-from ..conftest import REDIS, by_url, token
-from ..service.test_tasks import _junk
+from tests.helpers import REDIS, by_url, token
+from tests.service.test_tasks import _junk
 
 #: Database of the broker no worker consumes (backpressure); test_beat.py uses it too.
 IDLE_DB = 15

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..conftest import by_url, token
+from tests.helpers import by_url, token
 
 
 def test_redirect_chain_is_followed_and_each_hop_stored(crawl, site, rt):
@@ -104,8 +104,7 @@ def test_split_pipeline_parses_on_its_own_prefork_node(site, tmp_path):
     from crawler_tasks.service.celery_app import create_app
     from crawler_tasks.stages.runtime import Runtime
     from crawler_tasks.stages.seed import build_requests, submit_requests
-
-    from ..conftest import REDIS, flush
+    from tests.helpers import REDIS, flush
 
     flush(6)
     settings = Settings.from_env(broker_url=f"{REDIS}/6", redis_url=f"{REDIS}/6", pipeline="split",

@@ -14,10 +14,9 @@ from crawler_tasks.core.limits import Limits
 from crawler_tasks.core.models import CrawlRequest
 from crawler_tasks.stages.parse import follow, parse_html
 from crawler_tasks.stages.parse.base import Caps
-
-from ..conftest import by_url, token
-from ..hostile_site import deep_page, links_body
-from ..site import GBK_TITLE, SJIS_TITLE
+from tests.fakes.hostile_site import deep_page, links_body
+from tests.fakes.site import GBK_TITLE, SJIS_TITLE
+from tests.helpers import by_url, token
 
 
 def parse(body: bytes, ctype: str | None = "text/html", url: str = "http://a.test/dir/page"):

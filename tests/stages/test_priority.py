@@ -15,8 +15,7 @@ from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from ..conftest import REDIS, UNTHROTTLED, token
+from tests.helpers import REDIS, UNTHROTTLED, token
 
 ORDER_DB = 14
 #: Its own vhost on RabbitMQ, so the suite's shared worker (on "/" when the suite runs on

@@ -16,8 +16,7 @@ from crawler_tasks.core.urls import fingerprint
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from ..conftest import REDIS, flush, token
+from tests.helpers import REDIS, flush, token
 
 RECRAWL_DB = 14
 WINDOW = 3.0  # the first crawl of the page must end inside it, on a slow machine too

@@ -12,8 +12,7 @@ from crawler_tasks.cli.local import wait_drained
 from crawler_tasks.core.addresses import AddressPolicy
 from crawler_tasks.core.errors import BadInput, BlockedSeed
 from crawler_tasks.stages.seed import build_requests, parse_seed_line, refuse_blocked
-
-from ..conftest import token
+from tests.helpers import token
 
 
 def test_a_seed_line_is_a_url_or_a_json_seed_object():

@@ -19,14 +19,13 @@ from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
 from crawler_tasks.stages.store import flush_stats, write_batch
 from crawler_tasks.state.gate import Candidate
-
-from ..cli.test_cli import cli
-from ..conftest import REDIS, flush, token
-from ..es_server import ESServer
-from ..hbase_server import HBaseServer
-from ..kafka_mock import MockKafka, read_topic
-from ..state.test_store_queue import finish_pages, queue_rt
-from ..stored_bytes import AT, LARGE, LETTER_PLAIN, LETTER_ZLIB, SMALL, STORE, as_written
+from tests.cli.test_cli import cli
+from tests.fakes.es_server import ESServer
+from tests.fakes.hbase_server import HBaseServer
+from tests.fakes.kafka_mock import MockKafka, read_topic
+from tests.helpers import REDIS, flush, token
+from tests.state.test_store_queue import finish_pages, queue_rt
+from tests.stored_bytes import AT, LARGE, LETTER_PLAIN, LETTER_ZLIB, SMALL, STORE, as_written
 
 
 def test_dead_backend_means_retried_store_tasks_not_dropped_pages(rt, worker, site, tmp_path):

@@ -11,9 +11,8 @@ from crawler_tasks.core import routing
 from crawler_tasks.core.budget import LARGE_BODY, LargeBodies
 from crawler_tasks.core.models import CrawlRequest, PageRecord
 from crawler_tasks.stages import enqueue
-
-from ..conftest import token
-from ..stored_bytes import CLAIM_PLAIN, CLAIM_ZLIB, LARGE, SMALL
+from tests.helpers import token
+from tests.stored_bytes import CLAIM_PLAIN, CLAIM_ZLIB, LARGE, SMALL
 
 
 def test_claim_round_trip_compresses_the_body(rt):

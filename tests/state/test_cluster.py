@@ -24,8 +24,7 @@ from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from ..conftest import REDIS, flush, token
+from tests.helpers import REDIS, flush, token
 
 CLUSTER_BROKER_DB = 7
 REDIS_SERVER = shutil.which("redis-server")
@@ -125,8 +124,7 @@ def test_a_crawl_with_its_state_on_a_redis_cluster_stores_every_page_once(cluste
 
 def test_the_store_queue_gives_back_a_dead_workers_batch_on_a_redis_cluster(cluster_url, tmp_path):
     from crawler_tasks.stages.dispatcher import flush_once
-
-    from .test_store_queue import finish_pages
+    from tests.state.test_store_queue import finish_pages
 
     settings = Settings.from_env(broker_url=f"{REDIS}/{CLUSTER_BROKER_DB}", redis_url=cluster_url,
                                  key_prefix=f"cq{token()}", store=str(tmp_path / "pages.db"),

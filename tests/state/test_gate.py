@@ -17,8 +17,7 @@ from crawler_tasks.cli.local import EmbeddedRedis
 from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND
 from crawler_tasks.state.gate import Candidate, Gate, Settlement, Verdict
 from crawler_tasks.state.keys import Keys
-
-from ..conftest import REDIS, token
+from tests.helpers import REDIS, token
 
 RACE_DB = 12
 

@@ -18,9 +18,8 @@ from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from ..conftest import REDIS, flush, token
-from ..polite_site import PoliteSite
+from tests.fakes.polite_site import PoliteSite
+from tests.helpers import REDIS, flush, token
 
 #: CRAWLER_POLITE_TEST_DB lets a second run (another checkout's) use its own database.
 POLITE_DB = int(os.environ.get("CRAWLER_POLITE_TEST_DB", "4"))
@@ -264,7 +263,7 @@ def test_host_key_is_host_and_port():
 
 
 def test_a_blocked_host_goes_through_a_proxy_and_the_record_names_it(sites, tmp_path):
-    from ..proxy_server import ForwardProxy
+    from tests.fakes.proxy_server import ForwardProxy
 
     s = site(sites, pages=12)
     s.ban_after = 3  # direct requests get 403 after three pages
@@ -359,7 +358,7 @@ def test_many_waiting_fetches_wait_in_redis_not_in_the_workers(sites, tmp_path):
     fetched once the pause is over."""
     import json
 
-    from ..cli.test_cli import cli
+    from tests.cli.test_cli import cli
 
     hosts = [site(sites, pages=20) for _ in range(20)]
     settings = polite_settings(tmp_path, download_delay=0, host_concurrency=2, robotstxt_obey=False)

@@ -24,8 +24,7 @@ from crawler_tasks.core.politeness import Feedback, HostPace, PaceRules, limits,
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.state.hosts import HostLimiter
 from crawler_tasks.state.keys import Keys
-
-from ..conftest import REDIS, TEST_DB, token
+from tests.helpers import REDIS, TEST_DB, token
 
 HOST = "twin.test:80"
 #: Redis keeps the script's times as Lua prints them (14 significant digits): 0.1 ms here.

@@ -6,8 +6,7 @@ import pytest
 import redis
 
 from crawler_tasks.state.round_trip import RoundTrip, queue_script
-
-from ..conftest import REDIS, flush
+from tests.helpers import REDIS, flush
 
 DB = 12
 

@@ -18,8 +18,7 @@ from crawler_tasks.state import hosts, scripts
 from crawler_tasks.state.gate import Candidate, Gate
 from crawler_tasks.state.keys import Keys, template
 from crawler_tasks.state.seen import Bloom
-
-from ..conftest import REDIS, token
+from tests.helpers import REDIS, token
 
 SCRIPTS_DB = 12
 PACKAGE = Path(scripts.__file__).resolve().parents[1]

@@ -13,8 +13,7 @@ import redis
 from crawler_tasks.state.gate import Admission, Candidate, Gate
 from crawler_tasks.state.keys import Keys
 from crawler_tasks.state.seen import Bloom, SeenFilter, SeenRecent, slice_geometry
-
-from ..conftest import REDIS, token
+from tests.helpers import REDIS, token
 
 SEEN_DB = 12
 

@@ -26,11 +26,10 @@ from crawler_tasks.stages.seed import build_requests
 from crawler_tasks.stages.store import write_batch
 from crawler_tasks.state.gate import Candidate
 from crawler_tasks.state.store_queue import StoreEntry
-
-from ..conftest import REDIS, TEST_DB, token
-from ..es_server import ESServer
-from ..hbase_server import HBaseServer
-from ..stored_bytes import ENTRY_PLAIN, ENTRY_TAIL, ENTRY_ZLIB, LARGE, SMALL, STORE
+from tests.fakes.es_server import ESServer
+from tests.fakes.hbase_server import HBaseServer
+from tests.helpers import REDIS, TEST_DB, token
+from tests.stored_bytes import ENTRY_PLAIN, ENTRY_TAIL, ENTRY_ZLIB, LARGE, SMALL, STORE
 
 
 def queue_rt(store: str, **overrides) -> Runtime:

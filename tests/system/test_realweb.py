@@ -1,4 +1,4 @@
-"""Crawls of the real-web test bed (:mod:`tests.realweb`) with the product's defaults on:
+"""Crawls of the real-web test bed (:mod:`tests.fakes.realweb`) with the product's defaults on:
 robots.txt obeyed, two requests in flight per host, the private-network guard (loopback
 allowed, as the sites live there); only the delay is shortened to keep time.
 
@@ -24,10 +24,9 @@ from crawler_tasks.service import control
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from .conftest import LOOPBACK, REDIS, token
-from .holds import assert_nothing_held
-from .realweb import DISALLOWED, RealWeb
+from tests.fakes.realweb import DISALLOWED, RealWeb
+from tests.helpers import LOOPBACK, REDIS, token
+from tests.holds import assert_nothing_held
 
 REALWEB_DB = int(os.environ.get("CRAWLER_REALWEB_TEST_DB", "7"))
 #: The one default shortened: seconds between two requests to a host (default 1).

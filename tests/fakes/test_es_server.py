@@ -17,8 +17,8 @@ import elasticsearch
 import pytest
 from elasticsearch import Elasticsearch, helpers
 
-from .es_server import DEFAULT_VERSION, ESServer
-from .tls import Pki
+from tests.fakes.es_server import DEFAULT_VERSION, ESServer
+from tests.fakes.tls import Pki
 
 #: The store backend's mapping as issue 8 describes it.
 PAGES_MAPPING = {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from crawler_tasks.core import counters
 
-PACKAGE = Path(__file__).resolve().parents[1] / "crawler_tasks"
+PACKAGE = Path(__file__).resolve().parents[2] / "crawler_tasks"
 REGISTRY_MODULE = PACKAGE / "core" / "counters.py"
 
 #: Fields the scripts HINCRBY that are not counters, and why.

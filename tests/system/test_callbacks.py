@@ -16,11 +16,10 @@ import redis
 
 from crawler_tasks.core.errors import BadInput
 from crawler_tasks.stages.seed import submit_to
+from tests.helpers import REDIS
+from tests.system.test_reliability import FAULT_DB, PAGES, amqp_vhost, make_crawl  # noqa: F401  (fixtures)
 
-from .conftest import REDIS
-from .test_reliability import FAULT_DB, PAGES, amqp_vhost, make_crawl  # noqa: F401  (fixtures)
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTES = f"{REDIS}/{FAULT_DB}"
 
 

@@ -39,10 +39,9 @@ from crawler_tasks.core.kafka_uri import parse_kafka_uri
 from crawler_tasks.core.settings import PIPELINES, SPECS, Settings
 from crawler_tasks.core.store_uris import split_uris
 from crawler_tasks.service.metrics import CrawlCollector
+from tests.fakes.kafka_mock import MockKafka
 
-from .kafka_mock import MockKafka
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
 #: What compose needs set to interpolate the file (it refuses to go on without them).
 SECRETS = {"FLOWER_BASIC_AUTH": "admin:test-secret", "GRAFANA_ADMIN_PASSWORD": "grafana-secret"}

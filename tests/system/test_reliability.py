@@ -29,10 +29,9 @@ from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests, submit_to
-
-from .cli.test_cli import assert_one_line_error, cli
-from .conftest import REDIS, UNTHROTTLED, flush, token
-from .holds import assert_nothing_held
+from tests.cli.test_cli import assert_one_line_error, cli
+from tests.helpers import REDIS, UNTHROTTLED, flush, token
+from tests.holds import assert_nothing_held
 
 FAULT_DB = 11
 VHOST = "crawlerfaults"

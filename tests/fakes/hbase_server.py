@@ -38,7 +38,7 @@ Usage::
         hbase.fail_next(2) # the next two mutate calls raise IOError
         hbase.down(); hbase.up()
 
-happybase traps these tests pin (tests/test_hbase_server.py): errors are
+happybase traps these tests pin (tests/fakes/test_hbase_server.py): errors are
 thriftpy2 objects whose ``message`` is bytes (``str()`` of a
 TApplicationException raises TypeError); a dropped connection raises
 TTransportException or a bare BrokenPipeError and is never reconnected; and

@@ -1,5 +1,5 @@
 """Pages rendered in a browser by render workers of their own, against a local site whose
-links and content exist only once its scripts ran (tests/js_site.py).
+links and content exist only once its scripts ran (tests/fakes/js_site.py).
 
 Real processes throughout: a fetch worker started as ``celery -A crawler_tasks worker``
 (every queue but ``crawl.render``), a render worker started with ``-Q crawl.render``
@@ -28,12 +28,11 @@ from crawler_tasks.core.urls import fingerprint
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from .conftest import REDIS, flush, token
-from .js_site import JSSite
+from tests.fakes.js_site import JSSite
+from tests.helpers import REDIS, flush, token
 
 RENDER_DB = int(os.environ.get("CRAWLER_RENDER_TEST_DB", "12"))
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RULES, REQUESTS = "tests.programs.render_rules", "tests.programs.render_requests"
 CRAWLER_TASKS = str(Path(sys.executable).parent / "crawler-tasks")
 PAGES_PER_BROWSER = 4

@@ -16,7 +16,7 @@ import pytest
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
-from .hbase_server import DEFAULT_MAX_CELL_BYTES, HBaseServer, keyvalue_size
+from tests.fakes.hbase_server import DEFAULT_MAX_CELL_BYTES, HBaseServer, keyvalue_size
 
 MODES = [("buffered", "binary"), ("buffered", "compact"), ("framed", "binary"), ("framed", "compact")]
 FAMILIES = {"meta": {}, "content": {"max_versions": 1}, "links": {"max_versions": 5}}

@@ -17,9 +17,8 @@ from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import Workers
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
-
-from .conftest import REDIS, UNTHROTTLED, token
-from .test_callbacks import Receiver
+from tests.helpers import REDIS, UNTHROTTLED, token
+from tests.system.test_callbacks import Receiver
 
 CANVAS_DB = int(os.environ.get("CRAWLER_CANVAS_TEST_DB", "6"))
 URL = f"{REDIS}/{CANVAS_DB}"

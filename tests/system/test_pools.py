@@ -21,9 +21,8 @@ from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import Workers
 from crawler_tasks.core import routing
 from crawler_tasks.core.settings import Settings
-
-from .conftest import REDIS
-from .test_reliability import FAULT_DB, make_crawl  # noqa: F401  (the fixture)
+from tests.helpers import REDIS
+from tests.system.test_reliability import FAULT_DB, make_crawl  # noqa: F401  (the fixture)
 
 GEVENT = importlib.util.find_spec("gevent") is not None
 

@@ -15,9 +15,8 @@ from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-
-from .conftest import UNTHROTTLED, token
-from .hostile_site import HOSTILE_PATHS, LONG_LINKS, HostileSite
+from tests.fakes.hostile_site import HOSTILE_PATHS, LONG_LINKS, HostileSite
+from tests.helpers import UNTHROTTLED, token
 
 pytestmark = pytest.mark.slow
 

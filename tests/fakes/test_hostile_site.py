@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from .hostile_site import (
+from tests.fakes.hostile_site import (
     BOMB_SIZE,
     HOSTILE_PATHS,
     LONG_LINK_BYTES,

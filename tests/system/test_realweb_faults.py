@@ -14,12 +14,11 @@ import pytest
 
 from crawler_tasks.cli.local import Workers, wait_drained
 from crawler_tasks.core.urls import canonicalize_url
-
-from .conftest import token
-from .holds import assert_nothing_held
-from .realweb import RealWeb
-from .test_realweb import Crawler, _canonical, defaults
-from .test_reliability import AofRedis
+from tests.fakes.realweb import RealWeb
+from tests.helpers import token
+from tests.holds import assert_nothing_held
+from tests.system.test_realweb import Crawler, _canonical, defaults
+from tests.system.test_reliability import AofRedis
 
 
 def _assert_polite_and_whole(crawler: Crawler, web: RealWeb, crawl_id: str) -> None:

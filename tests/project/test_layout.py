@@ -10,7 +10,7 @@ from pathlib import Path
 
 import grimp
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:

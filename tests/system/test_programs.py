@@ -24,12 +24,11 @@ import redis
 from elasticsearch import Elasticsearch
 
 from crawler_tasks.backends import open_store
+from tests.fakes.es_server import ESServer
+from tests.fakes.hbase_server import HBaseServer
+from tests.helpers import REDIS, token
 
-from .conftest import REDIS, token
-from .es_server import ESServer
-from .hbase_server import HBaseServer
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHOP = ROOT / "examples" / "shop"
 PROGRAM_DB = int(os.environ.get("CRAWLER_PROGRAM_TEST_DB", "5"))
 CRAWLER_TASKS = str(Path(sys.executable).parent / "crawler-tasks")

@@ -23,11 +23,10 @@ from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages import feeds
 from crawler_tasks.stages.runtime import Runtime
-
-from .conftest import REDIS, flush, token
-from .holds import assert_nothing_held
-from .kafka_mock import MockKafka, read_topic
-from .service.test_beat import crawler_tasks_cli
+from tests.fakes.kafka_mock import MockKafka, read_topic
+from tests.helpers import REDIS, flush, token
+from tests.holds import assert_nothing_held
+from tests.service.test_beat import crawler_tasks_cli
 
 KAFKA_DB = 15  # as the Beat tests: no session worker takes these crawls
 

@@ -2,8 +2,8 @@
 certificates, an untrusted server is one line and exit 3, and the password shows up nowhere.
 
 Every server here is the test's own: a redis-server with TLS and ``requirepass``
-on a free port (:class:`~tests.tls.TlsRedis`), and RabbitMQ (vhost
-``crawlertls``) behind a TLS-terminating proxy (:class:`~tests.tls.TlsProxy`).
+on a free port (:class:`~tests.fakes.tls.TlsRedis`), and RabbitMQ (vhost
+``crawlertls``) behind a TLS-terminating proxy (:class:`~tests.fakes.tls.TlsProxy`).
 """
 
 from __future__ import annotations
@@ -39,15 +39,14 @@ from crawler_tasks.stages import feeds
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
 from crawler_tasks.state.connection import broker_params, redis_from_url, safe_url
-
-from .cli.test_cli import assert_one_line_error
-from .conftest import LOOPBACK, UNTHROTTLED, by_url, token
-from .es_server import ESServer
-from .polite_site import PoliteSite
-from .proxy_server import ForwardProxy
-from .service.test_flower import poll, start_flower
-from .site import Site
-from .tls import PasswordRedis, Pki, TlsProxy, TlsRedis
+from tests.cli.test_cli import assert_one_line_error
+from tests.fakes.es_server import ESServer
+from tests.fakes.polite_site import PoliteSite
+from tests.fakes.proxy_server import ForwardProxy
+from tests.fakes.site import Site
+from tests.fakes.tls import PasswordRedis, Pki, TlsProxy, TlsRedis
+from tests.helpers import LOOPBACK, UNTHROTTLED, by_url, token
+from tests.service.test_flower import poll, start_flower
 
 #: The distinctive part of the password: no spelling of it may appear anywhere.
 CORE = uuid.uuid4().hex

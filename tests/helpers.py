@@ -1,0 +1,73 @@
+"""What the tests share besides fixtures: the test environment, set before crawler_tasks is
+imported (so the app in the test process and the workers it starts share one configuration),
+and small helpers.
+
+The crawl tests run on the Redis broker and the workers' default pool; to run them
+on another broker or pool, as the README's promises require::
+
+    CRAWLER_TEST_BROKER=amqp://guest:guest@127.0.0.1:5672// pytest
+    CRAWLER_WORKER_POOL=prefork pytest
+    CRAWLER_DEDUP=bloom CRAWLER_BLOOM_CAPACITY=20000 pytest   # every crawl behind a Bloom gate
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import redis
+
+#: CRAWLER_TEST_REDIS lets a run use a Redis of its own (another port) for everything but RabbitMQ.
+REDIS = os.environ.get("CRAWLER_TEST_REDIS", "redis://127.0.0.1:6379")
+#: CRAWLER_TEST_DB lets a second run (another checkout's) use its own database.
+TEST_DB = int(os.environ.get("CRAWLER_TEST_DB", "13"))
+os.environ.update({
+    "CRAWLER_BROKER_URL": os.environ.get("CRAWLER_TEST_BROKER", f"{REDIS}/{TEST_DB}"),
+    "CRAWLER_REDIS_URL": f"{REDIS}/{TEST_DB}",
+    "CRAWLER_KEY_PREFIX": "crawlertest",
+    "CRAWLER_DOWNLOAD_TIMEOUT": "1",
+    "CRAWLER_RETRY_BACKOFF": "0.1",
+    "CRAWLER_DOWNLOAD_MAXSIZE": str(1024 * 1024),
+    "CRAWLER_VISIBILITY_TIMEOUT": "60",
+    "CRAWLER_RETRY_BACKOFF_MAX": "5",
+    "CRAWLER_ALLOWED_DOMAINS": "",
+    "CRAWLER_MAX_DEPTH": "0",
+    # A crawl ends once its last records are written: do not wait a second for a batch.
+    "CRAWLER_STORE_FLUSH_S": "0.2",
+    # Politeness has tests of its own (tests/test_hosts.py, tests/test_robots.py); the rest
+    # crawl one local host fast, with the limiter in the path but never holding them back.
+    "CRAWLER_DOWNLOAD_DELAY": "0",
+    "CRAWLER_HOST_CONCURRENCY": "0",
+    "CRAWLER_ROBOTSTXT_OBEY": "0",
+    # Task events ("auto" by default: on while a monitor listens) cost a crawl about 15 % of its CPU; the tests
+    # that watch a crawl in Flower turn them on.
+    "CRAWLER_TASK_EVENTS": "0",
+    # Every test site is on loopback, which the private-network guard refuses by default.
+    "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8,::1,localhost",
+})
+
+from crawler_tasks.core.addresses import AddressPolicy  # noqa: E402
+from crawler_tasks.core.models import PageRecord  # noqa: E402
+
+#: The allowlist that lets the tests reach their local sites (as the env above).
+LOOPBACK = ("127.0.0.0/8", "::1", "localhost")
+#: Settings for tests that build their own and crawl one local host fast (as the env above).
+UNTHROTTLED = {"download_delay": 0.0, "host_concurrency": 0, "robotstxt_obey": False,
+               "private_allowlist": LOOPBACK}
+#: The address policy of a session that fetches from the local test sites.
+LOCAL = AddressPolicy(allowlist=LOOPBACK)
+
+
+def flush(db: int) -> None:
+    """Empty Redis database ``db`` of the test Redis."""
+    redis.Redis.from_url(f"{REDIS}/{db}").flushdb()
+
+
+def token() -> str:
+    """A short random name: a crawl id or a path no other test uses."""
+    return uuid.uuid4().hex[:10]
+
+
+def by_url(records: list[PageRecord]) -> dict[str, PageRecord]:
+    """``records`` by URL."""
+    return {r.url: r for r in records}
