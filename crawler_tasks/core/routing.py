@@ -39,8 +39,6 @@ RENDER_TASK = "crawl.render"
 #: One page on demand, returning its summary (for Celery's canvas).
 PAGE_TASK = "crawl.page"
 PARSE_TASK = "crawl.parse"
-#: Records of earlier releases' store messages (one page each) join the store queue.
-STORE_TASK = "crawl.store"
 #: One batch of the store queue written to its stores (a writer; stages.store).
 STORE_BATCH_TASK = "crawl.store_batch"
 SUBMIT_TASK = "crawl.submit"
@@ -68,7 +66,7 @@ ROUTES = {
     task: {"queue": queue}
     for task, queue in ((FETCH_TASK, FETCH_QUEUE), (RENDER_TASK, RENDER_QUEUE), (PAGE_TASK, FETCH_QUEUE),
                         (PARSE_TASK, PARSE_QUEUE),
-                        (STORE_TASK, STORE_QUEUE), (STORE_BATCH_TASK, STORE_QUEUE), (SUBMIT_TASK, SEED_QUEUE),
+                        (STORE_BATCH_TASK, STORE_QUEUE), (SUBMIT_TASK, SEED_QUEUE),
                         (FEED_TASK, SEED_QUEUE), (STATS_TASK, STORE_QUEUE))
 }
 

@@ -67,9 +67,9 @@ class StoreResolver:
         """The real URI (or comma list) of ``uri``.
 
         A masked URI takes the configured one with the same mask; a URI without a
-        password is used as it is, as is one that still holds its password (an
-        entry queued by an earlier release). :class:`StoreNotConfigured` when a
-        masked URI matches none.
+        password is used as it is, as is one that holds its password (given
+        directly, not read from Redis). :class:`StoreNotConfigured` when a masked URI
+        matches none.
         """
         parts = split_uris(uri)
         return ",".join(self._one(part) for part in parts) if parts else uri

@@ -8,14 +8,15 @@ one interval, so ticks do not pile up while no worker takes them. A second Beat
 (for availability) does not feed twice: each tick takes its feed's lock and the
 file and sitemap feeds feed once per interval (see the feeds module).
 
-Entries of your own go into ``app.conf.beat_schedule`` (see the top-level
-``beat_schedule.py``).
+Entries of your own go into ``ENTRIES`` of the top-level ``beat_schedule.py``, the one
+place for them: :func:`beat_schedule` adds them to the crawler's.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..core.errors import SettingsError
 from ..stages.feeds import configured
 
 if TYPE_CHECKING:
@@ -23,8 +24,8 @@ if TYPE_CHECKING:
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
-    """The entries for ``settings`` (one per enabled feed, and the statistics flush);
-    ``celery_config`` loads them."""
+    """The entries for ``settings`` (one per enabled feed, and the statistics flush), then the
+    deployment's own (:func:`own_entries`); ``celery_config`` loads them."""
     entries = {
         f"feed-{feed.name.replace('_', '-')}": {
             "task": "crawl.feed",
@@ -40,4 +41,18 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         "schedule": settings.stats_flush_s,
         "options": {"expires": settings.stats_flush_s},
     }
+    for name, entry in own_entries().items():
+        if name in entries:
+            raise SettingsError(f"beat_schedule.py: entry {name!r} has the name of one of the crawler's own")
+        entries[name] = entry
     return entries
+
+
+def own_entries() -> dict[str, dict[str, Any]]:
+    """The deployment's own entries: ``ENTRIES`` of the top-level ``beat_schedule.py``
+    (installed with the package; none where it cannot be imported)."""
+    try:
+        import beat_schedule
+    except ImportError:
+        return {}
+    return dict(beat_schedule.ENTRIES)

@@ -45,7 +45,7 @@ T = TypeVar("T")
 #: Extra deliveries allowed when a worker process dies under a task (SIGKILL, OOM).
 WORKER_LOST_RETRIES = 3
 #: Task name -> index of the request in its args.
-REQUEST_ARG = {routing.FETCH_TASK: 0, routing.RENDER_TASK: 0, routing.PARSE_TASK: 1, routing.STORE_TASK: 1}
+REQUEST_ARG = {routing.FETCH_TASK: 0, routing.RENDER_TASK: 0, routing.PARSE_TASK: 1}
 
 
 class CrawlTask(Task):

@@ -8,8 +8,6 @@ Task names are stable; other apps may ``send_task`` them:
 ``crawl.render``  args ``[request]`` — the same, its page rendered in a browser (queue
                   ``crawl.render``, served by the render workers only).
 ``crawl.parse``   args ``[claim_id, request]`` — internal (split pipeline).
-``crawl.store``   args ``[claim_id, request]`` — sent by earlier releases only: the
-                  record of the claim joins the store queue (:mod:`crawler_tasks.stages.store`).
 ``crawl.store_batch`` args ``[writer]`` — internal: write one batch of the store queue
                   (sent by each worker's store dispatcher when a batch is due).
 ``crawl.feed``    args ``[feed]`` (optional, default ``start_urls``; or ``seed_file``,
@@ -152,13 +150,6 @@ def crawl_page(self: Task, url: str | dict[str, Any], crawl_id: str | None = Non
 def parse_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
     """Parse a fetched page, enqueue its links through the gate, send it to store."""
     _claimed_step(self, claim_id, request, parse.parse_claim)
-
-
-@shared_task(name=routing.STORE_TASK, bind=True, base=delivery.CrawlTask)
-@delivery.shaped
-def store_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
-    """A store message of an earlier release: its record joins the store queue."""
-    _claimed_step(self, claim_id, request, store.queue_claim)
 
 
 @shared_task(name=routing.STORE_BATCH_TASK, bind=True, ignore_result=True)

@@ -19,7 +19,7 @@ from ..core import codec, counters
 from ..core.errors import BadInput, StoreUnavailable
 from ..core.models import PageRecord
 from ..core.store_uris import masked
-from .store import FAILED, UNREADABLE, write
+from .store import UNREADABLE, write
 
 if TYPE_CHECKING:
     from .deps import StoreDeps
@@ -30,8 +30,7 @@ def read_letter(raw: bytes) -> tuple[dict[str, Any], PageRecord]:
     """A letter's fields and its record; raises one of :data:`~crawler_tasks.stages.store.UNREADABLE` for what is not one."""
     data = codec.decode(raw)
     record = PageRecord.from_dict(data["record"])
-    data.setdefault("kind", FAILED)  # letters of earlier releases: their store failed
-    for name in ("store", "error", "at"):
+    for name in ("kind", "store", "error", "at"):
         data.setdefault(name, "")
     return data, record
 

@@ -47,14 +47,6 @@ def write(rt: StoreDeps, uri: str, records: Sequence[PageRecord]) -> list[Record
     return rt.store(uri).upsert(records) or []
 
 
-def queue_claim(rt: StoreDeps, claim_id: str, req: CrawlRequest, task_id: str) -> None:
-    """A ``crawl.store`` message (sent by earlier releases): queue the record of
-    ``claim_id`` for the store, end the task, drop the claim."""
-    record, _ = rt.claims.load(req.crawl_id, claim_id, with_body=False)
-    enqueue.complete(rt, req, task_id, enqueue.TaskEnd(record=record))
-    rt.claims.delete(req.crawl_id, claim_id)  # done now, or long ago (a late duplicate)
-
-
 def flush_stats(rt: StoreDeps, crawl_ids: Sequence[str] | None = None) -> int:
     """Write the counters of each crawl that changed since its last flush to the crawl's
     store, when that store keeps statistics (Elasticsearch: ``<index>-stats``, one

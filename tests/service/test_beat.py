@@ -170,3 +170,17 @@ def test_two_beats_feed_the_seed_file_once_per_interval(cluster, site):
     assert status["admitted"] == 3 and status["duplicates"] == 3 * (status["ticks"] - 1)
     wait_drained(lambda: len(records(rt)) == 3, timeout=30, workers=c.worker)
     assert all(len(site.paths(f"/page/{t}-{i}")) == 1 for i in range(3))
+
+
+def test_entries_of_your_own_in_beat_schedule_py_join_the_crawlers(monkeypatch):
+    import beat_schedule
+    from crawler_tasks.core.errors import SettingsError
+    from crawler_tasks.service.beat import beat_schedule as schedule
+
+    entry = {"task": "crawl.submit", "schedule": 3600.0, "kwargs": {"urls": ["https://example.com/"]}}
+    monkeypatch.setattr(beat_schedule, "ENTRIES", {"recrawl-home": entry})
+    built = create_app(Settings(broker_url=f"{REDIS}/{BEAT_DB}")).conf.beat_schedule
+    assert built["recrawl-home"] == entry and "flush-stats" in built
+    monkeypatch.setattr(beat_schedule, "ENTRIES", {"flush-stats": entry})
+    with pytest.raises(SettingsError, match="'flush-stats' has the name of one of the crawler's own"):
+        schedule(Settings())

@@ -217,7 +217,7 @@ def test_pickled_and_malformed_messages_are_refused_and_the_worker_goes_on(rt, w
     rng = random.Random(6)
     keys_before = {k for k in rt.redis.keys(f"{rt.settings.key_prefix}:*")}
     for _ in range(150):  # fuzzed arguments of every task another app may send
-        name = rng.choice([routing.FETCH_TASK, routing.PARSE_TASK, routing.STORE_TASK, routing.SUBMIT_TASK])
+        name = rng.choice([routing.FETCH_TASK, routing.PARSE_TASK, routing.SUBMIT_TASK])
         args = [_junk(rng) for _ in range(rng.randint(0, 3))]
         kwargs = {rng.choice(["urls", "priority", "meta", "crawl_id", "dont_filter", "zz"]): _junk(rng)
                   for _ in range(rng.randint(0, 3))}

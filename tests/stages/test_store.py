@@ -9,16 +9,12 @@ from elasticsearch import Elasticsearch
 
 from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import Workers, wait_drained
-from crawler_tasks.core import routing
-from crawler_tasks.core.models import PageRecord
 from crawler_tasks.service.celery_app import create_app
-from crawler_tasks.stages import enqueue
 from crawler_tasks.stages.dead_letters import dead_letters, replay_dead
 from crawler_tasks.stages.dispatcher import flush_once
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
 from crawler_tasks.stages.store import flush_stats, write_batch
-from crawler_tasks.state.gate import Candidate
 from tests.cli.test_cli import cli
 from tests.fakes.es_server import ESServer
 from tests.fakes.hbase_server import HBaseServer
@@ -326,23 +322,6 @@ def test_elasticsearch_going_away_mid_crawl_delays_records_but_stores_each_once(
         assert len(es.documents("pages")) == stats["stored"] == pages
         assert "store/failed" not in stats and stats["status/200"] == pages
         rt.close()
-
-
-def test_a_store_message_of_an_earlier_release_still_stores_its_page(rt, worker, tmp_path):
-    crawl_id, claim_id = f"old{token()}", f"fetch{token()}"
-    [req] = build_requests(f"http://old.test/{token()}", crawl_id=crawl_id)
-    store = str(tmp_path / "pages.db")
-    rt.crawls.register(crawl_id, store=store)
-    record = PageRecord(url=req.url, fingerprint=req.fingerprint, crawl_id=crawl_id, depth=0,
-                        fetched_at="2026-11-22T08:00:00+00:00", status=200, body="kept")
-    stage_id = enqueue.stage_task_id(claim_id, routing.STORE_TASK)
-    rt.gate.admit(crawl_id, [Candidate(f"stage:{stage_id}", stage_id, dont_filter=True, stage=True)])
-    rt.claims.write(crawl_id, claim_id, record)
-    enqueue.publish_stage(rt, routing.STORE_TASK, claim_id, req)  # as releases before 0.2 did
-    wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=30, workers=worker)
-    [stored] = open_store(store).records(crawl_id)
-    assert stored.body == "kept" and rt.stats.read(crawl_id)["stored"] == 1
-    assert not rt.redis.exists(rt.keys.page(crawl_id, claim_id))  # the claim is gone
 
 
 def test_a_crawl_whose_statistics_cannot_be_written_does_not_stop_the_others(rt):
