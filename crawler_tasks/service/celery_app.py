@@ -111,12 +111,28 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def create_app(settings: Settings) -> Celery:
+class CrawlerApp(Celery):
+    """A Celery app that carries the :class:`Settings` it was configured from, for the
+    runtime (:func:`~crawler_tasks.stages.runtime.current`), the tasks and the worker's
+    signal handlers to read as ``app.crawler_settings``."""
+
+    #: The settings the app was built from (``celery worker -c N`` sets their concurrency).
+    crawler_settings: Settings
+
+    def __init__(self, *args: Any, settings: Settings, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.crawler_settings = settings
+
+    def __reduce_keys__(self) -> dict[str, Any]:
+        """Celery pickles an app as its constructor's keywords: the settings go with them."""
+        return {**super().__reduce_keys__(), "settings": self.crawler_settings}
+
+
+def create_app(settings: Settings) -> CrawlerApp:
     """A configured Celery app with the crawl tasks registered."""
     # The tasks are shared tasks: every app built here has them.
-    app = Celery("crawler_tasks", include=["crawler_tasks.service.tasks"])
+    app = CrawlerApp("crawler_tasks", settings=settings, include=["crawler_tasks.service.tasks"])
     app.config_from_object(celery_config(settings))
-    app.crawler_settings = settings  # type: ignore[attr-defined]
     return app
 
 
@@ -173,16 +189,21 @@ def _settings_from_env() -> Settings:
         raise
 
 
+def _app_of(sender: Any) -> CrawlerApp | None:
+    """The app a worker signal's sender runs, if :func:`create_app` built it."""
+    app = getattr(sender, "app", None)
+    return app if isinstance(app, CrawlerApp) else None
+
+
 @signals.worker_init.connect
 def _pool_size(sender: Any = None, **_: Any) -> None:
     """``celery worker -c N`` overrides ``CRAWLER_WORKER_CONCURRENCY``: the runtime sizes its
     Redis connections and idle HTTP connections per thread for the real pool."""
-    app = getattr(sender, "app", None)
-    settings = getattr(app, "crawler_settings", None)
+    app = _app_of(sender)
     concurrency = getattr(sender, "concurrency", None)
-    if settings is not None and isinstance(concurrency, int) and concurrency > 0 \
-            and concurrency != settings.worker_concurrency:
-        app.crawler_settings = settings.replace(worker_concurrency=concurrency)
+    if app is not None and isinstance(concurrency, int) and concurrency > 0 \
+            and concurrency != app.crawler_settings.worker_concurrency:
+        app.crawler_settings = app.crawler_settings.replace(worker_concurrency=concurrency)
 
 
 @signals.worker_init.connect
@@ -190,9 +211,10 @@ def _check_store(sender: Any = None, **_: Any) -> None:
     """A store URI no backend knows, or a malformed one, stops the worker at start."""
     from ..backends import open_store
 
-    settings = getattr(getattr(sender, "app", None), "crawler_settings", None)
-    if settings is None:
+    app = _app_of(sender)
+    if app is None:
         return
+    settings = app.crawler_settings
     try:
         open_store(settings.store, settings).close()
     except (UnknownStore, SettingsError) as exc:
@@ -203,16 +225,15 @@ def _check_store(sender: Any = None, **_: Any) -> None:
 def _render_queue(sender: Any = None, **_: Any) -> None:
     """A worker started without ``-Q`` serves every queue but ``crawl.render``; one that
     serves ``crawl.render`` must find its browser, or stops at start with one line."""
-    app = getattr(sender, "app", None)
-    settings = getattr(app, "crawler_settings", None)
-    if settings is None:
+    app = _app_of(sender)
+    if app is None:
         return
     queues = app.amqp.queues
     if getattr(queues, "_consume_from", None) is None:  # no -Q: the default set
         queues.deselect(list(routing.OPT_IN_QUEUES))
         return
     if routing.RENDER_QUEUE in queues.consume_from:
-        problem = browser_problem(settings)
+        problem = browser_problem(app.crawler_settings)
         if problem:
             _refuse(f"cannot serve {routing.RENDER_QUEUE}: {problem}")
 
@@ -221,20 +242,20 @@ def _render_queue(sender: Any = None, **_: Any) -> None:
 def _load_plugins(sender: Any = None, **_: Any) -> None:
     """Import ``CRAWLER_PLUGINS`` and the item pipelines before any task runs (a prefork
     pool's children inherit them); one that fails stops the worker at start."""
-    settings = getattr(getattr(sender, "app", None), "crawler_settings", None)
-    if settings is None:
+    app = _app_of(sender)
+    if app is None:
         return
     try:
-        program_of(settings)
+        program_of(app.crawler_settings)
     except PluginError as exc:
         _refuse(str(exc))
 
 
-_default: Celery | None = None
+_default: CrawlerApp | None = None
 _default_lock = threading.Lock()
 
 
-def default_app() -> Celery:
+def default_app() -> CrawlerApp:
     """The app of this process, built from the environment on first use: what
     ``celery -A crawler_tasks`` runs and :func:`~crawler_tasks.submit` sends through.
     Nothing is configured at import; :func:`create_app` builds others."""
