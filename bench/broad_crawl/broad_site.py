@@ -5,7 +5,7 @@ Run as its own process (it must not share a GIL with the harness)::
     python bench/broad_site.py --hosts 200 --pages-per-host 30 --log requests.log [--skew 20] [--latency 0.02]
 
 Host n is ``127.0.1.1``, ``127.0.1.2``, ... (254 per ``127.0.x``, as in
-tests/many_hosts.py); the server listens on one port of every address, so each
+tests/fakes/many_hosts.py); the server listens on one port of every address, so each
 address is a host of its own for a crawler. Host 0 holds ``--skew`` × K pages
 when ``--skew`` is over 1. Page 0 of a host is ``/``, page i is ``/p/i``. Each
 page is a few KB of HTML with five links within its host (the next page, so

@@ -10,9 +10,9 @@
              timed alone, then one worker crawling ``--pages`` of the generated bench site
              (bench/site_gen.py, 20-40 links a page) with that configuration.
 ``hostile``  one worker crawling ``--pages`` pages of 1,000 distinct 10 KiB links each
-             (tests/hostile_site.py, ``/long-links/<n>``), bodies up to 16 MiB kept.
+             (tests/fakes/hostile_site.py, ``/long-links/<n>``), bodies up to 16 MiB kept.
 ``sockets``  one worker crawling one page on each of ``--hosts`` loopback addresses
-             (127.0.1.1 onwards, tests/many_hosts.py: keep-alive, never closed by the server).
+             (127.0.1.1 onwards, tests/fakes/many_hosts.py: keep-alive, never closed by the server).
 
 Each run has a private redis-server as broker and state Redis. Printed: peak RSS of the
 worker process, its CPU (user + system) per link parsed, and for ``sockets`` the peak of
@@ -37,11 +37,12 @@ from types import ModuleType
 import psutil
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "lib"))  # servers, site_gen
 
 
 def _load(name: str) -> ModuleType:
-    """A helper of tests/ loaded by path (the checkout under test may lack it)."""
-    spec = importlib.util.spec_from_file_location(name, HERE.parent / "tests" / f"{name}.py")
+    """A fake site of tests/fakes/ loaded by path (the checkout under test may lack it)."""
+    spec = importlib.util.spec_from_file_location(name, HERE.parents[1] / "tests" / "fakes" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

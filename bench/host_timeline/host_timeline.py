@@ -14,10 +14,13 @@ page, a retry, ...), so two crawlers' logs can be held side by side.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from pathlib import Path
 
-from broad_log import Hit, by_host, read_log
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broad_crawl"))
+
+from broad_log import Hit, by_host, read_log  # noqa: E402
 
 
 def kind(before: Hit, after: Hit) -> str:

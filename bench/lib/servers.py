@@ -29,7 +29,8 @@ import psutil
 import redis
 from measure import ReapedCpu
 
-BENCH_DIR = Path(__file__).resolve().parent
+LIB_DIR = Path(__file__).resolve().parent
+BENCH_DIR = LIB_DIR.parent
 _GROUPS: set[Children] = set()
 _WATCHDOG: list[subprocess.Popen[bytes]] = []
 
@@ -37,7 +38,7 @@ _WATCHDOG: list[subprocess.Popen[bytes]] = []
 def _watchdog_note(line: str) -> None:
     """Tell bench/watchdog.py about a started (``+PID``) or finished (``-PID``) process."""
     if not _WATCHDOG:
-        _WATCHDOG.append(subprocess.Popen([sys.executable, str(BENCH_DIR / "watchdog.py")],
+        _WATCHDOG.append(subprocess.Popen([sys.executable, str(LIB_DIR / "watchdog.py")],
                                           stdin=subprocess.PIPE, start_new_session=True))
     stdin = _WATCHDOG[0].stdin
     assert stdin is not None
@@ -388,7 +389,7 @@ def _start_nginx(group: Children, binary: str, root: Path, workdir: Path) -> Sit
 
 
 def _start_python_site(group: Children, root: Path, latency: float) -> SiteServer:
-    cmd: list[str | os.PathLike[str]] = [sys.executable, BENCH_DIR / "site_server.py", "--root", root,
+    cmd: list[str | os.PathLike[str]] = [sys.executable, LIB_DIR / "site_server.py", "--root", root,
                                          "--latency", str(latency)]
     child = group.spawn(cmd, name="site server", stdout=subprocess.PIPE)
     line = read_line(child.popen.stdout, 60, child)
@@ -441,9 +442,9 @@ def measure_ceiling(group: Children, url: str, *, connections: int = 64, seconds
         cmd = [wrk, "-t2", f"-c{connections}", f"-d{seconds:g}s", target]
         how = f"wrk -t2 -c{connections} -d{seconds:g}s"
     else:
-        cmd = [sys.executable, BENCH_DIR / "loadgen.py", target, "--procs", "2",
+        cmd = [sys.executable, LIB_DIR / "loadgen.py", target, "--procs", "2",
                "--connections", str(connections), "--seconds", str(seconds)]
-        how = f"bench/loadgen.py, 2 processes, {connections} connections, {seconds:g}s"
+        how = f"bench/lib/loadgen.py, 2 processes, {connections} connections, {seconds:g}s"
     with tempfile.TemporaryFile() as out:
         child = group.spawn(cmd, name="load generator", stdout=out, stderr=subprocess.STDOUT)
         try:

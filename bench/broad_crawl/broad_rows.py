@@ -40,7 +40,7 @@ from rows import (
     parse_summary,
     run_row,
 )
-from servers import BENCH_DIR, BenchError, Child, RedisServer
+from servers import LIB_DIR, BenchError, Child, RedisServer
 
 SCRAPY_CONCURRENCY = 256
 
@@ -291,7 +291,7 @@ def run_celery(ctx: BroadContext, row: Row, run: Run) -> RunResult:
 def _start_submit_helper(ctx: BroadContext, run: Run, env: dict[str, str], workers: int, log: Path) -> Child:
     """bench/submit_seed.py with every seed."""
     with open(log, "ab") as err:
-        return run.group.spawn([sys.executable, BENCH_DIR / "submit_seed.py", *ctx.seeds,
+        return run.group.spawn([sys.executable, LIB_DIR / "submit_seed.py", *ctx.seeds,
                                 "--crawl-id", run.crawl_id, "--workers", str(workers),
                                 "--timeout", f"{max(10.0, min(120.0, run.left())):.0f}"],
                                name="submit helper", env=env, stdin=subprocess.PIPE,

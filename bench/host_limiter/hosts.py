@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-VENV_PY = HERE.parent / ".venv" / "bin" / "python"
-sys.path.insert(0, str(HERE))
+VENV_PY = HERE.parents[1] / ".venv" / "bin" / "python"
+sys.path.insert(0, str(HERE.parent / "lib"))
 
 from site_gen import ensure_site  # noqa: E402
 
@@ -38,7 +38,7 @@ from site_gen import ensure_site  # noqa: E402
 def start_sites(root: Path, n: int, latency: float) -> tuple[list[subprocess.Popen], list[int]]:
     procs, ports = [], []
     for _ in range(n):
-        proc = subprocess.Popen([sys.executable, str(HERE / "site_server.py"), "--root", str(root),
+        proc = subprocess.Popen([sys.executable, str(HERE.parent / "lib" / "site_server.py"), "--root", str(root),
                                  "--latency", str(latency)], stdout=subprocess.PIPE, text=True,
                                 start_new_session=True)
         line = proc.stdout.readline()
@@ -82,14 +82,14 @@ def crawl(python: Path, urls: list[str], workers: int, concurrency: int) -> tupl
 
 def limiter_cost(pairs: int = 5000, hosts: int = 10) -> tuple[float, float]:
     """(client CPU µs, Redis CPU µs) of one acquire + release, on a private redis-server."""
-    sys.path.insert(0, str(HERE.parent))
+    sys.path.insert(0, str(HERE.parents[1]))
     import redis
 
+    from crawler_tasks.cli.local import free_port
     from crawler_tasks.core.politeness import Feedback
+    from crawler_tasks.core.settings import Settings
     from crawler_tasks.state.hosts import HostLimiter
     from crawler_tasks.state.keys import Keys
-    from crawler_tasks.cli.local import free_port
-    from crawler_tasks.core.settings import Settings
 
     port, workdir = free_port(), tempfile.mkdtemp(prefix="bench-hosts-redis-")
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",

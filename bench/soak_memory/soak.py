@@ -14,6 +14,7 @@ stored, after a warm-up) and every key the crawl left in Redis.
 See bench/README.md for how to read it.
 """
 
+# ruff: noqa: E402  (the imports below need the project's python, chosen first)
 from __future__ import annotations
 
 import os
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PROJECT_PYTHON = HERE.parent / ".venv" / "bin" / "python"
+PROJECT_PYTHON = HERE.parents[1] / ".venv" / "bin" / "python"
 
 
 def _ensure_project_python() -> None:
@@ -39,7 +40,7 @@ def _ensure_project_python() -> None:
 
 
 _ensure_project_python()
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "lib"))
 
 try:
     import psutil
@@ -73,10 +74,10 @@ from servers import (
 )
 from site_gen import ensure_site
 
-from crawler_tasks.core.errors import CrawlerError
-from crawler_tasks.state.keys import Keys
 from crawler_tasks.cli.local import CrawlWatch, Workers, wait_drained
+from crawler_tasks.core.errors import CrawlerError
 from crawler_tasks.core.settings import Settings
+from crawler_tasks.state.keys import Keys
 
 MB = 1024 * 1024
 PER = 10_000  # slopes are per this many pages stored

@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "lib"))
 
 from servers import Children, RedisServer, free_port  # noqa: E402
 

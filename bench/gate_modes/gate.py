@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-VENV_PY = HERE.parent / ".venv" / "bin" / "python"
+VENV_PY = HERE.parents[1] / ".venv" / "bin" / "python"
 try:  # re-exec with the project's venv unless this python has the project's dependencies
     import redis  # noqa: F401
 except ImportError:
@@ -36,13 +36,13 @@ except ImportError:
         os.environ["CRAWLER_BENCH_REEXEC"] = "1"
         os.execv(str(VENV_PY), [str(VENV_PY), str(Path(__file__).resolve()), *sys.argv[1:]])
     sys.exit(f"bench/gate: run it with {VENV_PY} (or activate the project venv)")
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1]))
 
 import redis  # noqa: E402
 
+from crawler_tasks.cli.local import free_port  # noqa: E402
 from crawler_tasks.state.gate import Admission, Candidate, Gate  # noqa: E402
 from crawler_tasks.state.keys import Keys  # noqa: E402
-from crawler_tasks.cli.local import free_port  # noqa: E402
 from crawler_tasks.state.seen import Bloom, SeenRecent, SeenSet  # noqa: E402
 
 MODES = {

@@ -36,17 +36,17 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = HERE.parents[1]
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 if Path(sys.executable).resolve() != VENV_PYTHON.resolve() and VENV_PYTHON.exists() and "--no-reexec" not in sys.argv:
     os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), __file__, *sys.argv[1:], "--no-reexec"])
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE.parent / "lib"))
 
 import psutil  # noqa: E402
 import redis  # noqa: E402
-
-from bench.measure import ReapedCpu, TreeSampler  # noqa: E402
-from bench.servers import Children, RedisServer, read_line  # noqa: E402
+from measure import ReapedCpu, TreeSampler  # noqa: E402
+from servers import Children, RedisServer, read_line  # noqa: E402
 
 ROWS = {
     "plain": ([], {}),

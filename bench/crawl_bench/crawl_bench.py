@@ -78,7 +78,7 @@ def main() -> int:
     parser.add_argument("--pool", default=None,
                         help="celery pool of each worker process (default: CRAWLER_WORKER_POOL)")
     args = parser.parse_args()
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from crawler_tasks.cli.demo_site import DemoSite
 
     rows = []

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "lib"))
+sys.path.insert(0, str(HERE.parents[1]))
 
 
 def py_spy() -> str:
@@ -32,7 +32,7 @@ def py_spy() -> str:
 
 
 def serve(root: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(HERE / "site_server.py"), "--root", str(root)],
+    proc = subprocess.Popen([sys.executable, str(HERE.parent / "lib" / "site_server.py"), "--root", str(root)],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     port = proc.stdout.readline().split()[-1]
@@ -110,7 +110,7 @@ def report(raw: Path) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pages", type=int, default=3000)
-    p.add_argument("--out", type=Path, default=HERE / "profile")
+    p.add_argument("--out", type=Path, default=HERE)
     p.add_argument("--report", type=Path, help="only print the tables of an earlier run's profile.raw.txt")
     args = p.parse_args()
     if args.report:

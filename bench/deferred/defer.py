@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-VENV_PY = HERE.parent / ".venv" / "bin" / "python"
+VENV_PY = HERE.parents[1] / ".venv" / "bin" / "python"
 try:  # re-exec with the project's venv unless this python has the project's dependencies
     import psutil
     import redis
@@ -42,16 +42,17 @@ except ImportError:
         os.environ["CRAWLER_BENCH_REEXEC"] = "1"
         os.execv(str(VENV_PY), [str(VENV_PY), str(Path(__file__).resolve()), *sys.argv[1:]])
     sys.exit(f"bench/defer: run it with {VENV_PY} (or activate the project venv)")
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1]))
 
-from crawler_tasks import enqueue  # noqa: E402
-from crawler_tasks.core.politeness import Feedback, host_key  # noqa: E402
-from crawler_tasks.service.celery_app import create_app  # noqa: E402
+from crawler_tasks.broker.lists import redis_list  # noqa: E402
 from crawler_tasks.cli.local import Workers, free_port  # noqa: E402
 from crawler_tasks.core.models import CrawlRequest  # noqa: E402
-from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND, redis_list  # noqa: E402
-from crawler_tasks.stages.runtime import Runtime  # noqa: E402
+from crawler_tasks.core.politeness import Feedback, host_key  # noqa: E402
+from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND  # noqa: E402
 from crawler_tasks.core.settings import Settings  # noqa: E402
+from crawler_tasks.service.celery_app import create_app  # noqa: E402
+from crawler_tasks.stages import enqueue  # noqa: E402
+from crawler_tasks.stages.runtime import Runtime  # noqa: E402
 
 
 def start_redis() -> tuple[subprocess.Popen, str, str]:

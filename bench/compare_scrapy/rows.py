@@ -25,9 +25,10 @@ from typing import Any
 
 import redis
 from measure import ReapedCpu, RedisDelta, TreeSampler, TreeUsage, redis_delta
-from servers import BENCH_DIR, BenchError, Child, Children, RedisServer, SiteServer, kill_leftovers, read_line
+from servers import BENCH_DIR, LIB_DIR, BenchError, Child, Children, RedisServer, SiteServer, kill_leftovers, read_line
 
 SCRAPY_VENV = BENCH_DIR / ".venv-scrapy"
+RULE_DIR = Path(__file__).resolve().parent  # bench_rule.py, the -rule rows' plugin
 SCRAPY_START_KEY = "bench:start_urls"  # scrapy_bench.spiders.START_KEY
 SCRAPY_REDIS_QUEUE = "bench_redis:requests"  # scrapy-redis' SCHEDULER_QUEUE_KEY for spider bench_redis
 WORKER_STOP_TIMEOUT = 60.0
@@ -149,13 +150,13 @@ class Context:
         if env["CRAWLER_WORKER_CONCURRENCY"] == "default":  # BENCH_CONCURRENCY=default: the crawler's own
             env.pop("CRAWLER_WORKER_CONCURRENCY")
         if row and row.rule:  # bench_rule.py, after a row's own checkout
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (dict(row.env).get("PYTHONPATH"), str(BENCH_DIR)) if p)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (dict(row.env).get("PYTHONPATH"), str(RULE_DIR)) if p)
         return env
 
     def scrapy_env(self) -> dict[str, str]:
         path = os.environ.get("PYTHONPATH")
         env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
-        env["PYTHONPATH"] = str(BENCH_DIR) + (os.pathsep + path if path else "")
+        env["PYTHONPATH"] = str(LIB_DIR) + (os.pathsep + path if path else "")
         return env
 
     def require_scrapy(self) -> Path:
@@ -299,7 +300,7 @@ class CrawlKeys:
                 return 0, sent
             self._count = _COUNTERS.get(kind)
             if self._count is None:
-                raise BenchError(f"{self.outstanding} is a Redis {kind}; bench/rows.py cannot count it")
+                raise BenchError(f"{self.outstanding} is a Redis {kind}; bench/compare_scrapy/rows.py cannot count it")
         return int(self._count(client, self.outstanding) or 0), sent + 1
 
     def counters(self, client: redis.Redis) -> dict[str, int]:
@@ -415,7 +416,7 @@ def run_celery(ctx: Context, row: Row, run: Run) -> RunResult:
 def _start_submit_helper(ctx: Context, run: Run, env: dict[str, str], workers: int, log: Path) -> Child:
     """bench/submit_seed.py: imports crawler_tasks with this run's environment, pings the workers."""
     with open(log, "ab") as err:
-        return run.group.spawn([sys.executable, BENCH_DIR / "submit_seed.py", ctx.site.url,
+        return run.group.spawn([sys.executable, LIB_DIR / "submit_seed.py", ctx.site.url,
                                 "--crawl-id", run.crawl_id, "--workers", str(workers),
                                 "--timeout", f"{max(10.0, min(120.0, run.left())):.0f}"],
                                name="submit helper", env=env, stdin=subprocess.PIPE,

@@ -28,9 +28,9 @@ import broad_realweb as realweb
 from broad_log import GAP_TOLERANCE, LogFigures, analyse, read_log
 from broad_rows import DEFAULT_ROWS, ROWS, ROWS_BY_KEY, BroadContext, BroadRow, run_broad_row
 from broad_site import addresses, pages_per_host
-from harness import _log, _on_sigterm, ensure_scrapy_venv, versions
+from compare import _log, _on_sigterm, ensure_scrapy_venv, versions
 from rows import RunResult
-from servers import BENCH_DIR, BenchError, Children, SiteServer, kill_everything, read_line, watch_dir
+from servers import BenchError, Children, SiteServer, kill_everything, read_line, watch_dir
 
 DASH = "–"
 DESCRIPTION = ("A broad polite crawl: M loopback hosts of K pages each, crawled with a per-host delay by "
@@ -109,7 +109,7 @@ class SiteRun:
 
 def start_site(group: Children, args: argparse.Namespace, variant: Variant, log: Path) -> SiteRun:
     """bench/broad_site.py in its own process, listening on every host's address."""
-    cmd: list[str | os.PathLike[str]] = [sys.executable, BENCH_DIR / "broad_site.py", "--hosts", str(args.hosts), "--pages-per-host",
+    cmd: list[str | os.PathLike[str]] = [sys.executable, Path(__file__).resolve().parent / "broad_site.py", "--hosts", str(args.hosts), "--pages-per-host",
            str(args.pages_per_host), "--skew", f"{variant.skew:g}", "--latency", f"{args.latency:g}",
            "--seed", str(args.seed), "--log", log, *(["--realweb"] if args.realweb else [])]
     child = group.spawn(cmd, name="site server", stdout=subprocess.PIPE)

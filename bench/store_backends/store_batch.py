@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-VENV_PY = HERE.parent / ".venv" / "bin" / "python"
+VENV_PY = HERE.parents[1] / ".venv" / "bin" / "python"
 try:  # re-exec with the project's venv unless this python has the project's dependencies
     import redis
 except ImportError:
@@ -42,18 +42,18 @@ except ImportError:
         os.environ["CRAWLER_BENCH_REEXEC"] = "1"
         os.execv(str(VENV_PY), [str(VENV_PY), str(Path(__file__).resolve()), *sys.argv[1:]])
     sys.exit(f"bench/store_batch: run it with {VENV_PY} (or activate the project venv)")
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1]))
 
-from crawler_tasks.stages import enqueue  # noqa: E402
 from crawler_tasks.backends import open_store  # noqa: E402
-from crawler_tasks.service.celery_app import create_app  # noqa: E402
-from crawler_tasks.state.gate import Candidate  # noqa: E402
 from crawler_tasks.cli.local import free_port  # noqa: E402
 from crawler_tasks.core.models import PageRecord  # noqa: E402
+from crawler_tasks.core.settings import Settings  # noqa: E402
+from crawler_tasks.service.celery_app import create_app  # noqa: E402
+from crawler_tasks.stages import enqueue  # noqa: E402
+from crawler_tasks.stages.dispatcher import flush_once  # noqa: E402
 from crawler_tasks.stages.runtime import Runtime  # noqa: E402
 from crawler_tasks.stages.seed import build_requests  # noqa: E402
-from crawler_tasks.core.settings import Settings  # noqa: E402
-from crawler_tasks.stages.dispatcher import flush_once  # noqa: E402
+from crawler_tasks.state.gate import Candidate  # noqa: E402
 from tests.fakes.es_server import ESServer  # noqa: E402
 from tests.fakes.hbase_server import HBaseServer  # noqa: E402
 from tests.fakes.kafka_mock import MockKafka  # noqa: E402

@@ -26,8 +26,8 @@ from pathlib import Path
 import redis
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "lib"))
+sys.path.insert(0, str(HERE.parents[1]))
 
 TESTS = "lpush,rpop,hset,sadd"
 
@@ -60,7 +60,7 @@ def crawl(pages: int) -> dict[str, dict[str, float]]:
     from crawler_tasks.cli.local import EmbeddedRedis, Workers, wait_drained
 
     site = ensure_site(pages)
-    server = subprocess.Popen([sys.executable, str(HERE / "site_server.py"), "--root", str(site.root)],
+    server = subprocess.Popen([sys.executable, str(HERE.parent / "lib" / "site_server.py"), "--root", str(site.root)],
                               stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
     url = f"http://127.0.0.1:{server.stdout.readline().split()[-1]}/"
