@@ -52,8 +52,8 @@ def start_sites(root: Path, n: int, latency: float) -> tuple[list[subprocess.Pop
 def crawl(python: Path, urls: list[str], workers: int, concurrency: int) -> tuple[int, float, float]:
     """(pages stored, seconds, CPU seconds of the crawl and its workers)."""
     workdir = tempfile.mkdtemp(prefix="bench-hosts-")
-    env = {**os.environ, "CRAWLER_BROKER_URL": "redis://127.0.0.1:1/0",  # unreachable: embedded Redis
-           "CRAWLER_REDIS_URL": "", "CRAWLER_STORE": f"{workdir}/pages.db",
+    unset = ("CRAWLER_BROKER_URL", "CRAWLER_REDIS_URL")  # nothing configured: crawl's embedded Redis
+    env = {**{k: v for k, v in os.environ.items() if k not in unset}, "CRAWLER_STORE": f"{workdir}/pages.db",
            "CRAWLER_WORKER_CONCURRENCY": str(concurrency), "CRAWLER_DOWNLOAD_DELAY": "0",
            "CRAWLER_HOST_CONCURRENCY": str(concurrency * workers), "CRAWLER_ROBOTSTXT_OBEY": "0",
            "CRAWLER_ALLOWED_DOMAINS": "127.0.0.1",

@@ -110,7 +110,7 @@ def time_queue(uri: str, redis_url: str, n: int, batch: int, tag: str) -> float:
     recs = records(n, crawl_id)
     start = time.perf_counter()
     for req, task_id, record in zip(reqs, ids, recs):
-        enqueue.complete(rt, req, task_id, [], {}, record=record)
+        enqueue.complete(rt, req, task_id, enqueue.TaskEnd(record=record))
     while flush_once(rt, "bench"):
         pass
     elapsed = time.perf_counter() - start
