@@ -138,6 +138,7 @@ class SQLiteStore:
     def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
         if not self._exists():
             return
+        args: tuple[str, ...]
         sql, args = "SELECT record FROM pages ORDER BY rowid", ()
         if crawl_id is not None:
             sql, args = "SELECT record FROM pages WHERE crawl_id = ? ORDER BY rowid", (crawl_id,)

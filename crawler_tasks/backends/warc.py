@@ -180,7 +180,7 @@ class WARCStore(WriteOnly):
                 warc_headers_dict=dict(concurrent),
                 http_headers=_RawHeaders(record.request["line"], req_headers, is_http_request=True)))
         if record.items or record.rendered:
-            about = {"rule": record.rule, "items": record.items}
+            about: dict[str, Any] = {"rule": record.rule, "items": record.items}
             if record.rendered:
                 about["rendered"] = record.rendered
             data = json.dumps(about, ensure_ascii=False).encode()

@@ -93,10 +93,10 @@ def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
         if limit.expired and not truncated and _short(resp, body):
             raise _timeout(timeout)
     headers = {k.lower(): v for k, v in resp.headers.items()}
-    wire = getattr(resp.raw, "wire", None)
+    wire: transport.Wire | None = getattr(resp.raw, "wire", None)
     raw = RawExchange.parse(wire.request_head, wire.response_head) if wire is not None else None
-    if raw is not None:
-        request_size = len(wire.request_head) + len(_bytes(resp.request.body))
+    if raw is not None and wire is not None:  # a parsed exchange comes from the wire's heads
+        request_size = len(wire.request_head) + len(_bytes(resp.request.body))  # type: ignore[arg-type]  # requests allows streamed bodies; we send none
         response_size = len(wire.response_head) + resp.raw.tell()
     else:
         request_size, response_size = _request_size(resp.request), _response_size(resp, body)
@@ -237,7 +237,7 @@ def _connection_error(exc: Exception) -> ConnectionFailed:
 def _request_size(prepared: requests.PreparedRequest) -> int:
     line = len(prepared.method or "") + len(prepared.path_url) + 12
     headers = sum(len(k) + len(v) + 4 for k, v in prepared.headers.items())
-    return line + headers + 2 + len(prepared.body or b"")
+    return line + headers + 2 + len(prepared.body or b"")  # type: ignore[arg-type]  # requests allows streamed bodies; we send none
 
 
 def _response_size(resp: requests.Response, body: bytes) -> int:

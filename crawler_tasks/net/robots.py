@@ -157,9 +157,10 @@ class Robots:
         if known is None:
             known, fields = self._shared(origin)
             if known is None:
-                known = self._fetch(origin, req, task_id, fields)
-                if isinstance(known, RobotsVerdict):
-                    return known
+                fetched = self._fetch(origin, req, task_id, fields)
+                if isinstance(fetched, RobotsVerdict):
+                    return fetched
+                known = fetched
         return self._verdict(known, req.url)
 
     def refused_here(self, url: str) -> bool:

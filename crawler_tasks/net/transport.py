@@ -63,7 +63,8 @@ def allowed_addresses(policy: AddressPolicy, host: str, addresses: list[str]) ->
     (naming the first refused one) when there is none."""
     if policy.allows_host(host):
         return addresses
-    allowed, refused = [], []
+    allowed: list[str] = []
+    refused: list[str] = []
     for address in addresses:
         reason = policy.refusal(host, address)
         (refused if reason else allowed).append(reason or address)

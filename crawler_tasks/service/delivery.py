@@ -55,7 +55,7 @@ class CrawlTask(Task):
     own_retries_setting: str | None = None
 
     @property
-    def max_retries(self) -> int:  # type: ignore[override]
+    def max_retries(self) -> int:
         s = self.app.crawler_settings
         own = getattr(s, self.own_retries_setting) if self.own_retries_setting else 0
         return own + WORKER_LOST_RETRIES
@@ -209,7 +209,7 @@ def _abandon_failed(sender: Task | None = None, task_id: str | None = None,
                     exception: BaseException | None = None, args: Any = None, **_: Any) -> None:
     """An unexpected error ended a crawl task: release its id from the crawl, counted once."""
     index = REQUEST_ARG.get(getattr(sender, "name", ""))
-    if index is None or not task_id or not args or len(args) <= index:
+    if sender is None or index is None or not task_id or not args or len(args) <= index:
         return
     req = request_of(args[index])
     if req is None:

@@ -71,7 +71,7 @@ def _fetch(task: Task, request: dict[str, Any], *, renderer: bool) -> None:
     if renderer and not req.render:
         req = req.replace(render=True)
 
-    def step() -> Retry | None:
+    def step() -> fetch.Answer:
         if delivery.worker_lost_too_often(task, rt, req) or not delivery.tracked(task, rt, req):
             return None
         if not renderer and render.needs_render(rt, req, rt.limits(req.crawl_id)):

@@ -73,7 +73,9 @@ def redis_from_url(url: str, *, check: bool = True, max_connections: int | None 
         if url.startswith(CLUSTER_SCHEMES):
             from redis.cluster import RedisCluster
 
-            client = RedisCluster.from_url(url.replace("+cluster", "", 1), **options)
+            # Not a redis.Redis subclass, but it serves every command the state components send.
+            client: redis.Redis = RedisCluster.from_url(  # type: ignore[assignment]
+                url.replace("+cluster", "", 1), **options)
         else:
             client = redis.Redis.from_url(url, **options)
     except (ValueError, TypeError):

@@ -13,7 +13,7 @@ alone, the rest of the round trip is applied, and the script is then run on its 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -38,12 +38,13 @@ class RoundTrip:
         """A pipeline to queue commands on, executed when the ``with`` block ends without an
         error (``atomic``: as a MULTI/EXEC transaction, all or nothing)."""
         with self.client.pipeline(transaction=atomic) as pipe:
-            pipe.crawler_scripts = {}
+            fallbacks: dict[int, Callable[[], Any]] = {}
+            pipe.crawler_scripts = fallbacks  # type: ignore[attr-defined]  # our own: queue_script reads it
             yield pipe
             results = pipe.execute(raise_on_error=False)
             for i, result in enumerate(results):
-                if isinstance(result, redis.exceptions.NoScriptError) and i in pipe.crawler_scripts:
-                    pipe.crawler_scripts[i]()  # not run at all: run it now, on its own
+                if isinstance(result, redis.exceptions.NoScriptError) and i in fallbacks:
+                    fallbacks[i]()  # not run at all: run it now, on its own
                 elif isinstance(result, Exception):
                     raise result
 

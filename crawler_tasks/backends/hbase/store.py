@@ -166,7 +166,7 @@ class HBaseStore:
         """Send ``encoded``; halve the batch on IllegalArgument until the refused records are alone."""
         try:
             for call in pack(encoded, self._call_bytes):
-                self._gateway.call(lambda table, call=call: _mutate(table, call), guard=False)
+                self._gateway.call(lambda table, call=call: _mutate(table, call), guard=False)  # type: ignore[misc]  # mypy cannot type a lambda with a default (python/mypy#15459)
         except IllegalArgument as exc:
             if len(encoded) == 1:
                 return [RecordFailure(encoded[0].fingerprint, describe_error(exc))]
@@ -179,7 +179,7 @@ class HBaseStore:
     def _key_pages(self, start: bytes, stop: bytes) -> Iterator[list[tuple[bytes, bytes]]]:
         """(row key, ``f:crawl_id``) of the page rows in [start, stop), one short call per page."""
         while True:
-            page = self._gateway.call(lambda table, start=start: list(table.scan(
+            page = self._gateway.call(lambda table, start=start: list(table.scan(  # type: ignore[misc]  # mypy cannot type a lambda with a default (python/mypy#15459)
                 row_start=start, row_stop=stop, columns=[CRAWL_ID], limit=SCAN_PAGE, batch_size=SCAN_PAGE)))
             if page:
                 yield [(key, data.get(CRAWL_ID, b"")) for key, data in page]
@@ -191,7 +191,7 @@ class HBaseStore:
         """The records of ``keys``, ``GET_ROWS`` rows per call."""
         for i in range(0, len(keys), GET_ROWS):
             chunk = keys[i:i + GET_ROWS]
-            rows = self._gateway.call(lambda table, chunk=chunk: table.rows(chunk, columns=LOAD_COLUMNS))
+            rows = self._gateway.call(lambda table, chunk=chunk: table.rows(chunk, columns=LOAD_COLUMNS))  # type: ignore[misc]  # mypy cannot type a lambda with a default (python/mypy#15459)
             for key, data in rows:
                 record = self._record(key, data)
                 if record is not None:
