@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any
 
-from .budget import LARGE_BODY
 from .errors import BadInput, InvalidURL
+from .memory import LARGE_BODY
 from .urls import fingerprint, validate_url
 
 DEFAULT_CRAWL_ID = "default"
@@ -232,7 +232,7 @@ class PageRecord:
     @property
     def large(self) -> bool:
         """Whether the record keeps a large body (``body`` or ``body_base64`` over
-        :data:`~crawler_tasks.core.budget.LARGE_BODY` characters)."""
+        :data:`~crawler_tasks.core.memory.LARGE_BODY` characters)."""
         return max(len(self.body or ""), len(self.body_base64 or "")) > LARGE_BODY
 
     @classmethod

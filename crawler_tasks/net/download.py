@@ -26,7 +26,6 @@ import requests
 from urllib3.exceptions import NameResolutionError
 
 from ..core.addresses import AddressPolicy
-from ..core.budget import LARGE_BODY, Permit
 from ..core.errors import (
     AddressRefused,
     BadResponse,
@@ -43,6 +42,7 @@ from ..core.errors import (
     ResponseIncomplete,
     TLSFailure,
 )
+from ..core.memory import LARGE_BODY, Permit
 from ..core.models import CrawlRequest
 from ..core.responses import Download, RawExchange
 from . import transport
@@ -77,7 +77,7 @@ def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
     ``timeout`` bounds the whole download (connect, headers and body), however
     slowly the server sends. The body is decompressed as it streams and cut at
     ``maxsize`` decompressed bytes (``truncated`` says so). A body growing past
-    :data:`~crawler_tasks.core.budget.LARGE_BODY` bytes first takes ``permit``'s slot (the
+    :data:`~crawler_tasks.core.memory.LARGE_BODY` bytes first takes ``permit``'s slot (the
     caller gives it back), the timeout paused while it waits.
     """
     started = time.monotonic()

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from ..backends import Store
     from ..broker.fetch_queue import FetchQueue
     from ..core.addresses import AddressPolicy
-    from ..core.budget import LargeBodies
     from ..core.limits import Limits
+    from ..core.memory import LargeBodies
     from ..core.program import Program
     from ..core.proxies import Proxies
     from ..core.settings import Settings
@@ -98,7 +98,7 @@ class MoverDeps(EnqueueDeps, Protocol):
 
 
 class ParseDeps(EnqueueDeps, Protocol):
-    """Parse: claimed bodies (split pipeline), the budget for large ones, the user's program."""
+    """Parse: claimed bodies (split pipeline), the memory allowance for large ones, the user's program."""
 
     @property
     def claims(self) -> Claims: ...

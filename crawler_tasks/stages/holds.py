@@ -3,7 +3,7 @@
 A fetch may hold two things: a slot of its host in Redis (reserved for it by the
 mover when it handed the fetch back to the broker, or taken by ``acquire`` before
 its download) and this process's large-body permit (taken when its body grows
-past :data:`~crawler_tasks.core.budget.LARGE_BODY`). :class:`FetchHolds` owns both
+past :data:`~crawler_tasks.core.memory.LARGE_BODY`). :class:`FetchHolds` owns both
 from the fetch's first step. Its release runs once, on every way out: in the
 page's last round trip to Redis when the outcome ends the task there, or in
 :meth:`FetchHolds.close` (the fetch's ``finally``) for everything else: a skip or

@@ -18,8 +18,8 @@ import requests
 from ..backends import Store, open_store
 from ..broker.fetch_queue import FetchQueue
 from ..core.addresses import AddressPolicy
-from ..core.budget import LargeBodies
 from ..core.limits import Limits
+from ..core.memory import LargeBodies
 from ..core.models import CrawlRequest
 from ..core.program import Program, program_of
 from ..core.proxies import Proxies

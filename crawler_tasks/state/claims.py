@@ -17,8 +17,8 @@ import zlib
 import redis
 
 from ..core import codec
-from ..core.budget import LARGE_BODY, Permit
 from ..core.errors import ClaimMissing
+from ..core.memory import LARGE_BODY, Permit
 from ..core.models import PageRecord
 from .keys import Keys
 
@@ -54,7 +54,7 @@ class Claims:
              permit: Permit | None = None) -> tuple[PageRecord, bytes | None]:
         """The record and body of ``claim_id``; :class:`ClaimMissing` if it expired.
 
-        A body over :data:`~crawler_tasks.core.budget.LARGE_BODY` bytes is decompressed only
+        A body over :data:`~crawler_tasks.core.memory.LARGE_BODY` bytes is decompressed only
         once ``permit`` holds its slot (the caller gives it back).
         """
         fields = ["record", "body"] if with_body else ["record"]

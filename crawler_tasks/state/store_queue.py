@@ -35,7 +35,7 @@ tag ``{store}``, so each script (``lua/store_*.lua``) runs on one slot of a
 Redis Cluster.
 
 An entry is JSON (:mod:`crawler_tasks.core.codec`). The entry of a record with a
-large body (over :data:`~crawler_tasks.core.budget.LARGE_BODY` characters) is
+large body (over :data:`~crawler_tasks.core.memory.LARGE_BODY` characters) is
 written as it goes into zlib, the JSON head first and then, after a newline, the
 body as UTF-8 (the codec's form with a text tail): it is never whole in memory
 as JSON (where a NUL takes 6 bytes), and a 10 MiB body of zeros waits in Redis

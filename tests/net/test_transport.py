@@ -16,8 +16,8 @@ import pytest
 
 from crawler_tasks.cli.local import EmbeddedRedis, Workers, wait_drained
 from crawler_tasks.core.addresses import AddressPolicy
-from crawler_tasks.core.budget import LARGE_BODY, LargeBodies
 from crawler_tasks.core.errors import FetchError
+from crawler_tasks.core.memory import LARGE_BODY, LargeBodies
 from crawler_tasks.core.models import CrawlRequest
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.net.download import download, make_session

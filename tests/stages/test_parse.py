@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawler_tasks.core.budget import LARGE_BODY
 from crawler_tasks.core.limits import Limits
+from crawler_tasks.core.memory import LARGE_BODY
 from crawler_tasks.core.models import CrawlRequest
 from crawler_tasks.stages.parse import follow, parse_html
 from crawler_tasks.stages.parse.base import Caps

@@ -8,7 +8,7 @@ import time
 from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import wait_drained
 from crawler_tasks.core import routing
-from crawler_tasks.core.budget import LARGE_BODY, LargeBodies
+from crawler_tasks.core.memory import LARGE_BODY, LargeBodies
 from crawler_tasks.core.models import CrawlRequest, PageRecord
 from crawler_tasks.stages import enqueue
 from tests.helpers import token

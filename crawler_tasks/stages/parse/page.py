@@ -1,6 +1,6 @@
 """The parse stage: a page's HTML parsed into its record, and the links it may follow.
 
-A page up to :data:`~crawler_tasks.core.budget.LARGE_BODY` bytes is parsed into a
+A page up to :data:`~crawler_tasks.core.memory.LARGE_BODY` bytes is parsed into a
 tree (:mod:`~crawler_tasks.stages.parse.tree`); a larger one is read as a
 stream of parser events (:mod:`~crawler_tasks.stages.parse.stream`), never a
 tree: a tree costs up to 30 times its body. Both give the same title, text and
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...core import counters
-from ...core.budget import LARGE_BODY, ByteBudget
+from ...core.memory import LARGE_BODY, ByteAllowance
 from ...core.models import CrawlRequest, PageRecord
 from ...core.urls import host_of
 from .. import enqueue, failures, render
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 #: Bytes of bodies parsed into trees at once per worker process: a tree costs up to
 #: 30 times its body, so 128 threads each parsing a 1 MiB page would need about 4 GB.
 TREE_BYTES = 4 * LARGE_BODY
-_trees = ByteBudget(TREE_BYTES)
+_trees = ByteAllowance(TREE_BYTES)
 
 
 def parse_html(body: bytes, *, url: str, content_type: str | None, caps: Caps,

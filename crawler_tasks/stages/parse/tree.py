@@ -1,7 +1,7 @@
 """The tree parser, for pages up to ``LARGE_BODY`` bytes: lxml builds the tree, in C, the fast way.
 
 A tree costs up to 30 times its body (which is why large pages are streamed
-instead, and why the trees parsed at once are budgeted) and stops at 255 levels
+instead, and why the trees parsed at once are bounded) and stops at 255 levels
 of nesting.
 """
 

@@ -1,4 +1,4 @@
-"""Memory budgets of one worker process: how many large bodies, and how many bytes of
+"""Memory allowances of one worker process: how many large bodies, and how many bytes of
 parse trees, it holds at once, whatever the pages.
 
 A threads worker runs ``CRAWLER_WORKER_CONCURRENCY`` pages at once. Most are
@@ -6,7 +6,7 @@ small; a hostile or unlucky site can make all of them large (10 MiB each at the
 size cap, a parse tree tens of times that). So a body past :data:`LARGE_BODY`
 waits for one of ``CRAWLER_DOWNLOAD_LARGE_BODIES`` slots before it grows any
 further, and keeps it until its record is in the store queue; smaller bodies
-share a budget of parse-tree bytes. No wait is unbounded: a permit not free within
+share an allowance of parse-tree bytes. No wait is unbounded: a permit not free within
 ``wait_s`` is refused (:class:`~crawler_tasks.core.errors.PermitTimeout` for a download,
 which is then tried again later), and a tree that waited that long goes ahead.
 """
@@ -76,9 +76,9 @@ class Permit:
         self.release()
 
 
-class ByteBudget:
+class ByteAllowance:
     """At most ``capacity`` bytes held at once across threads; a larger request waits to
-    be alone (it holds the whole budget)."""
+    be alone (it holds the whole allowance)."""
 
     def __init__(self, capacity: int, wait_s: float = WAIT_S) -> None:
         self.capacity = capacity
@@ -88,12 +88,12 @@ class ByteBudget:
 
     @contextmanager
     def hold(self, size: int) -> Iterator[None]:
-        """Hold ``size`` bytes of the budget for the block (after ``wait_s`` at most: a
-        tree that waited that long goes ahead over the budget, logged)."""
+        """Hold ``size`` bytes of the allowance for the block (after ``wait_s`` at most: a
+        tree that waited that long goes ahead over the allowance, logged)."""
         size = min(size, self.capacity)
         with self._cond:
             if not self._cond.wait_for(lambda: self.used + size <= self.capacity, self.wait_s):
-                log.warning("a %d-byte parse tree waited %.0fs for the tree budget: going ahead over it",
+                log.warning("a %d-byte parse tree waited %.0fs for the tree allowance: going ahead over it",
                             size, self.wait_s)
             self.used += size
         try:

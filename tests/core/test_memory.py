@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from crawler_tasks.core.budget import ByteBudget, LargeBodies
+from crawler_tasks.core.memory import ByteAllowance, LargeBodies
 
 
 def in_thread(target) -> threading.Thread:
@@ -52,7 +52,7 @@ def test_a_permit_waits_a_bounded_time_then_says_none_came_free():
 
 
 def test_a_tree_that_waited_its_bound_goes_ahead_over_the_budget():
-    budget = ByteBudget(100, wait_s=0.2)
+    budget = ByteAllowance(100, wait_s=0.2)
     with budget.hold(100):
         started = time.monotonic()
         with budget.hold(50):
@@ -62,7 +62,7 @@ def test_a_tree_that_waited_its_bound_goes_ahead_over_the_budget():
 
 
 def test_a_byte_budget_holds_requests_until_they_fit_and_lets_an_oversized_one_run_alone():
-    budget = ByteBudget(100)
+    budget = ByteAllowance(100)
     order: list[str] = []
     release_small = threading.Event()
 
