@@ -278,6 +278,11 @@ class StoreUnavailable(CrawlerError):
     retried with backoff."""
 
 
+class StoreTooSlow(CrawlerError):
+    """A ``crawl.page`` task's record was not written in time (its store is down); the
+    task tries again."""
+
+
 class ClaimMissing(CrawlerError):
     """A claim-check key expired or was evicted before it was read."""
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from urllib.parse import urljoin, urlsplit
 
@@ -33,6 +32,7 @@ from .models import CrawlRequest, PageRecord
 from .politeness import BLOCKING_SIGNS, Feedback, FeedbackKind, RobotsVerdict, Slot
 from .responses import REDIRECT_STATUSES, Download
 from .settings import Settings
+from .timing import backoff, now_iso
 from .urls import check_length
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -273,11 +273,6 @@ def plan_retry(req: CrawlRequest, settings: Settings, *, max_retries: int | None
     return req.replace(retries=req.retries + 1, priority=req.priority + priority_adjust)
 
 
-def backoff(settings: Settings, retries: int) -> float:
-    """Seconds before retry number ``retries + 1``: doubling from ``retry_backoff``, capped."""
-    return min(settings.retry_backoff * 2 ** min(retries, 64), settings.retry_backoff_max)
-
-
 def retry_delay(req: CrawlRequest, settings: Settings, retry_after: float | None) -> float:
     """Seconds before retry number ``req.retries + 1``: ``Retry-After`` if sent, else the
     backoff less the host's delay (``CRAWLER_DOWNLOAD_DELAY``), which the retry waits anyway
@@ -324,10 +319,6 @@ def final_description(err: FetchError, req: CrawlRequest) -> str:
     if err.status is not None:
         return f"{err.description} after {attempts} attempts"
     return f"{err.description} ({attempts} attempts)"
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def base_record(req: CrawlRequest) -> PageRecord:

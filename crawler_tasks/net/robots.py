@@ -42,9 +42,9 @@ from ..core.classify import host_feedback
 from ..core.errors import AddressRefused, FetchError, InvalidURL, TooManyRedirects
 from ..core.lru import ByteLRU, text_weight
 from ..core.models import CrawlRequest
-from ..core.policy import backoff
 from ..core.politeness import ALLOW, RobotsVerdict, host_key
 from ..core.responses import REDIRECT_STATUSES, Download
+from ..core.timing import backoff
 from ..state import scripts
 from .download import download
 

@@ -30,8 +30,8 @@ from ..broker import transport
 from ..core import counters, routing
 from ..core.errors import BadInput, StateUnavailable
 from ..core.models import CrawlRequest
-from ..core.policy import backoff
 from ..core.politeness import host_key
+from ..core.timing import backoff
 from ..core.urls import host_of
 from ..stages import holds
 from ..stages.runtime import Runtime, current

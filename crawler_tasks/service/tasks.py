@@ -39,7 +39,7 @@ from typing import Any, Unpack
 from celery import Task, shared_task
 
 from ..core import counters, routing
-from ..core.errors import BadInput, BrokerUnavailable, ClaimMissing, QueueFull, StoreUnavailable
+from ..core.errors import BadInput, BrokerUnavailable, ClaimMissing, QueueFull, StoreTooSlow, StoreUnavailable
 from ..core.models import CrawlRequest, PageRecord
 from ..core.policy import Defer, Retry
 from ..stages import dispatcher, enqueue, feeds, fetch, page, parse, render, seed, store
@@ -139,7 +139,7 @@ def crawl_page(self: Task, url: str | dict[str, Any], crawl_id: str | None = Non
                 countdown=min(max(outcome.until - time.time(), 0.05), 30.0))
     try:
         page.wait_stored(rt, req, task_id, timeout=max(60.0, rt.settings.store_flush_s * 10))
-    except page.StoreTooSlow as exc:
+    except StoreTooSlow as exc:
         log.warning("crawl.page: %s; waiting again", exc)
         delivery.resend(self, args=[req.url], kwargs={"request": req.to_dict()}, countdown=5.0)
     return page.summary(rt, req, outcome if isinstance(outcome, PageRecord) else None)

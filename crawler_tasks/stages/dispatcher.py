@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from ..core.policy import backoff
+from ..core.timing import backoff
 from . import enqueue
 from .store import call_back_done, note_finished, write_batch
 

@@ -217,7 +217,7 @@ def _dressed(v: Visit, outcome: Outcome) -> Outcome:
     DOM to parse, and the proxy its request went through named on its record."""
     result = v.progress.result
     if isinstance(outcome, HandOn) and isinstance(result, Download) and result.rendered is not None:
-        outcome = render.handed_on(v.rt, outcome, result)
+        outcome = render.with_dom(v.rt, outcome, result)
     record = getattr(outcome, "record", None)
     shown = v.shown_proxy
     if shown is not None and record is not None:

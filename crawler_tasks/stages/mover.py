@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import redis
 from kombu.exceptions import OperationalError
 
-from ..core.policy import backoff
+from ..core.timing import backoff
 from . import enqueue
 
 if TYPE_CHECKING:

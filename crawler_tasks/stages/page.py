@@ -16,10 +16,10 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from ..core import routing
-from ..core.errors import BadInput, StoreUnavailable
+from ..core.errors import BadInput, StoreTooSlow, StoreUnavailable
 from ..core.models import CrawlRequest, PageRecord
-from ..core.policy import now_iso
 from ..core.store_uris import masked
+from ..core.timing import now_iso
 from ..core.urls import host_of
 from ..state.gate import Candidate
 from .dispatcher import write_turn
@@ -27,10 +27,6 @@ from .enqueue import stage_task_id, store_token
 
 if TYPE_CHECKING:
     from .deps import FetchDeps
-
-
-class StoreTooSlow(Exception):
-    """The page's record was not written in time (its store is down); the task tries again."""
 
 
 def track(rt: FetchDeps, req: CrawlRequest, task_id: str) -> bool:

@@ -74,7 +74,7 @@ def render(rt: FetchDeps, req: CrawlRequest, served: Download, proxy: str | None
     return served
 
 
-def handed_on(rt: FetchDeps, outcome: HandOn, result: Download) -> HandOn:
+def with_dom(rt: FetchDeps, outcome: HandOn, result: Download) -> HandOn:
     """The kept page of a render, its DOM to parse: the record says how it was rendered
     (and, for a page read before its wait condition, why), and keeps the response as
     served in ``body``; the DOM beyond ``CRAWLER_DOWNLOAD_MAXSIZE`` bytes is cut."""

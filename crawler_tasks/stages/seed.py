@@ -22,10 +22,10 @@ from ..core import counters
 from ..core.addresses import AddressPolicy
 from ..core.errors import BadInput, BlockedSeed
 from ..core.models import DEFAULT_CRAWL_ID, CrawlRequest, callback
-from ..core.policy import now_iso
 from ..core.program import parse_plugins
 from ..core.render import wants_render
 from ..core.settings import Settings
+from ..core.timing import now_iso
 from ..core.urls import check_length, host_of, without_credentials
 from . import enqueue
 

@@ -28,9 +28,9 @@ from ..backends import RecordFailure
 from ..core import codec, counters
 from ..core.errors import BadInput, BrokerUnavailable, QueueFull, StoreUnavailable
 from ..core.models import CrawlRequest, PageRecord
-from ..core.policy import backoff, now_iso
 from ..core.store_uris import masked
-from ..state.gate import Settlement
+from ..core.timing import backoff, now_iso
+from ..state.gate import Fate, Settlement
 from ..state.store_queue import StoreEntry
 from . import enqueue, failures
 
@@ -63,7 +63,8 @@ def flush_stats(rt: StoreDeps, crawl_ids: Sequence[str] | None = None) -> int:
 
 
 def _flush_crawl_stats(rt: StoreDeps, crawl_id: str, last: bytes | None) -> int:
-    """Write one crawl's counters to its store when they changed since ``last``; 1 if written."""
+    """Write one crawl's counters to its store when they changed since ``last`` (the digest
+    of the counters it last wrote, None: never); 1 if written."""
     target = rt.store(rt.limits(crawl_id).store)
     if not hasattr(target, "write_stats"):
         return 0
@@ -113,7 +114,7 @@ def _write_part(rt: StoreDeps, consumer: str, entries: list[StoreEntry], settled
         for e in group:
             reason = refused.get(e.record.fingerprint)
             if reason is None:
-                settled.add(e, Settlement.END, {counters.STORED: 1})
+                settled.add(e, Fate.END, {counters.STORED: 1})
                 settled.stored(e)
             else:
                 _refused(e, reason, settled)
@@ -125,8 +126,8 @@ def _refused(e: StoreEntry, reason: str, settled: _Settled) -> None:
     log.error("store %s refused %s (%s), kept in the dead letters (crawler-tasks dead-letters, "
               "replay-dead --to): %s", masked(e.store), e.record.url, e.record.fingerprint, reason)
     letter = _letter(e, REFUSED, reason)
-    settled.add(e, f"store refused: {reason} ({e.record.url})",
-                {counters.STORE_REFUSED: 1, counters.STORE_DEAD_LETTERS: 1}, letter=letter,
+    settled.add(e, Fate.FAILED, {counters.STORE_REFUSED: 1, counters.STORE_DEAD_LETTERS: 1},
+                error=f"store refused: {reason} ({e.record.url})", letter=letter,
                 failure=(REFUSED, f"store {masked(e.store)} refused the record: {reason}"))
 
 
@@ -176,7 +177,8 @@ def _set_aside(rt: StoreDeps, raw: bytes, settled: _Settled) -> None:
             return
         token, crawl_id = token_match.group(1).decode(), crawl_match.group(1).decode()
     settled.by_crawl.setdefault(crawl_id, []).append(
-        Settlement(token, f"store entry unreadable, set aside ({token})", {counters.STORE_UNREADABLE: 1}))
+        Settlement(token, Fate.FAILED, {counters.STORE_UNREADABLE: 1},
+                   error=f"store entry unreadable, set aside ({token})"))
 
 
 def _by_store(entries: Sequence[StoreEntry]) -> dict[str, list[StoreEntry]]:
@@ -198,7 +200,7 @@ def _failed(rt: StoreDeps, uri: str, group: Sequence[StoreEntry], exc: Exception
     gone = [e for e in group if not (down and e.attempts < s.store_max_retries)]
     for e in again:
         settled.later(backoff(s, e.attempts), e.failed_again())
-        settled.add(e, Settlement.KEEP, {counters.STORE_RETRIES: 1})
+        settled.add(e, Fate.KEEP, {counters.STORE_RETRIES: 1})
     if again:
         log.warning("store %s failed for %s records, retry %s in %.1fs: %s", masked(uri), len(again),
                     again[0].attempts + 1, backoff(s, again[0].attempts), exc)
@@ -211,7 +213,7 @@ def _failed(rt: StoreDeps, uri: str, group: Sequence[StoreEntry], exc: Exception
                   "(crawler-tasks dead-letters, replay-dead): %s", e.record.url, e.attempts, exc)
         letter = _letter(e, FAILED, str(exc))
         line = f"store failed: {exc} ({e.record.url})" if down else f"{name}: {exc} ({e.record.url})"
-        settled.add(e, line, counts, letter=letter,
+        settled.add(e, Fate.FAILED, counts, error=line, letter=letter,
                     failure=(FAILED, f"store {masked(uri)} failed: {exc} ({e.attempts} retries)"))
 
 
@@ -308,11 +310,13 @@ class _Settled:
             self.callbacks.setdefault(entry.crawl_id, {})[entry.token] = {
                 "callback": entry.notify["on_page"], "page": page_summary(entry)}
 
-    def add(self, entry: StoreEntry, how: str, counts: dict[str, int], *, letter: bytes = b"",
-            failure: tuple[str, str] | None = None) -> None:
-        if how != Settlement.KEEP and entry.counts:  # the page's own counters, once: as it leaves
+    def add(self, entry: StoreEntry, fate: Fate, counts: dict[str, int], *, error: str = "",
+            letter: bytes = b"", failure: tuple[str, str] | None = None) -> None:
+        """Settle ``entry`` as ``fate`` (``error``: the line a failed one leaves), with its
+        dead ``letter`` and the ``failure`` the error handler hears of, if any."""
+        if fate is not Fate.KEEP and entry.counts:  # the page's own counters, once: as it leaves
             counts = {**counts, **{k: counts.get(k, 0) + v for k, v in entry.counts.items()}}
-        self.by_crawl.setdefault(entry.crawl_id, []).append(Settlement(entry.token, how, counts))
+        self.by_crawl.setdefault(entry.crawl_id, []).append(Settlement(entry.token, fate, counts, error))
         if letter:
             self.letters[entry.token] = (entry.crawl_id, letter)
         if failure is not None:

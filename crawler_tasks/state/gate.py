@@ -55,19 +55,29 @@ class Adoption(Enum):
     STALE = 0     # adopted earlier and already finished: a late duplicate delivery
 
 
+class Fate(Enum):
+    """What becomes of an outstanding token when it is settled."""
+
+    END = "end"          # it leaves the crawl
+    KEEP = "keep"        # it stays outstanding (its record is tried again)
+    FAILED = "failed"    # it leaves, and its error line is kept with the crawl's errors
+
+
 @dataclass(frozen=True)
 class Settlement:
-    """What became of one outstanding token (a queued store record): ``how`` is
-    :data:`END` (it leaves the crawl), :data:`KEEP` (it stays) or an error line
-    (it leaves, and the line is kept with the crawl's errors); ``counts`` are
-    applied only while the token is still outstanding, so once."""
-
-    END = "end"
-    KEEP = "keep"
+    """What became of one outstanding token (a queued store record): its ``fate``, and
+    with :attr:`Fate.FAILED` the ``error`` line kept; ``counts`` are applied only while
+    the token is still outstanding, so once."""
 
     token: str
-    how: str
+    fate: Fate
     counts: Mapping[str, int]
+    error: str = ""
+
+    @property
+    def how(self) -> str:
+        """The settle script's word for it: ``end``, ``keep``, or the error line."""
+        return self.error if self.fate is Fate.FAILED else self.fate.value
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Each script is a file shipped with the package; its header comment lists its
 ``KEYS`` and ``ARGV`` (each with its meaning) and what it returns. A fragment
 several scripts share (``now.lua``: Redis' clock; ``recent.lua``, ``limits.lua``, ``room.lua``
-of the host limiter; ``keys.lua``: key names from :func:`~.keys.template`) is
+of the host limiter; ``keys.lua``: key names from :func:`~.keys.template`; ``consts.lua``,
+generated from :mod:`crawler_tasks.core.politeness` by :func:`host_constants`) is
 written once and pulled in by a line of its own::
 
     -- include: now.lua
@@ -24,8 +25,11 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
+
+from ..core import politeness
 
 _INCLUDE = re.compile(r"^--\s*include:\s*(\S+)\s*$")
 _COMMENT = re.compile(r"^\s*--")
@@ -33,7 +37,25 @@ _COMMENT = re.compile(r"^\s*--")
 
 @functools.cache
 def _read(name: str) -> str:
+    if name in GENERATED:
+        return GENERATED[name]()
     return resources.files(__package__).joinpath("lua").joinpath(name).read_text(encoding="utf-8")
+
+
+def host_constants() -> str:
+    """``consts.lua``: the host limiter's constants and answer kinds, as
+    :mod:`crawler_tasks.core.politeness` (their Python twin) names them."""
+    lines = ["-- Fragment, generated from crawler_tasks.core.politeness (state/scripts.py): the host",
+             "-- limiter's constants and the kinds of answer. Needs no KEYS or ARGV."]
+    lines += [f"local {name} = {value!r}" for name, value in (
+        ("BACKOFF_START", politeness.BACKOFF_START), ("BACKOFF_MIN", politeness.BACKOFF_MIN),
+        ("TIMEOUT_STRIKES", politeness.TIMEOUT_STRIKES), ("GOOD_TO_RESTORE", politeness.GOOD_TO_RESTORE))]
+    lines += [f"local KIND_{kind.name} = '{kind.value}'" for kind in politeness.FeedbackKind]
+    return "\n".join(lines) + "\n"
+
+
+#: Fragments written from Python values at load time, not shipped as files.
+GENERATED: dict[str, Callable[[], str]] = {"consts.lua": host_constants}
 
 
 def names() -> list[str]:

@@ -48,7 +48,7 @@ def test_a_seed_naming_a_refused_address_refuses_the_whole_submission():
 
 
 def test_seeds_of_a_call_killed_between_the_gate_and_the_broker_are_published_again(rt, worker, site, monkeypatch):
-    from crawler_tasks.core.policy import now_iso
+    from crawler_tasks.core.timing import now_iso
     from crawler_tasks.stages import enqueue
     from crawler_tasks.state import unpublished
     from crawler_tasks.state.gate import Candidate

@@ -15,7 +15,7 @@ import redis
 from crawler_tasks.broker.lists import redis_list
 from crawler_tasks.cli.local import EmbeddedRedis
 from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND
-from crawler_tasks.state.gate import Candidate, Gate, Settlement, Verdict
+from crawler_tasks.state.gate import Candidate, Fate, Gate, Settlement, Verdict
 from crawler_tasks.state.keys import Keys
 from tests.helpers import REDIS, token
 
@@ -59,16 +59,16 @@ def test_redelivered_parent_gets_its_children_back_under_the_same_ids_counted_on
 def test_settled_tokens_are_counted_once_each_even_twice_in_one_batch():
     g, client = gate()
     outstanding(g, client, "r1", "r2", "r3", "r4")
-    first = g.settle("c", [Settlement("r1", Settlement.END, {"stored": 1}),
-                           Settlement("r2", Settlement.KEEP, {"store/retries": 1}),
-                           Settlement("r3", "r3: the store refused it", {"store/failed": 1}),
-                           Settlement("r1", Settlement.END, {"stored": 1}),  # a second copy
-                           Settlement("gone", Settlement.END, {"stored": 1})])
+    first = g.settle("c", [Settlement("r1", Fate.END, {"stored": 1}),
+                           Settlement("r2", Fate.KEEP, {"store/retries": 1}),
+                           Settlement("r3", Fate.FAILED, {"store/failed": 1}, "r3: the store refused it"),
+                           Settlement("r1", Fate.END, {"stored": 1}),  # a second copy
+                           Settlement("gone", Fate.END, {"stored": 1})])
     assert first == [True, True, True, False, False]
-    again = g.settle("c", [Settlement("r1", Settlement.END, {"stored": 1}),
-                           Settlement("r2", Settlement.END, {"stored": 1}),
-                           Settlement("r4", Settlement.KEEP, {"store/retries": 1}),
-                           Settlement("r4", Settlement.END, {"stored": 1})])
+    again = g.settle("c", [Settlement("r1", Fate.END, {"stored": 1}),
+                           Settlement("r2", Fate.END, {"stored": 1}),
+                           Settlement("r4", Fate.KEEP, {"store/retries": 1}),
+                           Settlement("r4", Fate.END, {"stored": 1})])
     assert again == [False, True, True, True]
     assert client.smembers(g.keys.outstanding("c")) == set()
     stats = {k.decode(): int(v) for k, v in client.hgetall(g.keys.stats("c")).items()}

@@ -26,40 +26,41 @@
 -- Returns 1 when the host goes through proxies, else 0.
 -- include: now.lua
 -- include: limits.lua
+-- include: consts.lua
 redis.call('ZREM', KEYS[2], ARGV[1])
 local kind, floor = ARGV[2], tonumber(ARGV[6])
 local h = redis.call('HMGET', KEYS[1], 'next', 'backoff', 'strikes', 'cut', 'good', 'auto', 'ban', 'proxied',
                      'waiting')
 local nxt, b, auto = tonumber(h[1]) or 0, tonumber(h[2]) or 0, tonumber(h[6])
 local strikes, cut, good = tonumber(h[3]) or 0, tonumber(h[4]) or 0, tonumber(h[5]) or 0
-if kind == 'throttled' then
-  b = math.min(math.max(b * 2, floor * 2, 1), tonumber(ARGV[7]))
+if kind == KIND_THROTTLED then
+  b = math.min(math.max(b * 2, floor * 2, BACKOFF_START), tonumber(ARGV[7]))
   local ra = tonumber(ARGV[4])
   local pause = b
   if ra >= 0 then pause = math.min(ra, tonumber(ARGV[7])) end
   if now + pause > nxt then nxt = now + pause end
   redis.call('HSET', KEYS[1], 'backoff', tostring(b), 'next', tostring(nxt))
   redis.call('HINCRBY', KEYS[1], 'throttled', 1)
-elseif kind == 'timeout' then
+elseif kind == KIND_TIMEOUT then
   strikes = strikes + 1
-  if strikes >= 3 then cut = cut + 1; strikes = 0 end
+  if strikes >= TIMEOUT_STRIKES then cut = cut + 1; strikes = 0 end
   redis.call('HSET', KEYS[1], 'strikes', strikes, 'cut', cut, 'good', 0)
-elseif kind == 'ok' then
+elseif kind == KIND_OK then
   if b > 0 then
     b = b / 2
-    if b <= floor or b < 0.05 then redis.call('HDEL', KEYS[1], 'backoff'); b = 0
+    if b <= floor or b < BACKOFF_MIN then redis.call('HDEL', KEYS[1], 'backoff'); b = 0
     else redis.call('HSET', KEYS[1], 'backoff', tostring(b)) end
   end
   if cut > 0 then
     good = good + 1
-    if good >= 10 then cut = cut - 1; good = 0 end
+    if good >= GOOD_TO_RESTORE then cut = cut - 1; good = 0 end
     redis.call('HSET', KEYS[1], 'strikes', 0, 'cut', cut, 'good', good)
   elseif strikes > 0 then
     redis.call('HSET', KEYS[1], 'strikes', 0)
   end
 end
 local latency = tonumber(ARGV[5])
-if ARGV[8] == '1' and latency >= 0 and kind ~= 'timeout' then
+if ARGV[8] == '1' and latency >= 0 and kind ~= KIND_TIMEOUT then
   -- Scrapy's AutoThrottle: move half-way towards latency / target concurrency.
   local cur = tonumber(h[6]) or math.max(floor, tonumber(ARGV[11]))
   local target = latency / tonumber(ARGV[9])
@@ -83,18 +84,18 @@ if h[9] == '1' then  -- fetches wait in the host's room (room.lua)
   redis.call('ZADD', KEYS[3], math.max(now, nxt), ARGV[12])
 end
 local ban, proxied = tonumber(h[7]) or 0, h[8] == '1'
-if kind == 'blocked' or kind == 'throttled' then
+if kind == KIND_BLOCKED or kind == KIND_THROTTLED then
   ban = ban + 1
   redis.call('HSET', KEYS[1], 'ban', ban)
-  if kind == 'blocked' then redis.call('HINCRBY', KEYS[1], 'blocked', 1) end
+  if kind == KIND_BLOCKED then redis.call('HINCRBY', KEYS[1], 'blocked', 1) end
   if tonumber(ARGV[14]) > 0 and ban >= tonumber(ARGV[13]) then
     redis.call('HSET', KEYS[1], 'proxied', 1)
     proxied = true
   end
-elseif kind == 'ok' and tonumber(ARGV[3]) < 400 and ban > 0 then
+elseif kind == KIND_OK and tonumber(ARGV[3]) < 400 and ban > 0 then
   redis.call('HSET', KEYS[1], 'ban', 0)
 end
-if kind == 'proxy' and tonumber(ARGV[15]) >= 0 then
+if kind == KIND_PROXY and tonumber(ARGV[15]) >= 0 then
   redis.call('ZADD', KEYS[4], now + tonumber(ARGV[16]), ARGV[15])
 end
 if proxied and tonumber(ARGV[14]) > 0 then return 1 end
