@@ -2,10 +2,13 @@
 
 A stage function takes the interface of its stage, never the whole
 :class:`~crawler_tasks.stages.runtime.Runtime` (which satisfies all of them, and
-is the one place the components are built). The interfaces compose as the stages
-call each other: every stage that ends a task publishes through the enqueue
-stage, and the fetch stage hands a page on to parse and store. mypy checks in CI
-that a stage reaches for nothing its interface does not name.
+is the one place the components are built). Each interface is composed of
+capabilities: :class:`Publishing` (the gate and the broker), :class:`Politeness`
+(the hosts' limits and robots.txt), :class:`Admission` (the crawl registry and the
+address guard), :class:`Parsing` (the user's program, claimed bodies, the memory
+allowance for large ones), :class:`Storage` (the stores, counters and dead letters)
+and :class:`Fetching` (HTTP, proxies, the browser). mypy checks in CI that a stage
+reaches for nothing its interface does not name.
 """
 
 from __future__ import annotations
@@ -48,9 +51,9 @@ class Configured(Protocol):
     def limits(self, crawl_id: str) -> Limits: ...
 
 
-class EnqueueDeps(Configured, Protocol):
-    """Publishing: the gate, the broker (through the app, or its bands on a Redis broker), the
-    hosts' waiting rooms (where a new fetch whose host is busy waits), and what waits to be published."""
+class Publishing(Configured, Protocol):
+    """The gate, the broker (through the app, or its bands on a Redis broker), the store
+    queue, and what waits to be published (seeds, callbacks)."""
 
     @property
     def app(self) -> Celery: ...
@@ -68,20 +71,68 @@ class EnqueueDeps(Configured, Protocol):
     def callbacks(self) -> Callbacks: ...
     @property
     def fetch_queue(self) -> FetchQueue | None: ...
+
+
+class Politeness(Protocol):
+    """The hosts' limits and waiting rooms, and robots.txt."""
+
     @property
     def hosts(self) -> HostLimiter: ...
     @property
     def robots(self) -> Robots: ...
 
 
-class SeedDeps(EnqueueDeps, Protocol):
-    """Seeds: the crawl registry and the address guard, then the gate and the bands (and
-    the ``on_done`` callbacks, through the enqueue stage's ``callbacks``)."""
+class Admission(Protocol):
+    """The crawl registry and the private-network guard."""
 
     @property
     def crawls(self) -> Crawls: ...
     @property
     def addresses(self) -> AddressPolicy: ...
+
+
+class Parsing(Protocol):
+    """The user's program, claimed bodies (split pipeline) and the memory allowance for large ones."""
+
+    @property
+    def claims(self) -> Claims: ...
+    @property
+    def large_bodies(self) -> LargeBodies: ...
+    @property
+    def program(self) -> Program: ...
+
+
+class Storage(Protocol):
+    """The open stores, the crawl registry, counters and dead letters."""
+
+    @property
+    def crawls(self) -> Crawls: ...
+    @property
+    def stats(self) -> Stats: ...
+    @property
+    def dead_letters(self) -> DeadLetters: ...
+
+    def store(self, uri: str) -> Store: ...
+
+
+class Fetching(Protocol):
+    """HTTP (the session, the proxies) and, for pages to render, the browser."""
+
+    @property
+    def session(self) -> requests.Session: ...
+    @property
+    def proxies(self) -> Proxies: ...
+    @property
+    def browser(self) -> Browser: ...
+
+
+class EnqueueDeps(Publishing, Politeness, Protocol):
+    """Enqueue: publishing, and the hosts' waiting rooms (where a new fetch whose host is
+    busy waits; robots.txt sends what it refuses straight to the broker)."""
+
+
+class SeedDeps(EnqueueDeps, Admission, Protocol):
+    """Seeds: the crawl registry and the address guard, then the gate and the bands."""
 
 
 class FeedDeps(SeedDeps, Protocol):
@@ -97,38 +148,13 @@ class MoverDeps(EnqueueDeps, Protocol):
     """The mover: fetches parked per host (``hosts``), published when due."""
 
 
-class ParseDeps(EnqueueDeps, Protocol):
-    """Parse: claimed bodies (split pipeline), the memory allowance for large ones, the user's program."""
-
-    @property
-    def claims(self) -> Claims: ...
-    @property
-    def large_bodies(self) -> LargeBodies: ...
-    @property
-    def program(self) -> Program: ...
+class ParseDeps(EnqueueDeps, Parsing, Protocol):
+    """Parse: the user's program on a page, its links published."""
 
 
-class StoreDeps(ParseDeps, Protocol):
-    """Store: the open stores, the store queue, stats, dead letters."""
-
-    @property
-    def crawls(self) -> Crawls: ...
-    @property
-    def stats(self) -> Stats: ...
-    @property
-    def dead_letters(self) -> DeadLetters: ...
-
-    def store(self, uri: str) -> Store: ...
+class StoreDeps(ParseDeps, Storage, Protocol):
+    """Store: batches written to their stores, their counters and dead letters."""
 
 
-class FetchDeps(StoreDeps, Protocol):
-    """Fetch: politeness (hosts, robots, proxies), the HTTP session (and the browser, for
-    pages to render), then parse and store."""
-
-    @property
-    def browser(self) -> Browser: ...
-
-    @property
-    def proxies(self) -> Proxies: ...
-    @property
-    def session(self) -> requests.Session: ...
+class FetchDeps(StoreDeps, Fetching, Protocol):
+    """Fetch: politeness and HTTP, then parse and store."""
