@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from crawler_tasks.backends import open_store
 from crawler_tasks.core.politeness import host_key
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
@@ -66,6 +67,14 @@ def stored(store: str) -> list[str]:
     return [json.loads(line)["url"] for line in out]
 
 
+def stored_now(store: str, crawl_id: str) -> int:
+    """How many records the crawl has in its SQLite store, read in this process (a check
+    that spawns no process, so it keeps up with the crawl on a busy machine)."""
+    if not Path(store).exists():
+        return 0
+    return sum(1 for _ in open_store(store).records(crawl_id))
+
+
 def wait_for(predicate, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -83,9 +92,10 @@ def env() -> dict[str, str]:
 def test_a_signal_stops_the_crawl_warm_and_it_resumes_without_loss(signum, site, tmp_path, env):
     t, size = token(), 60
     store, crawl_id = str(tmp_path / "pages.db"), f"sig-{token()}"
-    url = f"{site.url}/tree/{t}/0?size={size}&delay=0.5"
+    url = f"{site.url}/tree/{t}/0?size={size}&delay=1"  # 8 at a time: 7 s at least
     proc = start_cli("crawl", url, "--store", store, "--workers", "2", "--crawl-id", crawl_id, env=env)
-    wait_for(lambda: Path(store).exists() and len(stored(store)) >= 3, 60)
+    wait_for(lambda: stored_now(store, crawl_id) >= 3, 60)
+    assert proc.poll() is None, "the crawl ended before the signal"
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
