@@ -12,13 +12,46 @@ on another broker or pool, as the README's promises require::
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
 import uuid
 
 import redis
 
-#: CRAWLER_TEST_REDIS lets a run use a Redis of its own (another port) for everything but RabbitMQ.
-REDIS = os.environ.get("CRAWLER_TEST_REDIS", "redis://127.0.0.1:6379")
+#: The pytest-xdist worker this process is ("gw0", "gw1", ...; "" when the suite runs in one process).
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+#: Appended to the names of what the suite's processes share beyond Redis (RabbitMQ vhosts).
+SUFFIX = "" if WORKER in ("", "gw0") else f"-{WORKER}"
+
+
+def _private_redis() -> str:
+    """A redis-server of this test process's own, on a free port, stopped when the process ends:
+    each parallel worker but the first crawls on one of its own (databases and all)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    folder = tempfile.mkdtemp(prefix=f"redis-{WORKER}-")
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", folder], stdout=subprocess.DEVNULL)
+    atexit.register(lambda: (proc.terminate(), proc.wait(10), shutil.rmtree(folder, ignore_errors=True)))
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    return f"redis://127.0.0.1:{port}"
+
+
+#: CRAWLER_TEST_REDIS lets a run use a Redis of its own (another port) for everything but RabbitMQ;
+#: a parallel worker but the first starts its own.
+REDIS = os.environ.get("CRAWLER_TEST_REDIS") or (_private_redis() if SUFFIX else "redis://127.0.0.1:6379")
 #: CRAWLER_TEST_DB lets a second run (another checkout's) use its own database.
 TEST_DB = int(os.environ.get("CRAWLER_TEST_DB", "13"))
 os.environ.update({

@@ -15,12 +15,12 @@ from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-from tests.helpers import REDIS, UNTHROTTLED, token
+from tests.helpers import REDIS, SUFFIX, UNTHROTTLED, token
 
 ORDER_DB = 14
 #: Its own vhost on RabbitMQ, so the suite's shared worker (on "/" when the suite runs on
 #: RabbitMQ) never takes this test's fetches.
-ORDER_VHOST = "crawlerorder"
+ORDER_VHOST = f"crawlerorder{SUFFIX}"
 BROKERS = {"redis": f"{REDIS}/{ORDER_DB}", "amqp": f"amqp://guest:guest@127.0.0.1:5672/{ORDER_VHOST}"}
 
 

@@ -45,7 +45,7 @@ from tests.fakes.polite_site import PoliteSite
 from tests.fakes.proxy_server import ForwardProxy
 from tests.fakes.site import Site
 from tests.fakes.tls import PasswordRedis, Pki, TlsProxy, TlsRedis
-from tests.helpers import LOOPBACK, UNTHROTTLED, by_url, token
+from tests.helpers import LOOPBACK, SUFFIX, UNTHROTTLED, by_url, token
 from tests.service.test_flower import poll, start_flower
 
 #: The distinctive part of the password: no spelling of it may appear anywhere.
@@ -53,7 +53,7 @@ CORE = uuid.uuid4().hex
 #: A password with every character a URL needs escaped.
 PASSWORD = f"p/{CORE}:@?#%+&="
 ENCODED = quote(PASSWORD, safe="")
-VHOST = "crawlertls"
+VHOST = f"crawlertls{SUFFIX}"
 RABBIT = ("127.0.0.1", 5672)
 TREE = 12  # pages of the crawled tree
 
@@ -165,7 +165,7 @@ def test_bad_tls_parameters_are_a_settings_error_without_the_password(url, messa
     assert "pw" not in str(info.value)
 
 
-@pytest.mark.parametrize("secret", ["12?34", "56#78", "ab/cd", PASSWORD])
+@pytest.mark.parametrize("secret", ["12?34", "56#78", "ab/cd", PASSWORD], ids=["?", "#", "/", "every-escape"])
 def test_a_password_that_breaks_the_url_is_refused_and_not_shown(secret):
     # A parser would cut these inside the password and connect to (and show) a piece of it.
     for check in (broker_params, lambda url: redis_from_url(url, check=False)):
@@ -182,7 +182,7 @@ def test_a_password_that_breaks_the_url_is_refused_and_not_shown(secret):
     (f"amqps://guest:{ENCODED}@h:5671/v", "amqps://guest:**@h:5671/v"),
     (f"rediss://:{PASSWORD}@h:6380/0", "rediss://:**@h:6380/0"),  # not percent-encoded: still masked
     ("redis://h:6379/0", "redis://h:6379/0"),
-])
+], ids=["rediss-encoded", "amqps-encoded", "rediss-raw", "no-password"])
 def test_safe_url_masks_the_password_however_it_is_written(url, shown):
     assert safe_url(url) == shown
 
