@@ -26,7 +26,7 @@ from ..net.render import browser_problem
 from ..service.celery_app import create_app
 from ..stages.runtime import current
 from ..stages.seed import build_requests, submit_requests
-from ..stages.store import flush_stats
+from ..stages.statistics import flush_stats
 from ..state.connection import safe_url
 from .common import absolute_store
 from .demo_site import DemoSite

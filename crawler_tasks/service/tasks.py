@@ -42,7 +42,7 @@ from ..core import counters, routing
 from ..core.errors import BadInput, BrokerUnavailable, ClaimMissing, QueueFull, StoreTooSlow, StoreUnavailable
 from ..core.models import CrawlRequest, PageRecord
 from ..core.policy import Defer, Retry
-from ..stages import dispatcher, enqueue, feeds, fetch, page, parse, render, seed, store
+from ..stages import dispatcher, enqueue, feeds, fetch, page, parse, render, seed, statistics
 from ..stages.runtime import Runtime, current
 from . import delivery
 
@@ -211,7 +211,7 @@ def submit(self: Task, urls: list[Any], **options: Unpack[seed.SubmitOptions]) -
 def flush_stats(self: Task) -> int:
     """Write changed crawl counters to the stores that keep statistics (Beat runs it)."""
     try:
-        return store.flush_stats(current(self.app))
+        return statistics.flush_stats(current(self.app))
     except StoreUnavailable as exc:
         log.warning("crawl statistics not written, next tick tries again: %s", exc)
         return 0

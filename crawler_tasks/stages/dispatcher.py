@@ -19,7 +19,8 @@ import redis
 
 from ..core.timing import backoff
 from . import enqueue
-from .store import call_back_done, note_finished, write_batch
+from .notify import call_back_done, note_finished
+from .store import write_batch
 
 if TYPE_CHECKING:
     from .deps import StoreDeps

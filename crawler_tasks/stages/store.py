@@ -10,29 +10,29 @@ and past ``CRAWLER_STORE_MAX_RETRIES`` they go to the dead letters, as does at
 once a record a backend refuses for good (with the backend's reason) and one
 whose store cannot be opened here. ``crawler-tasks replay-dead`` writes them
 again, to their own store or to another one.
+
+Around the batch: :mod:`.dispatcher` sends the store tasks, :mod:`.notify` sends what a
+batch tells the calling app and the error handler, :mod:`.dead_letters` reads and
+replays the letters, :mod:`.statistics` writes the crawls' counters.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-import uuid
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import redis
-
 from ..backends import RecordFailure
 from ..core import codec, counters
-from ..core.errors import BadInput, BrokerUnavailable, QueueFull, StoreUnavailable
-from ..core.models import CrawlRequest, PageRecord
+from ..core.errors import BadInput, StoreUnavailable
+from ..core.models import PageRecord
 from ..core.store_uris import masked
 from ..core.timing import backoff, now_iso
 from ..state.gate import Fate, Settlement
 from ..state.store_queue import StoreEntry
-from . import enqueue, failures
+from . import notify
 
 if TYPE_CHECKING:
     from .deps import StoreDeps
@@ -45,36 +45,6 @@ def write(rt: StoreDeps, uri: str, records: Sequence[PageRecord]) -> list[Record
     batch; returns the records a backend refused for good (e.g. an Elasticsearch mapping
     error: retrying cannot help them). :class:`StoreUnavailable` propagates."""
     return rt.store(uri).upsert(records) or []
-
-
-def flush_stats(rt: StoreDeps, crawl_ids: Sequence[str] | None = None) -> int:
-    """Write the counters of each crawl that changed since its last flush to the crawl's
-    store, when that store keeps statistics (Elasticsearch: ``<index>-stats``, one
-    document per crawl updated in place). Returns how many crawls were written."""
-    ids = list(crawl_ids) if crawl_ids is not None else rt.crawls.all_ids()
-    last = rt.stats.flushed(ids)
-    written = 0
-    for crawl_id in ids:
-        try:
-            written += _flush_crawl_stats(rt, crawl_id, last.get(crawl_id))
-        except (StoreUnavailable, BadInput) as exc:  # the next flush tries again; the others go on
-            log.warning("statistics of crawl %s not written: %s", crawl_id, exc)
-    return written
-
-
-def _flush_crawl_stats(rt: StoreDeps, crawl_id: str, last: bytes | None) -> int:
-    """Write one crawl's counters to its store when they changed since ``last`` (the digest
-    of the counters it last wrote, None: never); 1 if written."""
-    target = rt.store(rt.limits(crawl_id).store)
-    if not hasattr(target, "write_stats"):
-        return 0
-    figures = rt.stats.read(crawl_id)
-    digest = json.dumps(figures, sort_keys=True).encode()
-    if last == digest:
-        return 0
-    target.write_stats(crawl_id, figures)
-    rt.stats.mark_flushed(crawl_id, digest)
-    return 1
 
 
 def write_batch(rt: StoreDeps, consumer: str, raw: Sequence[bytes]) -> None:
@@ -217,78 +187,6 @@ def _failed(rt: StoreDeps, uri: str, group: Sequence[StoreEntry], exc: Exception
                     failure=(FAILED, f"store {masked(uri)} failed: {exc} ({e.attempts} retries)"))
 
 
-def page_summary(entry: StoreEntry) -> dict[str, Any]:
-    """What a page callback receives: small JSON, never the page itself."""
-    r = entry.record
-    return {"url": r.url, "status": r.status, "fingerprint": r.fingerprint, "crawl_id": r.crawl_id,
-            "depth": r.depth, "items": len(r.items), "store": masked(entry.store), "description": r.description}
-
-
-def _call_back(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> set[str]:
-    """Send the page callbacks ``due`` (token -> callback and payload), each taken from the
-    staged ones as soon as it is sent: a worker killed part-way leaves only the callbacks it
-    had not sent (and at most the one it was sending) to the next delivery of its batch.
-    One the broker refuses is logged (its page is stored all the same). Returns the tokens
-    taken."""
-    taken = set()
-    for token, call in due.items():
-        try:
-            enqueue.publish_callback(rt, call["callback"], call["page"], f"{token}.page")
-        except Exception as exc:  # noqa: BLE001 - a broker error must not undo the batch
-            log.error("page callback %s for %s not sent: %s", call["callback"]["task"], call["page"]["url"], exc)
-            continue
-        rt.callbacks.take(crawl_id, [token])
-        taken.add(token)
-    return taken
-
-
-def note_finished(rt: StoreDeps) -> int:
-    """Note the running crawls found drained (their ``finished`` time); how many."""
-    when = now_iso()
-    running = rt.crawls.running_ids()
-    drained = [cid for cid, n in rt.crawls.outstanding_many(running).items() if n == 0]
-    return sum(rt.crawls.finished(cid, when) for cid in drained)
-
-
-def call_back_done(rt: StoreDeps) -> int:
-    """Send the ``on_done`` callback of each crawl that has drained (the worker that takes
-    it sends it); how many were sent."""
-    sent = 0
-    waiting = rt.callbacks.waiting_done()
-    for crawl_id, left in rt.crawls.outstanding_many(waiting).items():
-        if left:
-            continue
-        spec = rt.callbacks.take_done(crawl_id)
-        if spec is None:
-            continue  # another worker took it
-        payload = {"crawl_id": crawl_id, "stats": rt.stats.read(crawl_id)}
-        try:
-            enqueue.publish_callback(rt, spec, payload, f"{crawl_id}.done.{uuid.uuid4().hex[:12]}")
-            sent += 1
-        except Exception as exc:  # noqa: BLE001 - put back: the next look sends it
-            rt.callbacks.await_done(crawl_id, spec)
-            log.error("on_done callback %s for crawl %s not sent: %s", spec["task"], crawl_id, exc)
-    return sent
-
-
-def _tell(rt: StoreDeps, entry: StoreEntry, reason: str, description: str) -> None:
-    """The error handler hears of a record given up; its follow-ups go through the gate."""
-    if rt.program.error_handler is None:
-        return
-    record = entry.record
-    req = CrawlRequest(url=record.url, method=record.method, meta=record.meta, depth=record.depth,
-                       crawl_id=record.crawl_id)
-    follow, counts = failures.tell(rt.program, failures.failure_of("store", reason, description, req, record.status),
-                                   req, rt.limits(req.crawl_id))
-    try:
-        if counts:
-            rt.gate.add_counts(req.crawl_id, counts)
-        if follow:
-            enqueue.fetches(rt, follow)
-    except (redis.RedisError, QueueFull, BrokerUnavailable) as exc:
-        log.error("the error handler's follow-ups of %s were not sent: %s", record.url, exc)
-
-
 class _Settled:
     """The settlements of one batch, applied in an order that can repeat but not lose:
     dead letters and retries are queued before the tokens settle, and a letter whose
@@ -308,7 +206,7 @@ class _Settled:
         """``entry``'s record is written: its page callback, if it has one, is due."""
         if entry.notify is not None:
             self.callbacks.setdefault(entry.crawl_id, {})[entry.token] = {
-                "callback": entry.notify["on_page"], "page": page_summary(entry)}
+                "callback": entry.notify["on_page"], "page": notify.page_summary(entry)}
 
     def add(self, entry: StoreEntry, fate: Fate, counts: dict[str, int], *, error: str = "",
             letter: bytes = b"", failure: tuple[str, str] | None = None) -> None:
@@ -341,7 +239,7 @@ class _Settled:
             live = rt.gate.settle(crawl_id, settlements)
             settled_now.update(s.token for s, was_live in zip(settlements, live) if was_live)
         for crawl_id, due in self.callbacks.items():
-            sent = _call_back(rt, crawl_id, {t: c for t, c in due.items()
+            sent = notify.call_back(rt, crawl_id, {t: c for t, c in due.items()
                                              if t in settled_now or t in left[crawl_id]})
             rt.callbacks.take(crawl_id, [t for t in due if t not in sent])  # the rest: refused, or sent before
         for token, (_, letter) in self.letters.items():
@@ -349,7 +247,7 @@ class _Settled:
                 rt.dead_letters.remove(letter)
         for token, (entry, reason, description) in self.failures.items():
             if token in settled_now:  # once per record, however often its batch was written
-                _tell(rt, entry, reason, description)
+                notify.tell(rt, entry, reason, description)
 
 
 #: Why a dead letter was kept: its store refused the record for good, or could not take it.

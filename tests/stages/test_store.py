@@ -14,7 +14,8 @@ from crawler_tasks.stages.dead_letters import dead_letters, replay_dead
 from crawler_tasks.stages.dispatcher import flush_once
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
-from crawler_tasks.stages.store import flush_stats, write_batch
+from crawler_tasks.stages.statistics import flush_stats
+from crawler_tasks.stages.store import write_batch
 from tests.cli.test_cli import cli
 from tests.fakes.es_server import ESServer
 from tests.fakes.hbase_server import HBaseServer
