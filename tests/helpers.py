@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
@@ -49,13 +50,27 @@ def _private_redis() -> str:
     return f"redis://127.0.0.1:{port}"
 
 
+def _own_vhost(url: str) -> str:
+    """``url`` (an AMQP broker) on a vhost of this test process's own, created when missing:
+    the parallel processes' workers must not take each other's messages."""
+    vhost = f"crawlertest{SUFFIX}"
+    subprocess.run(["rabbitmqctl", "-q", "add_vhost", vhost], capture_output=True, timeout=120)
+    subprocess.run(["rabbitmqctl", "-q", "set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"],
+                   check=True, capture_output=True, timeout=120)
+    return urlunsplit(urlsplit(url)._replace(path=f"/{vhost}"))
+
+
 #: CRAWLER_TEST_REDIS lets a run use a Redis of its own (another port) for everything but RabbitMQ;
 #: a parallel worker but the first starts its own.
 REDIS = os.environ.get("CRAWLER_TEST_REDIS") or (_private_redis() if SUFFIX else "redis://127.0.0.1:6379")
 #: CRAWLER_TEST_DB lets a second run (another checkout's) use its own database.
 TEST_DB = int(os.environ.get("CRAWLER_TEST_DB", "13"))
+#: CRAWLER_TEST_BROKER runs the crawl tests on another broker (RabbitMQ: a vhost per process).
+BROKER = os.environ.get("CRAWLER_TEST_BROKER") or f"{REDIS}/{TEST_DB}"
+if BROKER.startswith("amqp") and SUFFIX:
+    BROKER = _own_vhost(BROKER)
 os.environ.update({
-    "CRAWLER_BROKER_URL": os.environ.get("CRAWLER_TEST_BROKER", f"{REDIS}/{TEST_DB}"),
+    "CRAWLER_BROKER_URL": BROKER,
     "CRAWLER_REDIS_URL": f"{REDIS}/{TEST_DB}",
     "CRAWLER_KEY_PREFIX": "crawlertest",
     "CRAWLER_DOWNLOAD_TIMEOUT": "1",
