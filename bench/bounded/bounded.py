@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Bounded state under hostile or broad input: worker memory, CPU per link, open sockets.
 
-    .venv/bin/python bench/bounded.py domains  [--hosts 100000] [--pages 300]
-    .venv/bin/python bench/bounded.py hostile  [--pages 10] [--concurrency 8]
-    .venv/bin/python bench/bounded.py sockets  [--hosts 1000] [--concurrency 32]
+    .venv/bin/python bench/bounded/bounded.py domains  [--hosts 100000] [--pages 300]
+    .venv/bin/python bench/bounded/bounded.py hostile  [--pages 10] [--concurrency 8]
+    .venv/bin/python bench/bounded/bounded.py sockets  [--hosts 1000] [--concurrency 32]
 
 ``domains``  a crawl whose configuration lists ``--hosts`` seed hosts (unresolvable
              names, plus the site's 127.0.0.1): the allowed-domains check of one link,
              timed alone, then one worker crawling ``--pages`` of the generated bench site
-             (bench/site_gen.py, 20-40 links a page) with that configuration.
+             (bench/lib/site_gen.py, 20-40 links a page) with that configuration.
 ``hostile``  one worker crawling ``--pages`` pages of 1,000 distinct 10 KiB links each
              (tests/fakes/hostile_site.py, ``/long-links/<n>``), bodies up to 16 MiB kept.
 ``sockets``  one worker crawling one page on each of ``--hosts`` loopback addresses
@@ -18,7 +18,7 @@ Each run has a private redis-server as broker and state Redis. Printed: peak RSS
 worker process, its CPU (user + system) per link parsed, and for ``sockets`` the peak of
 its sockets to the site and of its open files. To compare with another checkout, run the
 same script from that checkout's directory with it first on the path (``cd /path/to/checkout &&
-PYTHONPATH=$PWD python /this/checkout/bench/bounded.py ...``): the worker processes inherit
+PYTHONPATH=$PWD python /this/checkout/bench/bounded/bounded.py ...``): the worker processes inherit
 both (``python -m celery`` puts the current directory first).
 """
 
@@ -34,15 +34,19 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-import psutil
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import ROOT, ensure_project_python  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "lib"))  # servers, site_gen
+ensure_project_python("bench/bounded/bounded.py", "psutil")
+
+import psutil  # noqa: E402
+import servers  # noqa: E402
+import site_gen  # noqa: E402
 
 
 def _load(name: str) -> ModuleType:
     """A fake site of tests/fakes/ loaded by path (the checkout under test may lack it)."""
-    spec = importlib.util.spec_from_file_location(name, HERE.parents[1] / "tests" / "fakes" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "fakes" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -124,9 +128,6 @@ def per_link_seconds(domains: frozenset[str], links: list[str]) -> float:
 
 
 def cmd_domains(args: argparse.Namespace) -> None:
-    import servers
-    import site_gen
-
     hosts = [f"seed-{i}.host{i % 1000}.example" for i in range(args.hosts)]
     domains = frozenset(hosts) | {"127.0.0.1"}
     kinds = {"a seed host": [f"http://127.0.0.1:8080/p/{i}" for i in range(200)],

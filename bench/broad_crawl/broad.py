@@ -1,41 +1,49 @@
-"""bench/broad's driver: arguments, a site server per run, the rounds, the tables, the JSON.
+#!/usr/bin/env python3
+"""bench/broad: a broad polite crawl of many loopback hosts, crawler_tasks beside Scrapy.
 
-Every child process is stopped when the run ends, on an error, on Ctrl-C and
-on SIGTERM (see :func:`servers.kill_everything`).
+    bench/broad [--hosts 200] [--pages-per-host 30] [--delay 1.0] [--latency 0.02] [--skew 20] [--only ROWS]
+
+Serves the site from broad_site.py (one process, every request logged), crawls
+it with each row in turn (round 1 runs every row once, then round 2, ...), and
+prints the crawl's speed against the politeness limit, its cost, and the
+politeness the server saw; then the JSON with ``--json``. Every child process
+is stopped when the run ends, on an error, on Ctrl-C and on SIGTERM
+(:func:`servers.session`). What each column means: README.md here.
 """
 
 from __future__ import annotations
 
-import argparse
-import atexit
-import json
-import os
-import re
-import shlex
-import shutil
-import signal
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-import broad_realweb as realweb
-from broad_log import GAP_TOLERANCE, LogFigures, analyse, read_log
-from broad_rows import DEFAULT_ROWS, ROWS, ROWS_BY_KEY, BroadContext, BroadRow, run_broad_row
-from broad_site import addresses, pages_per_host
-from compare import _log, _on_sigterm, ensure_scrapy_venv, versions
-from rows import RunResult
-from servers import BenchError, Children, SiteServer, kill_everything, read_line, watch_dir
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import ensure_project_python  # noqa: E402
 
-DASH = "–"
+ensure_project_python("bench/broad", "psutil")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import shlex  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from datetime import UTC, datetime  # noqa: E402
+from typing import Any  # noqa: E402
+
+import broad_realweb as realweb  # noqa: E402
+from broad_log import GAP_TOLERANCE, LogFigures, analyse, read_log  # noqa: E402
+from broad_rows import DEFAULT_ROWS, ROWS, ROWS_BY_KEY, SCRAPY_CONCURRENCY, BroadContext, BroadRow, run_broad_row  # noqa: E402
+from broad_site import addresses, pages_per_host  # noqa: E402
+from harness import RunResult, scrapy_python_for, versions  # noqa: E402
+from servers import BenchError, Children, SiteServer, log, read_line, session  # noqa: E402
+from tables import DASH, head, median, num  # noqa: E402
+
 DESCRIPTION = ("A broad polite crawl: M loopback hosts of K pages each, crawled with a per-host delay by "
                "crawler_tasks and Scrapy; speed, cost and politeness from the site's request log "
-               "(see bench/README.md).")
+               "(see bench/broad_crawl/README.md).")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -55,7 +63,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--json", metavar="PATH", help="write the raw per-run numbers here")
     p.add_argument("--realweb", action="store_true",
                    help="hosts that serve robots.txt with disallowed links, errors and redirects, each "
-                        "crawler with its defaults (bench/broad_realweb.py)")
+                        "crawler with its defaults (broad_realweb.py)")
     args = p.parse_args(argv)
     if (args.hosts < 2 or args.pages_per_host < 2 or args.delay <= 0 or args.latency < 0 or args.runs < 1
             or args.timeout <= 0 or (args.skew and args.skew <= 1)):
@@ -108,7 +116,7 @@ class SiteRun:
 
 
 def start_site(group: Children, args: argparse.Namespace, variant: Variant, log: Path) -> SiteRun:
-    """bench/broad_site.py in its own process, listening on every host's address."""
+    """broad_site.py in its own process, listening on every host's address."""
     cmd: list[str | os.PathLike[str]] = [sys.executable, Path(__file__).resolve().parent / "broad_site.py", "--hosts", str(args.hosts), "--pages-per-host",
            str(args.pages_per_host), "--skew", f"{variant.skew:g}", "--latency", f"{args.latency:g}",
            "--seed", str(args.seed), "--log", log, *(["--realweb"] if args.realweb else [])]
@@ -119,7 +127,7 @@ def start_site(group: Children, args: argparse.Namespace, variant: Variant, log:
         raise BenchError(f"site server: unexpected first line {line!r}")
     port, pages, size = (int(g) for g in match.groups())
     seeds = tuple(f"http://{host}:{port}/" for host in addresses(args.hosts))
-    kind = "bench/broad_site.py" + (f", {args.latency * 1000:g} ms per response" if args.latency else "")
+    kind = "bench/broad_crawl/broad_site.py" + (f", {args.latency * 1000:g} ms per response" if args.latency else "")
     return SiteRun(SiteServer(seeds[0], kind, child), seeds, pages, size, log)
 
 
@@ -200,22 +208,13 @@ def rounds(setup: Setup, args: argparse.Namespace, rows: list[BroadRow], variant
         for variant in variants:
             for row in rows:
                 tag = f"[round {round_no}/{args.runs}] {variant.name} {row.key}"
-                _log(f"{tag} ...")
+                log(f"{tag} ...")
                 runs.append(one_run(setup, args, row, variant, round_no))
-                _log(f"{tag}: {_brief(runs[-1])}")
+                log(f"{tag}: {_brief(runs[-1])}")
     return runs
 
 
 # --------------------------------------------------------------------------- tables
-
-
-def _median(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
-def _num(value: float | None, digits: int = 0) -> str:
-    return DASH if value is None else f"{value:,.{digits}f}"
 
 
 def _pages(runs: list[BroadRun]) -> str:
@@ -233,13 +232,13 @@ def _redis(runs: list[BroadRun]) -> tuple[str, str]:
     figs = [f for f in (r.result.notes.get("redis") for r in runs) if f]
     if not figs:
         return DASH, DASH
-    peak = _median([f["used_memory_peak"] / 2**20 for f in figs])
-    direct = _median([f["rooms_bytes"] / f["peak_waiting"] if f["peak_waiting"] else None for f in figs])
-    per = _median([f["bytes_per_waiting"] for f in figs])
+    peak = median([f["used_memory_peak"] / 2**20 for f in figs])
+    direct = median([f["rooms_bytes"] / f["peak_waiting"] if f["peak_waiting"] else None for f in figs])
+    per = median([f["bytes_per_waiting"] for f in figs])
     waiting = max(f["peak_waiting"] for f in figs)
     if direct is None:
-        return _num(peak, 1), DASH
-    return _num(peak, 1), f"{direct:,.0f} / {_num(per)} (peak {waiting:,} waiting)"
+        return num(peak, 1), DASH
+    return num(peak, 1), f"{direct:,.0f} / {num(per)} (peak {waiting:,} waiting)"
 
 
 MAIN_HEADER = ("| Row | Pages | Elapsed s | Pages/s | Steady pages/s | Ideal pages/s | Overall ÷ ideal "
@@ -253,15 +252,15 @@ def main_line(row: BroadRow, runs: list[BroadRun], ideal: float) -> str:
     label = row.label + (f" ({len(runs) - len(ok)} of {len(runs)} runs failed)" if len(ok) < len(runs) else "")
     if not ok:
         return f"| {label}: failed: {runs[0].result.error if runs else 'not run'} |" + f" {DASH} |" * 14
-    rate = _median([r.result.pages_per_s for r in ok])
-    steady = _median([r.log.steady_pages_per_s for r in ok])
+    rate = median([r.result.pages_per_s for r in ok])
+    steady = median([r.log.steady_pages_per_s for r in ok])
     gaps = [r.log.min_gap_s for r in ok if r.log.min_gap_s is not None]
     peak, per_waiting = _redis(ok)
-    cells = [label, _pages(ok), _num(_median([r.result.elapsed_s for r in ok]), 1), _num(rate, 1),
-             _num(steady, 1), _num(ideal, 1), _ratio(rate, ideal), _ratio(steady, ideal),
-             _num(_median([r.result.cpu_ms_per_page for r in ok]), 2),
-             _num(_median([r.result.peak_rss_mb for r in ok])), peak, per_waiting,
-             _num(min(gaps) if gaps else None, 3), f"{max(r.log.gaps_under_tolerance for r in ok):,} of "
+    cells = [label, _pages(ok), num(median([r.result.elapsed_s for r in ok]), 1), num(rate, 1),
+             num(steady, 1), num(ideal, 1), _ratio(rate, ideal), _ratio(steady, ideal),
+             num(median([r.result.cpu_ms_per_page for r in ok]), 2),
+             num(median([r.result.peak_rss_mb for r in ok])), peak, per_waiting,
+             num(min(gaps) if gaps else None, 3), f"{max(r.log.gaps_under_tolerance for r in ok):,} of "
              f"{max(r.log.gaps for r in ok):,}", str(max(r.log.max_in_flight_per_host for r in ok))]
     return "| " + " | ".join(cells) + " |"
 
@@ -269,7 +268,7 @@ def main_line(row: BroadRow, runs: list[BroadRun], ideal: float) -> str:
 def main_table(rows: list[BroadRow], runs: list[BroadRun], variant: Variant, args: argparse.Namespace) -> str:
     """The markdown table of one variant."""
     ideal = variant.ideal_pages_per_s(args)
-    lines = [MAIN_HEADER, "|" + "---|" * (MAIN_HEADER.count(" | ") + 1)]
+    lines = head(MAIN_HEADER)
     for row in rows:
         lines.append(main_line(row, [r for r in runs if r.row == row and r.variant == variant], ideal))
     return "\n".join(lines)
@@ -283,11 +282,11 @@ def skew_line(row: BroadRow, runs: list[BroadRun], variants: list[Variant], idea
     """One row of the fairness table: when the small hosts were done, on both sites."""
     base = [r for r in runs if r.row == row and r.variant == variants[0] and r.ok]
     skew = [r for r in runs if r.row == row and r.variant == variants[1] and r.ok]
-    cells = [row.label, _num(_median([r.log.small_done_s for r in base]), 1),
-             _num(_median([r.log.small_done_s for r in skew]), 1), _num(ideal_small, 1),
-             _num(_median([r.log.big_rate for r in skew]), 3),
-             _num(max((r.log.big_max_gap_s or 0 for r in skew), default=None), 2),
-             _num(_median([r.log.big_done_s for r in skew]), 1)]
+    cells = [row.label, num(median([r.log.small_done_s for r in base]), 1),
+             num(median([r.log.small_done_s for r in skew]), 1), num(ideal_small, 1),
+             num(median([r.log.big_rate for r in skew]), 3),
+             num(max((r.log.big_max_gap_s or 0 for r in skew), default=None), 2),
+             num(median([r.log.big_done_s for r in skew]), 1)]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -295,7 +294,7 @@ def skew_table(rows: list[BroadRow], runs: list[BroadRun], variants: list[Varian
     """The fairness table of ``--skew``: both variants side by side."""
     big = pages_per_host(args.hosts, args.pages_per_host, args.skew)[0]
     header = SKEW_HEADER.format(rate=f"{1 / args.delay:g}", big=f"{(big - 1) * args.delay:g}")
-    lines = [header, "|" + "---|" * (header.count(" | ") + 1)]
+    lines = head(header)
     ideal_small = (args.pages_per_host - 1) * args.delay
     lines += [skew_line(row, runs, variants, ideal_small) for row in rows]
     return "\n".join(lines)
@@ -366,39 +365,12 @@ def main(argv: list[str]) -> int:
     """bench/broad: run, print the report, write the JSON."""
     args = parse_args(argv)
     rows = selected_rows(args.only)
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    atexit.register(kill_everything)
-    workdir = Path(tempfile.mkdtemp(prefix="crawler-broad-"))
-    watch_dir(workdir)
-    try:
-        return _broad(args, rows, workdir, argv)
-    except KeyboardInterrupt:
-        _log("interrupted: stopping every process the benchmark started")
-        return 130
-    except BenchError as exc:
-        _log(f"bench/broad: {exc}")
-        return 1
-    finally:
-        kill_everything()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _scrapy(rows: list[BroadRow]) -> tuple[Path | None, str]:
-    if all(row.is_crawler_tasks for row in rows):
-        return None, ""
-    try:
-        return ensure_scrapy_venv(), ""
-    except BenchError as exc:
-        _log(f"bench/broad: {exc} (the Scrapy row will fail)")
-        return None, str(exc)
+    return session("bench/broad", "crawler-broad-", lambda workdir: _broad(args, rows, workdir, argv))
 
 
 def _broad(args: argparse.Namespace, rows: list[BroadRow], workdir: Path, argv: list[str]) -> int:
-    from broad_rows import SCRAPY_CONCURRENCY
-
     started = time.monotonic()
-    scrapy_python, scrapy_error = _scrapy(rows)
+    scrapy_python, scrapy_error = scrapy_python_for(rows, "bench/broad")
     load_before = os.getloadavg()[0]  # anything else busy on the machine shows in every figure
     variants = [Variant("uniform", 1.0)] + ([Variant(f"skew {args.skew:g}", args.skew)] if args.skew else [])
     runs = rounds(Setup(workdir, scrapy_python, scrapy_error), args, rows, variants)
@@ -409,7 +381,7 @@ def _broad(args: argparse.Namespace, rows: list[BroadRow], workdir: Path, argv: 
     print(render(rows, runs, variants, args, meta))
     if args.json:
         _dump_json(Path(args.json), args, meta, runs, variants)
-        _log(f"raw numbers: {args.json}")
+        log(f"raw numbers: {args.json}")
     return 0 if all(r.ok for r in runs) else 1
 
 
@@ -428,3 +400,7 @@ def _dump_json(path: Path, args: argparse.Namespace, meta: dict[str, Any], runs:
             "ideal_pages_per_s": {v.name: v.ideal_pages_per_s(args) for v in variants},
             "runs": [r.to_dict() for r in runs]}
     path.write_text(json.dumps(data, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

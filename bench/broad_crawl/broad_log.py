@@ -1,6 +1,6 @@
 """bench/broad: what the site server's request log says about one crawl.
 
-Each line of the log (bench/broad_site.py) is ``<arrival> <answered> <host> <status> <path>``
+Each line of the log (broad_site.py) is ``<arrival> <answered> <host> <status> <path>``
 in ``time.monotonic()`` seconds. From it: pages fetched, the rate overall and in the
 steady state, the politeness of the crawler (the gaps between two requests to one host,
 the requests in flight to one host at once) and, for the skewed site, when the small

@@ -1,19 +1,16 @@
 """The rows of bench/broad: how each crawler is run on the many-host site, politely.
 
-Built on bench/rows.py: one :class:`~rows.Run` per run (its directory, processes,
-CPU at reaping, the process-tree sampler, the deadline), and its helpers for the
-CLI's summary, the crawl's counters, the ``submit()`` helper and the Scrapy report.
-What differs from bench/compare: many seeds, ``CRAWLER_DOWNLOAD_DELAY`` = the delay
-and ``CRAWLER_HOST_CONCURRENCY=1``, and ONE private redis-server as broker and state,
+Built on bench/lib/harness.py, as bench/compare: one :class:`~harness.Run` per run (its
+directory, processes, CPU at reaping, the process-tree sampler, the deadline), the CLI,
+the ``celery worker`` processes fed by ``submit()`` and the Scrapy process. What differs
+from bench/compare: many seeds, ``CRAWLER_DOWNLOAD_DELAY`` = the delay and
+``CRAWLER_HOST_CONCURRENCY=1``, and ONE private redis-server as broker and state,
 watched by :class:`RedisWatch` while the crawl runs.
 """
 
 from __future__ import annotations
 
 import contextlib
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,25 +19,21 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from rows import (
+from harness import (
     Context,
-    CrawlKeys,
+    Crawled,
     Row,
     Run,
     RunResult,
-    _scrapy_problems,
-    _scrapy_report,
-    _seconds,
-    _stop_workers,
-    _submit,
-    _tail,
-    _text,
-    _wait_drained,
-    _wait_line,
-    parse_summary,
+    crawl_with_cli,
+    crawl_with_workers,
+    crawler_tasks_result,
     run_row,
+    run_scrapy_module,
+    text,
 )
-from servers import LIB_DIR, BenchError, Child, RedisServer
+from measure import slope
+from servers import RedisServer
 
 SCRAPY_CONCURRENCY = 256
 
@@ -113,18 +106,6 @@ class RedisFigures:
         return data
 
 
-def slope(points: list[tuple[int, int]]) -> float | None:
-    """Least-squares slope of y on x; None when x hardly varies."""
-    if len(points) < 5:
-        return None
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    var = sum((x - mx) ** 2 for x in xs)
-    if max(xs) - min(xs) < 50 or var == 0:
-        return None
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
-
-
 class RedisWatch:
     """Samples ``used_memory`` and the fetches waiting for their host (the waiting rooms of the
     host limiter, :mod:`crawler_tasks.state.hosts`) every ``interval`` seconds, on its own thread
@@ -138,11 +119,19 @@ class RedisWatch:
         self.figures = RedisFigures()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="redis-watch", daemon=True)
-        self._cpu_before = self.cpu()
+        self._cpu_before = 0.0
 
     def start(self) -> RedisWatch:
+        """Start sampling (Redis's CPU is counted from here)."""
+        self._cpu_before = self.cpu()
         self._thread.start()
         return self
+
+    def __enter__(self) -> RedisWatch:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def cpu(self) -> float:
         """Redis's CPU seconds so far."""
@@ -155,7 +144,7 @@ class RedisWatch:
         for key in self.client.scan_iter(match=self.keys.host("*"), count=1000):
             for name, value in self.client.hgetall(key).items():
                 with contextlib.suppress(ValueError):
-                    totals[_text(name)] = totals.get(_text(name), 0) + int(value)
+                    totals[text(name)] = totals.get(text(name), 0) + int(value)
         return {k: totals[k] for k in ("requests", "deferred", "throttled", "blocked") if k in totals}
 
     def stop(self) -> RedisFigures:
@@ -169,7 +158,7 @@ class RedisWatch:
             fig.host_counters = self.host_counters()
         if fig.samples:
             peak = max(range(len(fig.samples)), key=lambda i: fig.samples[i][2])
-            fig.bytes_per_waiting = slope([(w, m) for _, m, w, _ in fig.samples[peak:]])
+            fig.bytes_per_waiting = slope([(w, m) for _, m, w, _ in fig.samples[peak:]], min_points=5, min_span=50)
         self.client.close()
         return fig
 
@@ -222,98 +211,36 @@ class RedisWatch:
 
 
 def run_broad_row(ctx: BroadContext, row: Row, round_no: int) -> RunResult:
-    """Run ``row`` once (:func:`rows.run_row` with this benchmark's runners)."""
+    """Run ``row`` once (:func:`harness.run_row` with this benchmark's runners)."""
     return run_row(ctx, row, round_no, RUNNERS)
 
 
-def _result(run: Run, counters: dict[str, int], elapsed: float, redis_fig: RedisFigures,
-            **notes: Any) -> RunResult:
-    pages = counters.get("stored", 0)
-    if pages <= 0:
-        raise BenchError("no page stored")
-    problems = [f"{counters[name]} {name}" for name in ("failures", "failed") if counters.get(name)]
-    return RunResult(run.row.key, run.round, pages=pages, elapsed_s=elapsed,
-                     notes={**notes, "stats": counters, "problems": problems, "redis": redis_fig.to_dict()})
+def _result(run: Run, crawled: Crawled, watch: RedisWatch) -> RunResult:
+    return crawler_tasks_result(run, crawled, notes={"redis": watch.figures.to_dict()})
 
 
 def run_cli(ctx: BroadContext, row: Row, run: Run) -> RunResult:
     """``crawler-tasks crawl SEEDS --workers N``: its own summary gives pages and elapsed."""
     server = run.redis("crawl")
-    store = run.dir / "pages.db"
-    env = ctx.crawler_env(server, server, store, row)
-    cmd = [ctx.program("crawler-tasks"), "crawl", *ctx.seeds, "--workers", str(row.procs), "--quiet",
-           "--store", store, "--crawl-id", run.crawl_id]
-    out, err = run.dir / "stdout.txt", run.dir / "stderr.txt"
-    watch = RedisWatch(server, ctx.key_prefix).start()
-    started = time.monotonic()
-    try:
-        child = run.spawn_crawler(cmd, name="crawler-tasks crawl", env=env, log=err, stdout=out,
-                                  stop_signal=signal.SIGINT)
-        code = run.wait(child)
-    finally:
-        redis_fig = watch.stop()
-    wall = time.monotonic() - started
-    if code != 0:
-        raise BenchError(f"crawler-tasks exited with code {code}: {_tail(err) or _tail(out)}")
-    summary = parse_summary(out.read_text(errors="replace"))
-    counters = CrawlKeys(ctx.key_prefix, run.crawl_id).counters(server.client())
-    if not counters.get("stored") and summary.get("pages stored", "").isdigit():
-        counters["stored"] = int(summary["pages stored"])
-    elapsed = _seconds(summary.get("elapsed")) or wall
-    return _result(run, counters, elapsed, redis_fig, command_wall_s=wall, summary=summary)
+    watch = RedisWatch(server, ctx.key_prefix)
+    return _result(run, crawl_with_cli(ctx, row, run, ctx.seeds, server, server, watch=watch), watch)
 
 
 def run_celery(ctx: BroadContext, row: Row, run: Run) -> RunResult:
     """N ``celery worker`` processes; the seeds go in through one ``submit()`` once they answer."""
     server = run.redis("crawl")
-    env = ctx.crawler_env(server, server, run.dir / "pages.db", row)
-    log = run.dir / "workers.log"
-    workers = [run.spawn_crawler([ctx.program("celery"), "-A", "crawler_tasks", "worker", "-l", "WARNING",
-                                  "-n", f"broad{k}@%h", "--without-mingle", "--without-gossip"],
-                                 name=f"celery worker {k}", env=env, log=log)
-               for k in range(1, row.procs + 1)]
-    watch: RedisWatch | None = None
-    try:
-        helper = _start_submit_helper(ctx, run, env, len(workers), log)
-        _wait_line(run, helper, workers, log, expect="ready")
-        watch = RedisWatch(server, ctx.key_prefix).start()
-        t0 = _submit(run, helper, workers, log)
-        keys = CrawlKeys(ctx.key_prefix, run.crawl_id)
-        _wait_drained(run, keys, server, workers)
-        t_end = time.time()
-        counters = keys.counters(server.client())
-    finally:
-        redis_fig = watch.stop() if watch else RedisFigures()
-        _stop_workers(workers)
-    return _result(run, counters, t_end - t0, redis_fig)
-
-
-def _start_submit_helper(ctx: BroadContext, run: Run, env: dict[str, str], workers: int, log: Path) -> Child:
-    """bench/submit_seed.py with every seed."""
-    with open(log, "ab") as err:
-        return run.group.spawn([sys.executable, LIB_DIR / "submit_seed.py", *ctx.seeds,
-                                "--crawl-id", run.crawl_id, "--workers", str(workers),
-                                "--timeout", f"{max(10.0, min(120.0, run.left())):.0f}"],
-                               name="submit helper", env=env, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=err)
+    watch = RedisWatch(server, ctx.key_prefix)
+    return _result(run, crawl_with_workers(ctx, row, run, ctx.seeds, server, server, node="broad", watch=watch),
+                   watch)
 
 
 def run_scrapy(ctx: BroadContext, row: Row, run: Run) -> RunResult:
-    """Scrapy in one process (bench/scrapy_bench/broad.py); elapsed from its first request to its last item."""
-    python = ctx.require_scrapy()
-    seeds, out, log = run.dir / "seeds.txt", run.dir / "report.json", run.dir / "log.txt"
+    """Scrapy in one process (bench/lib/scrapy_bench/broad.py); elapsed from its first request to its last item."""
+    seeds = run.dir / "seeds.txt"
     seeds.write_text("\n".join(ctx.seeds) + "\n")
-    cmd = [python, "-m", "scrapy_bench.broad", "--seeds", seeds, "--delay", f"{ctx.delay:g}",
-           "--concurrency", str(SCRAPY_CONCURRENCY), "--out", out, *(["--robots"] if ctx.realweb else [])]
-    child = run.spawn_crawler(cmd, name="scrapy", env=ctx.scrapy_env(), log=log)
-    code = run.wait(child)
-    if code != 0:
-        raise BenchError(f"scrapy exited with code {code}: {_tail(log)}")
-    report = _scrapy_report(out, child, log)
-    stats = report.get("stats", {})
-    return RunResult(row.key, run.round, pages=int(report["items"]),
-                     elapsed_s=report["last_item_at"] - report["started_at"],
-                     notes={**stats, "problems": _scrapy_problems(stats, report)})
+    return run_scrapy_module(ctx, row, run, "scrapy_bench.broad",
+                             ["--seeds", seeds, "--delay", f"{ctx.delay:g}", "--concurrency", str(SCRAPY_CONCURRENCY),
+                              *(["--robots"] if ctx.realweb else [])])
 
 
 RUNNERS: dict[str, Callable[[BroadContext, Row, Run], RunResult]] = {

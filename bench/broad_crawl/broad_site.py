@@ -2,7 +2,7 @@
 
 Run as its own process (it must not share a GIL with the harness)::
 
-    python bench/broad_site.py --hosts 200 --pages-per-host 30 --log requests.log [--skew 20] [--latency 0.02]
+    python bench/broad_crawl/broad_site.py --hosts 200 --pages-per-host 30 --log requests.log [--skew 20] [--latency 0.02]
 
 Host n is ``127.0.1.1``, ``127.0.1.2``, ... (254 per ``127.0.x``, as in
 tests/fakes/many_hosts.py); the server listens on one port of every address, so each
@@ -92,7 +92,7 @@ def _paragraphs(rng: random.Random, n: int) -> str:
 def render_page(rng: random.Random, h: int, i: int, hosts: list[str], counts: list[int], port: int,
                 realweb: bool = False) -> bytes:
     """The HTML of page ``i`` of host ``h`` (about 3–6 KB); ``realweb``: with the links of
-    bench/broad_realweb.py too."""
+    broad_realweb.py too."""
     own = [f'<li><a href="{page_path(j)}">page {j}</a></li>' for j in _same_host_targets(rng, i, counts[h])]
     if realweb:
         own += [f'<li><a href="{path}">more</a></li>' for path in extra_links(i, counts[h])]
@@ -111,7 +111,7 @@ def _response(body: bytes, status: str = "200 OK", kind: str = "text/html; chars
 def build_site(hosts: list[str], counts: list[int], port: int, seed: int,
                realweb: bool = False) -> tuple[dict[tuple[str, bytes], bytes], int]:
     """(host address, path) -> full response, for every page of every host (and, with
-    ``realweb``, what bench/broad_realweb.py adds); and the bytes of the pages' bodies."""
+    ``realweb``, what broad_realweb.py adds); and the bytes of the pages' bodies."""
     rng = random.Random(seed)
     site, size = {}, 0
     for h, address in enumerate(hosts):
@@ -220,7 +220,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--log", type=Path, required=True)
     parser.add_argument("--realweb", action="store_true", help="robots.txt, disallowed links, errors, "
-                        "redirects (bench/broad_realweb.py)")
+                        "redirects (broad_realweb.py)")
     asyncio.run(serve(parser.parse_args()))
     return 0
 

@@ -5,7 +5,7 @@ worker process can reach (pages/s, CPU ms/page). The queue is filled first, then
 one ``celery worker`` drains it; the worker's whole CPU (start-up included) is
 divided by the messages::
 
-    python bench/celery_floor.py [--messages 10000] [--redis redis://127.0.0.1:6379/5]
+    python bench/celery_floor/celery_floor.py [--messages 10000] [--redis redis://127.0.0.1:6379/5]
 
 Rows: kombu's own Redis transport, and this package's (one ``redis.Redis`` per
 channel, ``broker/transport.py``), each on the threads pool (32) and solo.
@@ -25,7 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import redis
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import ensure_project_python  # noqa: E402
+
+ensure_project_python("bench/celery_floor/celery_floor.py", "redis", "celery")
+
+import redis  # noqa: E402
 
 APP = '''
 import os

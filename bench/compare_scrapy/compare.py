@@ -1,37 +1,44 @@
-"""bench/compare's driver: arguments, the site and its server, the rounds, the report.
+#!/usr/bin/env python3
+"""bench/compare: crawler_tasks side by side with Scrapy and scrapy-redis on one generated site.
 
+    bench/compare [--pages 20000] [--latency 0.05] [--runs 3] [--only ROWS] [--json PATH]
+
+Generates (once) a deterministic site, serves it on 127.0.0.1 (nginx when
+installed, else, and always with --latency, a Python asyncio server), measures
+the server's own req/s, then crawls it with every row, interleaved: round 1
+runs each row once, round 2 again, and so on. Prints one markdown table.
 Every child process is stopped when the run ends, on an error, on Ctrl-C and
-on SIGTERM (see :func:`servers.kill_everything`).
+on SIGTERM (:func:`servers.session`). What each column means: README.md here.
 """
 
 from __future__ import annotations
 
-import argparse
-import atexit
-import contextlib
-import dataclasses
-import json
-import os
-import shlex
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
-import time
-from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
-from report import Summary, table
-from rows import ROWS, ROWS_BY_KEY, SCRAPY_VENV, Context, Row, RunResult, run_row
-from servers import BenchError, Children, kill_everything, measure_ceiling, start_site, watch_dir
-from site_gen import Site, ensure_site
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import ensure_project_python  # noqa: E402
 
-SCRAPY_PACKAGES = ("scrapy", "scrapy-redis>=0.9,<0.10", "aiohttp")
+ensure_project_python("bench/compare", "psutil")
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import shlex  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from datetime import UTC, datetime  # noqa: E402
+from typing import Any  # noqa: E402
+
+from harness import Context, Row, RunResult, scrapy_python_for, versions  # noqa: E402
+from report import Summary, table  # noqa: E402
+from rows import ROWS, ROWS_BY_KEY, RULE_DIR, run_compare_row  # noqa: E402
+from servers import BenchError, Children, log, measure_ceiling, session, start_site  # noqa: E402
+from site_gen import Site, ensure_site  # noqa: E402
+
 DESCRIPTION = ("Crawl one generated site with crawler_tasks, Scrapy and scrapy-redis, interleaved, "
-               "and print a markdown table (see bench/README.md).")
+               "and print a markdown table (see bench/compare_scrapy/README.md).")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -95,96 +102,28 @@ def _revision(checkout: str) -> str:
     return done.stdout.strip() or checkout
 
 
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
-# --------------------------------------------------------------------------- the Scrapy venv
-
-
-def ensure_scrapy_venv() -> Path:
-    """bench/.venv-scrapy's python; created with Scrapy, scrapy-redis and aiohttp on first use."""
-    python = SCRAPY_VENV / "bin" / "python"
-    probe = [str(python), "-c", "import scrapy, scrapy_redis, aiohttp, lxml, w3lib"]
-    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
-        return python
-    _log(f"setting up {SCRAPY_VENV} (pip install {' '.join(SCRAPY_PACKAGES)}) ...")
-    try:
-        if not python.exists():
-            subprocess.run([sys.executable, "-m", "venv", str(SCRAPY_VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *SCRAPY_PACKAGES], check=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise BenchError(f"could not set up bench/.venv-scrapy: {exc}") from None
-    if subprocess.run(probe, capture_output=True).returncode != 0:
-        raise BenchError("bench/.venv-scrapy: scrapy, scrapy_redis or aiohttp does not import")
-    return python
-
-
-def versions(scrapy_python: Path | None) -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found: dict[str, str] = {"python": sys.version.split()[0]}
-    for name in ("crawler-tasks", "celery", "kombu", "redis"):
-        with contextlib.suppress(PackageNotFoundError):
-            found[name] = version(name)
-    if scrapy_python is not None:
-        code = ("from importlib.metadata import version as v; "
-                "print(v('scrapy'), v('scrapy-redis'), v('aiohttp'), v('twisted'))")
-        out = subprocess.run([str(scrapy_python), "-c", code], capture_output=True, text=True)
-        if out.returncode == 0:
-            found.update(zip(("scrapy", "scrapy-redis", "aiohttp", "twisted"), out.stdout.split(), strict=False))
-    return found
-
-
-# --------------------------------------------------------------------------- main
-
-
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     rows = selected_rows(args.only, args.variant, args.before)
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
-    atexit.register(kill_everything)
-    workdir = Path(tempfile.mkdtemp(prefix="crawler-bench-"))
-    watch_dir(workdir)  # removed even if this process is killed
-    try:
-        return _compare(args, rows, workdir, argv)
-    except KeyboardInterrupt:
-        _log("interrupted: stopping every process the benchmark started")
-        return 130
-    except BenchError as exc:
-        _log(f"bench/compare: {exc}")
-        return 1
-    finally:
-        kill_everything()
-        shutil.rmtree(workdir, ignore_errors=True)
+    return session("bench/compare", "crawler-bench-", lambda workdir: _compare(args, rows, workdir, argv))
 
 
 def _compare(args: argparse.Namespace, rows: list[Row], workdir: Path, argv: list[str]) -> int:
     command = "bench/compare " + shlex.join(argv) if argv else "bench/compare"
     started = time.monotonic()
-    _log(f"generating or reusing the {args.pages}-page site (seed {args.seed}) ...")
+    log(f"generating or reusing the {args.pages}-page site (seed {args.seed}) ...")
     site = ensure_site(args.pages, args.seed)
-    scrapy_python, scrapy_error = None, ""
-    if any(not row.is_crawler_tasks for row in rows):
-        try:
-            scrapy_python = ensure_scrapy_venv()
-        except BenchError as exc:
-            scrapy_error = str(exc)
-            _log(f"bench/compare: {exc} (the Scrapy rows will fail)")
+    scrapy_python, scrapy_error = scrapy_python_for(rows, "bench/compare")
     with Children() as session:
         server = start_site(session, site.root, latency=args.latency, prefer=args.server, workdir=workdir)
-        _log(f"site: {site.root} served by {server.kind} at {server.url}")
+        log(f"site: {site.root} served by {server.kind} at {server.url}")
         ceiling, how = measure_ceiling(session, server.url)
-        _log(f"server ceiling: {ceiling:,.0f} req/s ({how})")
+        log(f"server ceiling: {ceiling:,.0f} req/s ({how})")
         ctx = Context(site=server, expected_pages=site.expected_urls, timeout=args.timeout, workdir=workdir,
                       project_bin=Path(sys.executable).parent,
                       key_prefix=os.environ.get("CRAWLER_KEY_PREFIX", "crawler"),
-                      scrapy_python=scrapy_python, scrapy_error=scrapy_error, split_redis=args.split_redis)
+                      scrapy_python=scrapy_python, scrapy_error=scrapy_error, split_redis=args.split_redis,
+                      rule_dir=RULE_DIR)
         results = _rounds(ctx, rows, args.runs)
     summaries = [Summary(row, [r for r in results if r.row == row.key]) for row in rows]
     meta = {"command": command, "site": site, "server": server.kind, "ceiling": ceiling, "ceiling_how": how,
@@ -193,7 +132,7 @@ def _compare(args: argparse.Namespace, rows: list[Row], workdir: Path, argv: lis
     print(render(summaries, meta))
     if args.json:
         _dump_json(Path(args.json), args, meta, summaries)
-        _log(f"raw numbers: {args.json}")
+        log(f"raw numbers: {args.json}")
     return 0 if all(s.ok for s in summaries) else 1
 
 
@@ -201,10 +140,10 @@ def _rounds(ctx: Context, rows: list[Row], runs: int) -> list[RunResult]:
     results: list[RunResult] = []
     for round_no in range(1, runs + 1):
         for row in rows:
-            _log(f"[round {round_no}/{runs}] {row.key} ...")
-            result = run_row(ctx, row, round_no)
+            log(f"[round {round_no}/{runs}] {row.key} ...")
+            result = run_compare_row(ctx, row, round_no)
             results.append(result)
-            _log(f"[round {round_no}/{runs}] {row.key}: {_brief(result)}")
+            log(f"[round {round_no}/{runs}] {row.key}: {_brief(result)}")
             if not ctx.site.alive():
                 raise BenchError("the site server died; stopping")
     return results
@@ -256,3 +195,7 @@ def _dump_json(path: Path, args: argparse.Namespace, meta: dict[str, Any], summa
         "rows": [{**s.to_dict(), "runs": [r.to_dict() for r in s.runs]} for s in summaries],
     }
     path.write_text(json.dumps(data, indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

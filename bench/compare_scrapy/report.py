@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rows import Row, RunResult
-
-DASH = "–"
+from harness import Row, RunResult
+from tables import DASH, head, median, num
 
 
 @dataclass
@@ -26,29 +23,25 @@ class Summary:
     def failed(self) -> list[RunResult]:
         return [r for r in self.runs if not r.ok]
 
-    def median(self, values: Sequence[float | None]) -> float | None:
-        present = [v for v in values if v is not None]
-        return statistics.median(present) if present else None
-
     @property
     def pages_per_s(self) -> float | None:
-        return self.median([r.pages_per_s for r in self.ok])
+        return median([r.pages_per_s for r in self.ok])
 
     @property
     def cpu_ms_per_page(self) -> float | None:
-        return self.median([r.cpu_ms_per_page for r in self.ok])
+        return median([r.cpu_ms_per_page for r in self.ok])
 
     @property
     def peak_rss_mb(self) -> float | None:
-        return self.median([r.peak_rss_mb for r in self.ok])
+        return median([r.peak_rss_mb for r in self.ok])
 
     @property
     def redis_commands_per_page(self) -> float | None:
-        return self.median([r.redis_commands_per_page for r in self.ok])
+        return median([r.redis_commands_per_page for r in self.ok])
 
     @property
     def broker_bytes_per_page(self) -> float | None:
-        return self.median([r.broker_bytes_per_page for r in self.ok])
+        return median([r.broker_bytes_per_page for r in self.ok])
 
     def to_dict(self) -> dict[str, object]:
         return {"row": self.row.key, "label": self.row.label, "ok_runs": len(self.ok),
@@ -56,10 +49,6 @@ class Summary:
                 "cpu_ms_per_page": self.cpu_ms_per_page, "peak_rss_mb": self.peak_rss_mb,
                 "redis_commands_per_page": self.redis_commands_per_page,
                 "broker_bytes_per_page": self.broker_bytes_per_page}
-
-
-def _num(value: float | None, digits: int = 0) -> str:
-    return DASH if value is None else f"{value:,.{digits}f}"
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -74,7 +63,7 @@ def _pages(s: Summary, expected: int) -> str:
 
 def _speed(s: Summary) -> str:
     rates = sorted(r.pages_per_s for r in s.ok)
-    text = _num(s.pages_per_s)
+    text = num(s.pages_per_s)
     return text if len(rates) < 2 else f"{text} ({rates[0]:,.0f}–{rates[-1]:,.0f})"
 
 
@@ -87,7 +76,7 @@ def table(summaries: list[Summary], expected: int, *, split_redis: bool = True) 
     (``split_redis`` False), the bytes column is everything the crawler sent to it."""
     by_key = {s.row.key: s for s in summaries}
     header = HEADER if split_redis else HEADER.replace("| Broker B/page |", "| Redis in B/page |")
-    lines = [header, "|" + "---|" * header.count(" | ") + "---|"]
+    lines = head(header)
     notes: list[str] = []
     for s in summaries:
         lines.append(_line(s, by_key, expected, notes))
@@ -109,8 +98,8 @@ def _line(s: Summary, by_key: dict[str, Summary], expected: int, notes: list[str
     for r in s.ok:
         if r.notes.get("problems"):
             notes.append(f"{s.row.key}, run {r.round}: {', '.join(r.notes['problems'])}")
-    cells = [label, _pages(s, expected), _speed(s), _num(s.cpu_ms_per_page, 2), _num(s.peak_rss_mb),
-             _num(s.redis_commands_per_page, 1), _num(s.broker_bytes_per_page)]
+    cells = [label, _pages(s, expected), _speed(s), num(s.cpu_ms_per_page, 2), num(s.peak_rss_mb),
+             num(s.redis_commands_per_page, 1), num(s.broker_bytes_per_page)]
     if s.row.is_crawler_tasks:
         scrapy = by_key.get("scrapy-1")
         sredis = by_key.get(f"scrapy-redis-{s.row.procs}")

@@ -1,57 +1,40 @@
-"""The rows of bench/compare: how each crawler is started, fed, waited for and measured.
+"""The rows of bench/compare: which crawlers run, and how each kind is measured.
 
-One call of :func:`run_row` is one run of one row. Each run gets a fresh
-temporary directory and fresh private Redis servers, and everything it
-started is stopped when it returns, whether it succeeded, failed or timed out.
-A failure becomes a :class:`RunResult` with a one-line ``error``.
+crawler_tasks runs as ``crawler-tasks crawl`` or as ``celery worker`` processes fed by
+``submit()`` (the harness of bench/lib/harness.py), with the Redis counters of the run's
+broker and state read when the crawl starts and ends; Scrapy, the floor and scrapy-redis
+run from bench/lib/scrapy_bench in bench/.venv-scrapy.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import redis
-from measure import ReapedCpu, RedisDelta, TreeSampler, TreeUsage, redis_delta
-from servers import BENCH_DIR, LIB_DIR, BenchError, Child, Children, RedisServer, SiteServer, kill_leftovers, read_line
+from harness import (
+    Context,
+    Crawled,
+    Row,
+    Run,
+    Runner,
+    RunResult,
+    crawl_with_cli,
+    crawl_with_workers,
+    crawler_tasks_result,
+    run_row,
+    run_scrapy_module,
+    scrapy_problems,
+    scrapy_report,
+)
+from measure import RedisDelta, redis_delta
+from servers import BenchError, RedisServer, tail
 
-SCRAPY_VENV = BENCH_DIR / ".venv-scrapy"
-RULE_DIR = Path(__file__).resolve().parent  # bench_rule.py, the -rule rows' plugin
+#: The folder of bench_rule.py, the plugin of the ``-rule`` rows.
+RULE_DIR = Path(__file__).resolve().parent
 SCRAPY_START_KEY = "bench:start_urls"  # scrapy_bench.spiders.START_KEY
 SCRAPY_REDIS_QUEUE = "bench_redis:requests"  # scrapy-redis' SCHEDULER_QUEUE_KEY for spider bench_redis
-WORKER_STOP_TIMEOUT = 60.0
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of the table."""
-
-    key: str
-    label: str
-    kind: str  # cli | celery | scrapy | scrapy-redis | floor
-    procs: int
-    #: With bench_rule.py's parse rule (three fields extracted per page).
-    rule: bool = False
-    #: More environment for the crawler (a variant row: another pool, another checkout on
-    #: PYTHONPATH), applied last.
-    env: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def is_crawler_tasks(self) -> bool:
-        return self.kind in ("cli", "celery")
-
 
 ROWS: tuple[Row, ...] = (
     Row("cli-1", "`crawler-tasks crawl --workers 1`", "cli", 1),
@@ -68,457 +51,71 @@ ROWS: tuple[Row, ...] = (
 ROWS_BY_KEY = {row.key: row for row in ROWS}
 
 
-@dataclass
-class RunResult:
-    """The raw numbers of one run of one row."""
-
-    row: str
-    round: int
-    error: str = ""
-    pages: int = 0
-    elapsed_s: float = 0.0
-    wall_s: float = 0.0
-    cpu_s: float = 0.0
-    cpu_reaped_s: float = 0.0
-    cpu_sampled_s: float = 0.0
-    peak_rss_mb: float = 0.0
-    redis_commands: int | None = None
-    broker_bytes_in: int | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return not self.error
-
-    @property
-    def pages_per_s(self) -> float:
-        return self.pages / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    @property
-    def cpu_ms_per_page(self) -> float:
-        return 1000 * self.cpu_s / self.pages if self.pages else 0.0
-
-    @property
-    def redis_commands_per_page(self) -> float | None:
-        return None if self.redis_commands is None or not self.pages else self.redis_commands / self.pages
-
-    @property
-    def broker_bytes_per_page(self) -> float | None:
-        return None if self.broker_bytes_in is None or not self.pages else self.broker_bytes_in / self.pages
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.update(pages_per_s=self.pages_per_s, cpu_ms_per_page=self.cpu_ms_per_page,
-                    redis_commands_per_page=self.redis_commands_per_page,
-                    broker_bytes_per_page=self.broker_bytes_per_page)
-        return data
-
-
-@dataclass
-class Context:
-    """What every run needs: the site, the timeout, the programs to run."""
-
-    site: SiteServer
-    expected_pages: int
-    timeout: float
-    workdir: Path
-    project_bin: Path
-    key_prefix: str
-    scrapy_python: Path | None = None
-    scrapy_error: str = ""
-    #: A private Redis each for broker and state (what splits broker bytes from state
-    #: bytes); by default one serves both, as the quick start and the docker cluster run.
-    split_redis: bool = False
-
-    def program(self, name: str) -> str:
-        candidate = self.project_bin / name
-        found = str(candidate) if candidate.exists() else shutil.which(name)
-        if not found:
-            raise BenchError(f"no `{name}` next to {sys.executable} or on PATH")
-        return found
-
-    def crawler_env(self, broker: RedisServer, state: RedisServer, store: Path,
-                    row: Row | None = None) -> dict[str, str]:
-        rule = {"CRAWLER_PLUGINS": "bench_rule"} if row and row.rule else {}
-        env = {**os.environ, **rule, "CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
-               "CRAWLER_STORE": str(store), "CRAWLER_WORKER_CONCURRENCY": os.environ.get("BENCH_CONCURRENCY", "32"),
-               "CRAWLER_ROBOTSTXT_OBEY": "0", "PYTHONUNBUFFERED": "1",
-               # As the Scrapy rows: no delay, as many requests per host as slots.
-               "CRAWLER_DOWNLOAD_DELAY": "0", "CRAWLER_HOST_CONCURRENCY": "0",
-               "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8",  # the site is on loopback
-               **dict(row.env if row else ())}
-        if env["CRAWLER_WORKER_CONCURRENCY"] == "default":  # BENCH_CONCURRENCY=default: the crawler's own
-            env.pop("CRAWLER_WORKER_CONCURRENCY")
-        if row and row.rule:  # bench_rule.py, after a row's own checkout
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (dict(row.env).get("PYTHONPATH"), str(RULE_DIR)) if p)
-        return env
-
-    def scrapy_env(self) -> dict[str, str]:
-        path = os.environ.get("PYTHONPATH")
-        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
-        env["PYTHONPATH"] = str(LIB_DIR) + (os.pathsep + path if path else "")
-        return env
-
-    def require_scrapy(self) -> Path:
-        if self.scrapy_python is None:
-            raise BenchError(self.scrapy_error or "bench/.venv-scrapy is not set up")
-        return self.scrapy_python
-
-
-class Run:
-    """One run of one row: its directory, processes, CPU and memory accounting, deadline."""
-
-    def __init__(self, ctx: Context, row: Row, round_no: int) -> None:
-        self.ctx, self.row, self.round = ctx, row, round_no
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{row.key}-r{round_no}-", dir=ctx.workdir))
-        self.group = Children()
-        self.cpu = ReapedCpu()
-        self.sampler = TreeSampler().start()
-        self.started = time.monotonic()
-        self.deadline = self.started + ctx.timeout
-        self.crawl_id = f"bench-{row.key}-r{round_no}-{uuid.uuid4().hex[:8]}"
-        self.logs: dict[int, Path] = {}
-
-    def redis(self, name: str) -> RedisServer:
-        return RedisServer(self.group, self.dir, name).start()
-
-    def redis_pair(self) -> tuple[RedisServer, RedisServer]:
-        """The crawler's broker and state Redis: one server unless the context splits them."""
-        broker = self.redis("broker" if self.ctx.split_redis else "redis")
-        return broker, (self.redis("state") if self.ctx.split_redis else broker)
-
-    def spawn_crawler(self, cmd: list[Any], *, name: str, env: dict[str, str], log: Path,
-                      stdout: Path | None = None, stop_signal: int = signal.SIGTERM) -> Child:
-        """A crawler process: its CPU is counted when reaped, its tree is sampled. It runs in
-        the run's directory: ``python -m celery`` puts its working directory first on
-        ``sys.path``, so a checkout there would be imported before the one the row names."""
-        with open(log, "ab") as err, open(stdout or log, "ab") as out:
-            child = self.group.spawn(cmd, name=name, env=env, cwd=self.dir, stdout=out, stderr=err,
-                                     cpu=self.cpu, stop_signal=stop_signal)
-        self.sampler.watch(child.pid)
-        self.logs[child.pid] = log
-        return child
-
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
-
-    def check(self, crawlers: list[Child]) -> None:
-        """:class:`BenchError` when time is up, a crawler exited or the site server died."""
-        if self.left() <= 0:
-            raise BenchError(f"timed out after {self.ctx.timeout:.0f}s")
-        if not self.ctx.site.alive():
-            raise BenchError("the site server died")
-        for child in crawlers:
-            code = child.poll()
-            if code is not None:
-                tail = _tail(self.logs[child.pid]) if child.pid in self.logs else ""
-                raise BenchError(f"{child.name} exited early with code {code}" + (f": {tail}" if tail else ""))
-
-    def wait(self, child: Child) -> int:
-        """Exit code of ``child``, polling until the deadline."""
-        while True:
-            code = child.poll()
-            if code is not None:
-                return code
-            self.check([])
-            time.sleep(0.1)
-
-    def close(self) -> TreeUsage:
-        """Stop whatever still runs (crawlers first, Redis last); the sampled usage."""
-        self.group.close()
-        usage = self.sampler.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return usage
-
-
-#: How a row of one kind runs: (context, row, run) -> its result.
-Runner = Callable[[Any, Row, Run], RunResult]
-
-
-def run_row(ctx: Any, row: Row, round_no: int, runners: Mapping[str, Runner] | None = None) -> RunResult:
-    """Run ``row`` once with its kind's runner (of :data:`RUNNERS` unless ``runners`` are
-    given); never raises for a crawler failure (KeyboardInterrupt passes)."""
-    run = Run(ctx, row, round_no)
-    try:
-        result = _attempt(ctx, row, run, RUNNERS if runners is None else runners)
-    finally:
-        usage = run.close()
-    result.wall_s = time.monotonic() - run.started
-    result.cpu_reaped_s = run.cpu.seconds
-    result.cpu_sampled_s = usage.cpu_seconds
-    result.cpu_s = max(result.cpu_reaped_s, result.cpu_sampled_s)
-    result.peak_rss_mb = usage.peak_rss_bytes / 2**20
-    return result
-
-
-def _attempt(ctx: Any, row: Row, run: Run, runners: Mapping[str, Runner]) -> RunResult:
-    try:
-        return runners[row.kind](ctx, row, run)
-    except BenchError as exc:
-        return RunResult(row.key, run.round, error=_one_line(str(exc)))
-    except (OSError, ValueError, KeyError, redis.RedisError, subprocess.SubprocessError) as exc:
-        return RunResult(row.key, run.round, error=_one_line(f"{type(exc).__name__}: {exc}"))
-
-
-def _one_line(text: str, limit: int = 160) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _tail(path: Path) -> str:
-    try:
-        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return _one_line(lines[-1]) if lines else ""
+def run_compare_row(ctx: Context, row: Row, round_no: int) -> RunResult:
+    """Run ``row`` once (:func:`harness.run_row` with this benchmark's runners)."""
+    return run_row(ctx, row, round_no, RUNNERS)
 
 
 # --------------------------------------------------------------------------- crawler_tasks
 
 
-class CrawlKeys:
-    """The crawl's outstanding and stats keys in the state Redis, read whatever their type."""
+class Counting:
+    """The (commands, input bytes) counters of the run's broker and state Redis as the crawl
+    starts and as it ends (the harness's ``watch``), and what the crawl sent between."""
 
-    def __init__(self, prefix: str, crawl_id: str) -> None:
-        try:
-            from crawler_tasks.state.keys import Keys
+    def __init__(self, broker: RedisServer, state: RedisServer) -> None:
+        self.broker, self.state = broker, state
+        self.before: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
+        self.after = self.before
 
-            keys = Keys(prefix)
-            self.outstanding, self.stats = keys.outstanding(crawl_id), keys.stats(crawl_id)
-        except (ImportError, AttributeError, TypeError):
-            self.outstanding = f"{prefix}:outstanding:{crawl_id}"
-            self.stats = f"{prefix}:stats:{crawl_id}"
-        self._count: Callable[[redis.Redis, str], Any] | None = None
+    def __enter__(self) -> Counting:
+        self.before = self.broker.counters(), self.state.counters()
+        return self
 
-    def outstanding_count(self, client: redis.Redis) -> tuple[int, int]:
-        """(items in the outstanding key, commands sent to learn it)."""
-        sent = 0
-        if self._count is None:
-            kind = _text(client.type(self.outstanding))
-            sent += 1
-            if kind == "none":
-                return 0, sent
-            self._count = _COUNTERS.get(kind)
-            if self._count is None:
-                raise BenchError(f"{self.outstanding} is a Redis {kind}; bench/compare_scrapy/rows.py cannot count it")
-        return int(self._count(client, self.outstanding) or 0), sent + 1
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.after = self.broker.counters(), self.state.counters()
 
-    def counters(self, client: redis.Redis) -> dict[str, int]:
-        """The crawl's stats hash (``stored``, ``failures``, ``duplicates``, ...)."""
-        kind = _text(client.type(self.stats))
-        if kind == "none":
-            return {}
-        if kind != "hash":
-            raise BenchError(f"{self.stats} is a Redis {kind}, not a hash")
-        out: dict[str, int] = {}
-        for name, value in client.hgetall(self.stats).items():
-            with contextlib.suppress(ValueError):
-                out[_text(name)] = int(value)
-        return out
+    def deltas(self, polls: int = 0) -> list[RedisDelta]:
+        """Broker first (then state, when apart), less the harness's own INFO and ``polls``."""
+        if self.state is self.broker:
+            return [redis_delta(self.before[0], self.after[0], own_commands=2 + polls)]
+        return [redis_delta(self.before[0], self.after[0], own_commands=1),
+                redis_delta(self.before[1], self.after[1], own_commands=1 + polls)]
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-_COUNTERS: dict[str, Callable[[redis.Redis, str], Any]] = {
-    "set": lambda c, k: c.scard(k), "zset": lambda c, k: c.zcard(k), "list": lambda c, k: c.llen(k),
-    "hash": lambda c, k: c.hlen(k), "string": lambda c, k: c.get(k),
-}
-
-
-def _crawler_tasks_result(run: Run, counters: dict[str, int], elapsed: float, deltas: list[RedisDelta],
-                          **notes: Any) -> RunResult:
-    pages = counters.get("stored", 0)
-    if pages <= 0:
-        raise BenchError("no page stored")
-    problems = [f"{counters[name]} {name}" for name in ("failures", "failed") if counters.get(name)]
-    return RunResult(run.row.key, run.round, pages=pages, elapsed_s=elapsed,
-                     redis_commands=sum(d.commands for d in deltas), broker_bytes_in=deltas[0].bytes_in,
-                     notes={**notes, "stats": counters, "problems": problems})
+def _result(run: Run, crawled: Crawled, counting: Counting) -> RunResult:
+    deltas = counting.deltas(crawled.polls)
+    return crawler_tasks_result(run, crawled, redis_commands=sum(d.commands for d in deltas),
+                                broker_bytes_in=deltas[0].bytes_in)
 
 
 def run_cli(ctx: Context, row: Row, run: Run) -> RunResult:
     """``crawler-tasks crawl URL --workers N``: its own summary gives pages and elapsed."""
     broker, state = run.redis_pair()
-    store = run.dir / "pages.db"
-    env = ctx.crawler_env(broker, state, store, row)
-    before = broker.counters(), state.counters()
-    cmd = [ctx.program("crawler-tasks"), "crawl", ctx.site.url, "--workers", str(row.procs), "--quiet",
-           "--store", store, "--crawl-id", run.crawl_id]
-    out, err = run.dir / "stdout.txt", run.dir / "stderr.txt"
-    started = time.monotonic()
-    # SIGINT when it must be stopped: the CLI then stops its worker itself.
-    child = run.spawn_crawler(cmd, name="crawler-tasks crawl", env=env, log=err, stdout=out,
-                              stop_signal=signal.SIGINT)
-    code = run.wait(child)
-    wall = time.monotonic() - started
-    if code != 0:
-        raise BenchError(f"crawler-tasks exited with code {code}: {_tail(err) or _tail(out)}")
-    after = broker.counters(), state.counters()
-    summary = parse_summary(out.read_text(errors="replace"))
-    counters = CrawlKeys(ctx.key_prefix, run.crawl_id).counters(state.client())
-    if not counters.get("stored") and summary.get("pages stored", "").isdigit():
-        counters["stored"] = int(summary["pages stored"])  # the stats key moved: trust the summary
-    elapsed = _seconds(summary.get("elapsed")) or wall
-    deltas = [redis_delta(before[0], after[0], own_commands=1 if state is not broker else 2)]
-    if state is not broker:
-        deltas.append(redis_delta(before[1], after[1], own_commands=1))
-    return _crawler_tasks_result(run, counters, elapsed, deltas, command_wall_s=wall, summary=summary)
-
-
-def parse_summary(text: str) -> dict[str, str]:
-    """``name   value`` lines of the CLI's summary (names may contain single spaces)."""
-    summary = {}
-    for line in text.splitlines():
-        name, sep, value = line.partition("  ")
-        if sep and name.strip():
-            summary[name.strip()] = value.strip()
-    return summary
-
-
-def _seconds(value: str | None) -> float:
-    try:
-        return float((value or "").rstrip("s"))
-    except ValueError:
-        return 0.0
+    counting = Counting(broker, state)
+    return _result(run, crawl_with_cli(ctx, row, run, [ctx.site.url], broker, state, watch=counting), counting)
 
 
 def run_celery(ctx: Context, row: Row, run: Run) -> RunResult:
     """N ``celery worker`` processes; the seed goes in through ``submit()`` once they answer a ping."""
     broker, state = run.redis_pair()
-    env = ctx.crawler_env(broker, state, run.dir / "pages.db", row)
-    log = run.dir / "workers.log"
-    workers = [run.spawn_crawler([ctx.program("celery"), "-A", "crawler_tasks", "worker", "-l", "WARNING",
-                                  "-n", f"bench{k}@%h", "--without-mingle", "--without-gossip"],
-                                 name=f"celery worker {k}", env=env, log=log)
-               for k in range(1, row.procs + 1)]
-    try:
-        helper = _start_submit_helper(ctx, run, env, len(workers), log)
-        _wait_line(run, helper, workers, log, expect="ready")
-        before = broker.counters(), state.counters()
-        t0 = _submit(run, helper, workers, log)
-        keys = CrawlKeys(ctx.key_prefix, run.crawl_id)
-        polls = _wait_drained(run, keys, state, workers)
-        t_end = time.time()
-        after = broker.counters(), state.counters()
-        counters = keys.counters(state.client())
-    finally:
-        _stop_workers(workers)
-    if state is broker:
-        deltas = [redis_delta(before[0], after[0], own_commands=2 + polls)]
-    else:
-        deltas = [redis_delta(before[0], after[0], own_commands=1),
-                  redis_delta(before[1], after[1], own_commands=1 + polls)]
-    return _crawler_tasks_result(run, counters, t_end - t0, deltas)
-
-
-def _start_submit_helper(ctx: Context, run: Run, env: dict[str, str], workers: int, log: Path) -> Child:
-    """bench/submit_seed.py: imports crawler_tasks with this run's environment, pings the workers."""
-    with open(log, "ab") as err:
-        return run.group.spawn([sys.executable, LIB_DIR / "submit_seed.py", ctx.site.url,
-                                "--crawl-id", run.crawl_id, "--workers", str(workers),
-                                "--timeout", f"{max(10.0, min(120.0, run.left())):.0f}"],
-                               name="submit helper", env=env, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=err)
-
-
-def _wait_line(run: Run, helper: Child, workers: list[Child], log: Path, expect: str = "") -> str:
-    """The helper's next line (an error line or early exit becomes a :class:`BenchError`)."""
-    try:
-        line = read_line(helper.popen.stdout, max(1.0, min(180.0, run.left())), helper)
-    except BenchError as exc:
-        run.check(workers)  # a worker that died is the better reason
-        raise BenchError(f"{exc}: {_tail(log)}") from None
-    run.check(workers)
-    if expect and line != expect:
-        raise BenchError(f"submit helper: {line}: {_tail(log)}")
-    return line
-
-
-def _submit(run: Run, helper: Child, workers: list[Child], log: Path) -> float:
-    """Tell the helper to submit; its ``time.time()`` just before ``submit()``."""
-    assert helper.popen.stdin is not None
-    helper.popen.stdin.write(b"go\n")
-    helper.popen.stdin.flush()
-    answer = _wait_line(run, helper, workers, log)
-    helper.finish(30)
-    try:
-        info = json.loads(answer)
-    except ValueError:
-        raise BenchError(f"submit helper: {answer}: {_tail(log)}") from None
-    if not info.get("accepted"):
-        raise BenchError("the seed was not accepted by the gate")
-    return float(info["t0"])
-
-
-def _wait_drained(run: Run, keys: CrawlKeys, state: RedisServer, workers: list[Child]) -> int:
-    """Poll the outstanding key every 0.1 s until it is empty; returns the commands sent."""
-    client = state.client()
-    sent = 0
-    while True:
-        count, used = keys.outstanding_count(client)
-        sent += used
-        if count == 0:
-            return sent
-        run.check(workers)
-        time.sleep(0.1)
-
-
-def _stop_workers(workers: list[Child]) -> None:
-    """Warm shutdown of every worker at once (one SIGTERM: a second one makes Celery exit
-    without waiting for its pool), then wait; SIGKILL after a minute."""
-    families = [child.descendants() for child in workers]
-    for child in workers:
-        child.send(signal.SIGTERM)
-    for child, family in zip(workers, families, strict=True):
-        child.finish(WORKER_STOP_TIMEOUT)
-        kill_leftovers(family)
+    counting = Counting(broker, state)
+    crawled = crawl_with_workers(ctx, row, run, [ctx.site.url], broker, state, node="bench", watch=counting)
+    return _result(run, crawled, counting)
 
 
 # --------------------------------------------------------------------------- Scrapy
 
 
-def _scrapy_report(path: Path, child: Child, log: Path) -> dict[str, Any]:
-    try:
-        report: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
-        raise BenchError(f"{child.name} wrote no report: {_tail(log)}") from None
-    if not report.get("items"):
-        raise BenchError(f"{child.name} stored no item: {_tail(log)}")
-    return report
-
-
 def run_scrapy(ctx: Context, row: Row, run: Run) -> RunResult:
     """Plain Scrapy in one process; elapsed from its first request to its last item."""
-    return _run_single(ctx, row, run, "scrapy_bench.run", ["--mode", "plain", "--start", ctx.site.url])
+    return run_scrapy_module(ctx, row, run, "scrapy_bench.run", ["--mode", "plain", "--start", ctx.site.url])
 
 
 def run_floor(ctx: Context, row: Row, run: Run) -> RunResult:
     """The bare asyncio crawler; elapsed from its start to its last page."""
-    return _run_single(ctx, row, run, "scrapy_bench.floor", [ctx.site.url, "--concurrency", "32"])
-
-
-def _run_single(ctx: Context, row: Row, run: Run, module: str, args: list[str]) -> RunResult:
-    python = ctx.require_scrapy()
-    out, log = run.dir / "report.json", run.dir / "log.txt"
-    child = run.spawn_crawler([python, "-m", module, *args, "--out", out], name=row.kind,
-                              env=ctx.scrapy_env(), log=log)
-    code = run.wait(child)
-    if code != 0:
-        raise BenchError(f"{row.kind} exited with code {code}: {_tail(log)}")
-    report = _scrapy_report(out, child, log)
-    stats = report.get("stats", {})
-    return RunResult(row.key, run.round, pages=int(report["items"]),
-                     elapsed_s=report["last_item_at"] - report["started_at"],
-                     notes={**stats, "problems": _scrapy_problems(stats, report)})
-
-
-def _scrapy_problems(stats: dict[str, Any], report: dict[str, Any]) -> list[str]:
-    names = {"downloader/exception_count": "download errors", "log_count/ERROR": "errors logged",
-             "errors": "fetch errors"}
-    counts = {**stats, "errors": report.get("errors", 0)}
-    return [f"{counts[k]} {label}" for k, label in names.items() if counts.get(k)]
+    return run_scrapy_module(ctx, row, run, "scrapy_bench.floor", [ctx.site.url, "--concurrency", "32"])
 
 
 def run_scrapy_redis(ctx: Context, row: Row, run: Run) -> RunResult:
@@ -540,10 +137,10 @@ def run_scrapy_redis(ctx: Context, row: Row, run: Run) -> RunResult:
     for child in procs:
         code = run.wait(child)
         if code != 0:
-            raise BenchError(f"{child.name} exited with code {code}: {_tail(log)}")
+            raise BenchError(f"{child.name} exited with code {code}: {tail(log)}")
     after = server.counters()
     left_queued = server.client().zcard(SCRAPY_REDIS_QUEUE)
-    reports = [_scrapy_report(run.dir / f"report-{k}.json", child, log) for k, child in enumerate(procs, 1)]
+    reports = [scrapy_report(run.dir / f"report-{k}.json", child, log) for k, child in enumerate(procs, 1)]
     delta = redis_delta(before, after, own_commands=2)  # the first INFO and the LPUSH
     stats: dict[str, Any] = {}
     for report in reports:
@@ -555,7 +152,7 @@ def run_scrapy_redis(ctx: Context, row: Row, run: Run) -> RunResult:
                      redis_commands=delta.commands, broker_bytes_in=delta.bytes_in,
                      notes={**stats, "items_per_process": [r["items"] for r in reports],
                             "left_in_queue": left_queued,
-                            "problems": _scrapy_problems(stats, {}) + ([f"{left_queued} requests left in the queue"]
+                            "problems": scrapy_problems(stats, {}) + ([f"{left_queued} requests left in the queue"]
                                                                       if left_queued else [])})
 
 

@@ -7,7 +7,7 @@ Prints pages/s, CPU ms per page (all worker processes), Redis commands per
 page and broker bytes per page. The broker and the state Redis are two private
 embedded Redis servers, so their counters hold only this crawl's traffic.
 
-    python bench/crawl_bench.py [--pages 5000] [--workers 1 2]
+    python bench/crawl_bench/crawl_bench.py [--pages 5000] [--workers 1 2]
 """
 
 from __future__ import annotations
@@ -18,8 +18,15 @@ import resource
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-import redis
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import ROOT, ensure_project_python  # noqa: E402
+
+ensure_project_python("bench/crawl_bench/crawl_bench.py", "redis")
+sys.path.insert(0, str(ROOT))  # crawler_tasks from this checkout first
+
+import redis  # noqa: E402
 
 
 def _cpu_children() -> float:
@@ -78,7 +85,6 @@ def main() -> int:
     parser.add_argument("--pool", default=None,
                         help="celery pool of each worker process (default: CRAWLER_WORKER_POOL)")
     args = parser.parse_args()
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from crawler_tasks.cli.demo_site import DemoSite
 
     rows = []

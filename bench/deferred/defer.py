@@ -24,28 +24,22 @@ left in the broker queue, and Redis memory per waiting fetch.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-VENV_PY = HERE.parents[1] / ".venv" / "bin" / "python"
-try:  # re-exec with the project's venv unless this python has the project's dependencies
-    import psutil
-    import redis
-except ImportError:
-    if VENV_PY.exists() and not os.environ.get("CRAWLER_BENCH_REEXEC"):
-        os.environ["CRAWLER_BENCH_REEXEC"] = "1"
-        os.execv(str(VENV_PY), [str(VENV_PY), str(Path(__file__).resolve()), *sys.argv[1:]])
-    sys.exit(f"bench/defer: run it with {VENV_PY} (or activate the project venv)")
-sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import ROOT, ensure_project_python  # noqa: E402
+
+ensure_project_python("bench/defer", "psutil", "redis")
+sys.path.insert(0, str(ROOT))  # crawler_tasks from this checkout first
+
+import redis  # noqa: E402
+from measure import tree_rss  # noqa: E402
+from servers import private_redis  # noqa: E402
 
 from crawler_tasks.broker.lists import redis_list  # noqa: E402
-from crawler_tasks.cli.local import Workers, free_port  # noqa: E402
+from crawler_tasks.cli.local import Workers  # noqa: E402
 from crawler_tasks.core.models import CrawlRequest  # noqa: E402
 from crawler_tasks.core.politeness import Feedback, host_key  # noqa: E402
 from crawler_tasks.core.routing import FETCH_QUEUE, MAX_BAND  # noqa: E402
@@ -53,26 +47,6 @@ from crawler_tasks.core.settings import Settings  # noqa: E402
 from crawler_tasks.service.celery_app import create_app  # noqa: E402
 from crawler_tasks.stages import enqueue  # noqa: E402
 from crawler_tasks.stages.runtime import Runtime  # noqa: E402
-
-
-def start_redis() -> tuple[subprocess.Popen, str, str]:
-    port, workdir = free_port(), tempfile.mkdtemp(prefix="bench-defer-")
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no", "--dir", workdir],
-                            stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            return proc, f"redis://127.0.0.1:{port}/0", workdir
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    raise SystemExit("bench/defer: redis-server did not start")
-
-
-def tree_rss(pid: int) -> int:
-    proc = psutil.Process(pid)
-    return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
 
 
 def waiting_in_queue(client: redis.Redis) -> int:
@@ -93,7 +67,11 @@ def main() -> None:
 
 
 def measure(args: argparse.Namespace, mode: str) -> None:
-    proc, url, workdir = start_redis()
+    with private_redis("defer", binary="redis-server") as server:
+        measure_on(args, mode, server.url)
+
+
+def measure_on(args: argparse.Namespace, mode: str, url: str) -> None:
     client = redis.Redis.from_url(url)
     settings = Settings.from_env(broker_url=url, redis_url=url, key_prefix="bdefer",
                                  visibility_timeout=int(args.wait * 3),
@@ -141,9 +119,6 @@ def measure(args: argparse.Namespace, mode: str) -> None:
     finally:
         workers.kill()
         rt.close()
-        proc.terminate()
-        proc.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

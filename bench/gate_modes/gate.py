@@ -19,28 +19,21 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-VENV_PY = HERE.parents[1] / ".venv" / "bin" / "python"
-try:  # re-exec with the project's venv unless this python has the project's dependencies
-    import redis  # noqa: F401
-except ImportError:
-    if VENV_PY.exists() and not os.environ.get("CRAWLER_BENCH_REEXEC"):
-        os.environ["CRAWLER_BENCH_REEXEC"] = "1"
-        os.execv(str(VENV_PY), [str(VENV_PY), str(Path(__file__).resolve()), *sys.argv[1:]])
-    sys.exit(f"bench/gate: run it with {VENV_PY} (or activate the project venv)")
-sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import ROOT, ensure_project_python  # noqa: E402
+
+ensure_project_python("bench/gate", "redis")
+sys.path.insert(0, str(ROOT))  # crawler_tasks from this checkout first
 
 import redis  # noqa: E402
+from servers import private_redis  # noqa: E402
 
-from crawler_tasks.cli.local import free_port  # noqa: E402
 from crawler_tasks.state.gate import Admission, Candidate, Gate  # noqa: E402
 from crawler_tasks.state.keys import Keys  # noqa: E402
 from crawler_tasks.state.seen import Bloom, SeenRecent, SeenSet  # noqa: E402
@@ -51,21 +44,6 @@ MODES = {
     "set-window": lambda keys, a: SeenRecent(keys, 3600),
     "bloom-window": lambda keys, a: Bloom(keys, a.capacity, a.error_rate, window=3600),
 }
-
-
-def start_redis() -> tuple[subprocess.Popen, redis.Redis, str]:
-    port, workdir = free_port(), tempfile.mkdtemp(prefix="bench-gate-")
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no", "--dir", workdir],
-                            stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            return proc, client, workdir
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    raise SystemExit("bench/gate: redis-server did not start")
 
 
 def batches(n: int, size: int, salt: str) -> list[list[Candidate]]:
@@ -123,13 +101,9 @@ def main() -> int:
     args.capacity = args.capacity or args.urls
     if not shutil.which("redis-server"):
         raise SystemExit("bench/gate: needs redis-server on PATH")
-    proc, client, workdir = start_redis()
-    try:
+    with private_redis("gate", binary="redis-server") as server:  # the system's, as its version is printed
+        client = redis.Redis(host="127.0.0.1", port=server.port)
         rows = {mode: run(client, mode, args) for mode in args.modes.split(",")}
-    finally:
-        proc.terminate()
-        proc.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
     print(f"`bench/gate --urls {args.urls} --batch {args.batch}`; Bloom capacity {args.capacity:,} "
           f"at {args.error_rate}; redis-server {client_version()}, a private instance\n")
     columns = list(next(iter(rows.values())))

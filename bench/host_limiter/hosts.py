@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/hosts: a crawl of a multi-host local site, to measure what the host limiter costs.
 
---hosts site servers (bench/site_server.py, one process each, each its own
+--hosts site servers (bench/lib/site_server.py, one process each, each its own
 ``127.0.0.1:<port>`` host) serve the same generated site of --pages pages, so
 one ``crawler-tasks crawl`` of their roots fetches hosts × pages pages. With
 ``CRAWLER_DOWNLOAD_DELAY=0`` and a host concurrency no lower than the worker
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -28,25 +27,16 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-VENV_PY = HERE.parents[1] / ".venv" / "bin" / "python"
-sys.path.insert(0, str(HERE.parent / "lib"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import PROJECT_PYTHON, ROOT, ensure_project_python  # noqa: E402
 
+ensure_project_python("bench/hosts", "redis")
+
+import redis  # noqa: E402
+from harness import parse_summary, seconds  # noqa: E402
+from measure import children_cpu  # noqa: E402
+from servers import Children, log, private_redis, start_site  # noqa: E402
 from site_gen import ensure_site  # noqa: E402
-
-
-def start_sites(root: Path, n: int, latency: float) -> tuple[list[subprocess.Popen], list[int]]:
-    procs, ports = [], []
-    for _ in range(n):
-        proc = subprocess.Popen([sys.executable, str(HERE.parent / "lib" / "site_server.py"), "--root", str(root),
-                                 "--latency", str(latency)], stdout=subprocess.PIPE, text=True,
-                                start_new_session=True)
-        line = proc.stdout.readline()
-        if not line.startswith("listening"):
-            raise SystemExit(f"bench/hosts: site server did not start: {line!r}")
-        procs.append(proc)
-        ports.append(int(line.split()[1]))
-    return procs, ports
 
 
 def crawl(python: Path, urls: list[str], workers: int, concurrency: int) -> tuple[int, float, float]:
@@ -59,49 +49,29 @@ def crawl(python: Path, urls: list[str], workers: int, concurrency: int) -> tupl
            "CRAWLER_ALLOWED_DOMAINS": "127.0.0.1",
            "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8"}  # the site is on loopback
     cli = python.parent / "crawler-tasks"
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = children_cpu()
     started = time.monotonic()
     out = subprocess.run([str(cli), "crawl", *urls, "--workers", str(workers), "--quiet"],
                          env=env, capture_output=True, text=True, cwd=workdir, check=False)
     elapsed = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = children_cpu() - cpu_before
     shutil.rmtree(workdir, ignore_errors=True)
     if out.returncode != 0:
         raise SystemExit(f"bench/hosts: crawl failed ({out.returncode}): {out.stderr[-500:]}")
-    summary = dict(line.split(None, 1) if " " in line else (line, "")
-                   for line in out.stdout.splitlines() if line.strip())
-    pages = int(summary.get("pages", "0 0").split()[-1]) if "pages" in summary else 0
-    for line in out.stdout.splitlines():
-        if line.startswith("pages stored"):
-            pages = int(line.split()[-1])
-        if line.startswith("elapsed"):
-            elapsed = float(line.split()[-1].rstrip("s"))
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return pages, elapsed, cpu
+    summary = parse_summary(out.stdout)  # the CLI's own: pages stored, and elapsed from its workers' start
+    return int(summary.get("pages stored", "0")), seconds(summary.get("elapsed")) or elapsed, cpu
 
 
 def limiter_cost(pairs: int = 5000, hosts: int = 10) -> tuple[float, float]:
     """(client CPU µs, Redis CPU µs) of one acquire + release, on a private redis-server."""
-    sys.path.insert(0, str(HERE.parents[1]))
-    import redis
-
-    from crawler_tasks.cli.local import free_port
+    sys.path.insert(0, str(ROOT))  # the limiter of this checkout
     from crawler_tasks.core.politeness import Feedback
     from crawler_tasks.core.settings import Settings
     from crawler_tasks.state.hosts import HostLimiter
     from crawler_tasks.state.keys import Keys
 
-    port, workdir = free_port(), tempfile.mkdtemp(prefix="bench-hosts-redis-")
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", workdir], stdout=subprocess.DEVNULL)
-    try:
-        client = redis.Redis(port=port)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+    with private_redis("hosts", binary="redis-server") as server:
+        client = redis.Redis(host="127.0.0.1", port=server.port)
         limiter = HostLimiter(client, Keys("bench"), Settings(download_delay=0, host_concurrency=32))
         client.config_resetstat()
         cpu = time.process_time()
@@ -112,10 +82,6 @@ def limiter_cost(pairs: int = 5000, hosts: int = 10) -> tuple[float, float]:
         client_us = 1e6 * (time.process_time() - cpu) / pairs
         redis_us = client.info("commandstats")["cmdstat_evalsha"]["usec"] / pairs
         return client_us, redis_us
-    finally:
-        proc.terminate()
-        proc.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main() -> None:
@@ -129,21 +95,17 @@ def main() -> None:
     parser.add_argument("--python", type=Path, action="append", default=[],
                         help="interpreter of a checkout to crawl with (repeatable; default this one)")
     args = parser.parse_args()
-    pythons = args.python or [VENV_PY]
+    pythons = args.python or [PROJECT_PYTHON]
     site = ensure_site(args.pages)
-    procs, ports = start_sites(site.root, args.hosts, args.latency)
-    urls = [f"http://127.0.0.1:{p}/" for p in ports]
     rows = []
-    try:
+    with tempfile.TemporaryDirectory() as tmp, Children() as group:  # a site server per host
+        urls = [start_site(group, site.root, latency=args.latency, prefer="python", workdir=Path(tmp)).url
+                for _ in range(args.hosts)]
         for r in range(args.rounds):
             for py in pythons:
                 pages, secs, cpu = crawl(py, urls, args.workers, args.concurrency)
                 rows.append((r + 1, py, pages, secs, cpu))
-                print(f"round {r + 1} {py}: {pages} pages in {secs:.1f}s", file=sys.stderr, flush=True)
-    finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait()
+                log(f"round {r + 1} {py}: {pages} pages in {secs:.1f}s")
     print(f"### {args.hosts} hosts × {args.pages} pages, latency {args.latency:g} s, delay 0, "
           f"{args.workers} worker(s) × {args.concurrency} threads\n")
     print("| round | code | pages | pages/s | CPU ms/page |")

@@ -8,7 +8,7 @@ the excess by the kind of request that ended the gap (the page after robots.txt,
 page, a retry, ...), so two crawlers' logs can be held side by side.
 
     BENCH_KEEP_LOGS=/tmp/logs bench/broad --realweb --only cli-2,scrapy-1
-    python bench/host_timeline.py --delay 1 /tmp/logs/requests-uniform-*.log
+    python bench/host_timeline/host_timeline.py --delay 1 /tmp/logs/requests-uniform-*.log
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broad_crawl"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broad_crawl"))  # bench/broad's log reader
 
 from broad_log import Hit, by_host, read_log  # noqa: E402
 

@@ -1,6 +1,6 @@
 """A small multi-process HTTP/1.1 keep-alive load generator: the fallback when wrk is absent.
 
-    python bench/loadgen.py http://127.0.0.1:PORT/p/1 [--procs 2] [--connections 64] [--seconds 3]
+    python bench/lib/loadgen.py http://127.0.0.1:PORT/p/1 [--procs 2] [--connections 64] [--seconds 3]
 
 Each process keeps ``connections / procs`` connections busy with GET requests
 for ``--seconds`` and counts complete responses; prints the total req/s.

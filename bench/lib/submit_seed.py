@@ -1,6 +1,6 @@
 """Seed a crawl with ``crawler_tasks.submit()`` once the workers answer (bench/compare, bench/broad).
 
-    CRAWLER_BROKER_URL=... CRAWLER_REDIS_URL=... python bench/submit_seed.py URL [URL ...] --crawl-id ID --workers N
+    CRAWLER_BROKER_URL=... CRAWLER_REDIS_URL=... python bench/lib/submit_seed.py URL [URL ...] --crawl-id ID --workers N
 
 Imports crawler_tasks with the environment it was started with, pings until
 ``--workers`` workers answer, prints ``ready``, waits for a line on stdin, then

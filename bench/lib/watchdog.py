@@ -1,10 +1,10 @@
-"""Kills bench/compare's child processes if bench/compare itself dies without cleaning up (SIGKILL, crash).
+"""Kills a benchmark's child processes if the benchmark itself dies without cleaning up (SIGKILL, crash).
 
-bench/compare starts it once with a pipe on stdin and writes ``+PID`` for each
-process it starts, ``-PID`` once that process is stopped and reaped, and
-``dir PATH`` for its temporary directory. When the pipe closes (bench/compare
-exited, however it ended) every PID still listed is killed with SIGKILL, with
-its process group and its descendants, and the directories are removed.
+The benchmark (``servers.Children``, on its first child) starts it once with a pipe on
+stdin and writes ``+PID`` for each process it starts, ``-PID`` once that process is
+stopped and reaped, and ``dir PATH`` for its temporary directory. When the pipe closes
+(the benchmark exited, however it ended) every PID still listed is killed with SIGKILL,
+with its process group and its descendants, and the directories are removed.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _kill(pid: int) -> None:
 
 
 def main() -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is bench/compare's to handle
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the benchmark's to handle
     pids: set[int] = set()
     dirs: list[str] = []
     for line in sys.stdin:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What one scrape of ``crawler-tasks metrics`` costs on a busy cluster's Redis.
 
-    bench/metrics_scrape.py [--crawls 100] [--hosts 1000] [--seen 5000] [--scrapes 20]
+    bench/metrics_scrape/metrics_scrape.py [--crawls 100] [--hosts 1000] [--seen 5000] [--scrapes 20]
 
 Fills a private redis-server with ``--crawls`` crawls (each with its counters, an
 outstanding set and an exact gate of ``--seen`` URLs) and ``--hosts`` hosts with
@@ -16,15 +16,16 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "lib"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import ensure_project_python  # noqa: E402
 
-from servers import Children, RedisServer, free_port  # noqa: E402
+ensure_project_python("bench/metrics_scrape/metrics_scrape.py")
+
+from servers import free_port, private_redis  # noqa: E402
 
 from crawler_tasks.core.settings import Settings  # noqa: E402
 from crawler_tasks.service.celery_app import create_app  # noqa: E402
@@ -69,39 +70,34 @@ def main() -> int:
     p.add_argument("--seen", type=int, default=5000)
     p.add_argument("--scrapes", type=int, default=20)
     args = p.parse_args()
-    group = Children()
-    with tempfile.TemporaryDirectory() as tmp:
-        server = RedisServer(group, Path(tmp), "metrics").start()
+    with private_redis("metrics") as server:
+        client = server.client()
+        settings = Settings(broker_url=server.url, redis_url=server.url)
+        fill(client, Keys(settings.key_prefix), args.crawls, args.hosts, args.seen)
+        rt = Runtime(settings, create_app(settings))
+        collector = CrawlCollector(rt)
+        list(collector.collect())  # connections and scripts warmed
+        before, started = commands(client), time.perf_counter()
+        for _ in range(args.scrapes):
+            samples = sum(len(m.samples) for m in collector.collect())
+        ms = (time.perf_counter() - started) * 1000 / args.scrapes
+        per_scrape = (commands(client) - before - 1) / args.scrapes
+        port = free_port()
+        exporter = subprocess.Popen([sys.executable, "-m", "crawler_tasks.cli.main", "metrics", "--port",
+                                     str(port)], env={**os.environ, **settings.to_env()},
+                                    stderr=subprocess.PIPE, text=True)
         try:
-            client = server.client()
-            settings = Settings(broker_url=server.url, redis_url=server.url)
-            fill(client, Keys(settings.key_prefix), args.crawls, args.hosts, args.seen)
-            rt = Runtime(settings, create_app(settings))
-            collector = CrawlCollector(rt)
-            list(collector.collect())  # connections and scripts warmed
-            before, started = commands(client), time.perf_counter()
+            assert exporter.stderr is not None
+            exporter.stderr.readline()
+            url = f"http://127.0.0.1:{port}/metrics"
+            urllib.request.urlopen(url, timeout=30).read()
+            started = time.perf_counter()
             for _ in range(args.scrapes):
-                samples = sum(len(m.samples) for m in collector.collect())
-            ms = (time.perf_counter() - started) * 1000 / args.scrapes
-            per_scrape = (commands(client) - before - 1) / args.scrapes
-            port = free_port()
-            exporter = subprocess.Popen([sys.executable, "-m", "crawler_tasks.cli.main", "metrics", "--port",
-                                         str(port)], env={**os.environ, **settings.to_env()},
-                                        stderr=subprocess.PIPE, text=True)
-            try:
-                assert exporter.stderr is not None
-                exporter.stderr.readline()
-                url = f"http://127.0.0.1:{port}/metrics"
-                urllib.request.urlopen(url, timeout=30).read()
-                started = time.perf_counter()
-                for _ in range(args.scrapes):
-                    size = len(urllib.request.urlopen(url, timeout=30).read())
-                http_ms = (time.perf_counter() - started) * 1000 / args.scrapes
-            finally:
-                exporter.terminate()
-                exporter.wait(10)
+                size = len(urllib.request.urlopen(url, timeout=30).read())
+            http_ms = (time.perf_counter() - started) * 1000 / args.scrapes
         finally:
-            group.close()
+            exporter.terminate()
+            exporter.wait(10)
     print(f"{args.crawls} crawls (gates of {args.seen:,} URLs each), {args.hosts:,} hosts with waiting fetches")
     print(f"collector: {ms:.1f} ms per scrape, {per_scrape:.0f} Redis commands per scrape, {samples:,} samples")
     print(f"HTTP scrape of a running exporter: {http_ms:.1f} ms, {size / 1024:.0f} KiB")

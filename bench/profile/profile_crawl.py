@@ -4,7 +4,7 @@ Writes a flame graph (SVG) and a top-20 table (self and total time per
 function, from py-spy's raw stacks) so that per-page CPU can be read off
 where it goes::
 
-    python bench/profile_crawl.py [--pages 3000] [--out bench/profile]
+    python bench/profile/profile_crawl.py [--pages 3000] [--out bench/profile]
 
 Needs ``py-spy`` (``pip install '.[bench]'``) and root or ptrace rights.
 """
@@ -20,23 +20,22 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "lib"))
-sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import ROOT, ensure_project_python  # noqa: E402
+
+ensure_project_python("bench/profile/profile_crawl.py")
+sys.path.insert(0, str(ROOT))  # crawler_tasks from this checkout first
+
+from servers import Children, start_site  # noqa: E402
+from site_gen import ensure_site  # noqa: E402
 
 
 def py_spy() -> str:
     beside = Path(sys.executable).parent / "py-spy"
     return str(beside) if beside.exists() else "py-spy"
-
-
-def serve(root: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(HERE.parent / "lib" / "site_server.py"), "--root", str(root)],
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    port = proc.stdout.readline().split()[-1]
-    return proc, f"http://127.0.0.1:{port}/"
 
 
 LAYERS = (  # a frame's file (py-spy gives it relative to its sys.path entry) names its layer
@@ -116,12 +115,15 @@ def main() -> int:
     if args.report:
         print(report(args.report))
         return 0
-    from site_gen import ensure_site
+    site = ensure_site(args.pages)
+    with tempfile.TemporaryDirectory() as tmp, Children() as group:
+        url = start_site(group, site.root, latency=0.0, prefer="python", workdir=Path(tmp)).url
+        return profile_site(args, site, url)
 
+
+def profile_site(args: argparse.Namespace, site: Any, url: str) -> int:
     from crawler_tasks.cli.local import EmbeddedRedis, Workers
 
-    site = ensure_site(args.pages)
-    server, url = serve(site.root)
     broker = EmbeddedRedis().start()
     args.out.mkdir(parents=True, exist_ok=True)
     store = os.path.join(tempfile.mkdtemp(prefix="profile-"), "pages.db")
@@ -142,7 +144,6 @@ def main() -> int:
     finally:
         workers.stop()
         broker.stop()
-        server.terminate()
 
 
 def profile(args: argparse.Namespace, site, url: str, rt, settings, workers) -> int:

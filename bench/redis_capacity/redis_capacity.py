@@ -9,7 +9,7 @@
 From (2), one Redis core carries ``1e6 / (Redis CPU µs per page)`` pages/s;
 (1) cross-checks it with ``commands/s ÷ commands per page``::
 
-    python bench/redis_capacity.py [--pages 3000]
+    python bench/redis_capacity/redis_capacity.py [--pages 3000]
 """
 
 from __future__ import annotations
@@ -23,11 +23,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import redis
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import ROOT, ensure_project_python  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "lib"))
-sys.path.insert(0, str(HERE.parents[1]))
+ensure_project_python("bench/redis_capacity/redis_capacity.py", "redis")
+sys.path.insert(0, str(ROOT))  # crawler_tasks from this checkout first
+
+import redis  # noqa: E402
+from servers import Children, start_site  # noqa: E402
+from site_gen import ensure_site  # noqa: E402
 
 TESTS = "lpush,rpop,hset,sadd"
 
@@ -55,15 +59,15 @@ def cpu_and_counters(url: str) -> tuple[float, int, int]:
 
 
 def crawl(pages: int) -> dict[str, dict[str, float]]:
-    from site_gen import ensure_site
+    site = ensure_site(pages)
+    with tempfile.TemporaryDirectory() as tmp, Children() as group:
+        url = start_site(group, site.root, latency=0.0, prefer="python", workdir=Path(tmp)).url
+        return crawl_site(url)
 
+
+def crawl_site(url: str) -> dict[str, dict[str, float]]:
     from crawler_tasks.cli.local import EmbeddedRedis, Workers, wait_drained
 
-    site = ensure_site(pages)
-    server = subprocess.Popen([sys.executable, str(HERE.parent / "lib" / "site_server.py"), "--root", str(site.root)],
-                              stdout=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    url = f"http://127.0.0.1:{server.stdout.readline().split()[-1]}/"
     broker, state = EmbeddedRedis().start(), EmbeddedRedis().start()
     os.environ.update({"CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
                        "CRAWLER_STORE": os.path.join(tempfile.mkdtemp(), "pages.db"),
@@ -89,7 +93,6 @@ def crawl(pages: int) -> dict[str, dict[str, float]]:
         workers.stop()
         broker.stop()
         state.stop()
-        server.terminate()
     return {name: {"cpu_us_page": 1e6 * (after[name][0] - before[name][0]) / stored,
                    "cmds_page": (after[name][1] - before[name][1]) / stored,
                    "bytes_page": (after[name][2] - before[name][2]) / stored}

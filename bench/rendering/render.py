@@ -4,7 +4,7 @@ render worker over a long run.
 
     .venv/bin/python bench/render [--pages 2000] [--runs 1] [--only plain,render,render-keep] [--before DIR]
 
-The site (bench/render_site.py, a process of its own) builds each page's text and links
+The site (render_site.py here, a process of its own) builds each page's text and links
 with a script. Every row is ``crawler-tasks crawl`` as a user runs it (one Redis for broker
 and state: a private redis-server per run), with the same N page URLs as seeds,
 ``--workers 1 --delay 0 --host-concurrency 0 --max-depth 1``:
@@ -36,12 +36,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
-if Path(sys.executable).resolve() != VENV_PYTHON.resolve() and VENV_PYTHON.exists() and "--no-reexec" not in sys.argv:
-    os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), __file__, *sys.argv[1:], "--no-reexec"])
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE.parent / "lib"))
+from entry import ensure_project_python  # noqa: E402
+
+ensure_project_python("bench/render", "psutil")
 
 import psutil  # noqa: E402
 import redis  # noqa: E402
@@ -157,7 +155,6 @@ def main() -> int:
     ap.add_argument("--before", default=None, metavar="CHECKOUT",
                     help="for each row, a twin ROW@before running the crawler_tasks of another checkout "
                          "(a git worktree of an earlier commit), interleaved")
-    ap.add_argument("--no-reexec", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     rows = [r.strip() for r in args.only.split(",") if r.strip()]
     unknown = [r for r in rows if r not in ROWS]

@@ -1,6 +1,6 @@
 """A site of N pages whose content and links exist only once their scripts ran, for bench/render.
 
-    python bench/render_site.py --pages 2000 [--port 0]    # prints "render site at http://..."
+    python bench/rendering/render_site.py --pages 2000 [--port 0]    # prints "render site at http://..."
 
 Page ``/p/<n>`` is served as a shell: a title placeholder, empty ``<main>`` and ``<nav>``, and
 ``/app.js``. The script asks ``/api/<n>`` (JSON: a title, three paragraphs of about 2 KB, a

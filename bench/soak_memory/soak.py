@@ -3,81 +3,46 @@
 
     bench/soak [--pages 50000] [--workers 2] [--interval 5] [--latency MS] [--json PATH]
 
-Serves the generated bench site (bench/site_gen.py) on 127.0.0.1 (nginx when
-installed and no latency, else bench/site_server.py), starts one private
+Serves the generated bench site (bench/lib/site_gen.py) on 127.0.0.1 (nginx when
+installed and no latency, else bench/lib/site_server.py), starts one private
 redis-server as broker and state Redis, and crawls the site with ``--workers``
 real ``celery worker`` processes (crawler_tasks.cli.local.Workers), as
 ``crawler-tasks crawl`` does. Every ``--interval`` seconds it prints a sample:
 pages stored, pages/s, worker RSS, Redis used_memory, DBSIZE and the crawl's
 keys. Once the crawl drains it prints least-squares slopes (per 10k pages
 stored, after a warm-up) and every key the crawl left in Redis.
-See bench/README.md for how to read it.
+How to read it: README.md here.
 """
 
-# ruff: noqa: E402  (the imports below need the project's python, chosen first)
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-PROJECT_PYTHON = HERE.parents[1] / ".venv" / "bin" / "python"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import ensure_project_python  # noqa: E402
 
+ensure_project_python("bench/soak", "psutil")
 
-def _ensure_project_python() -> None:
-    """Re-exec with the project's venv python unless this python can import crawler_tasks."""
-    try:
-        import crawler_tasks  # noqa: F401
-        return
-    except ImportError:
-        pass
-    if PROJECT_PYTHON.exists() and not os.environ.get("CRAWLER_BENCH_REEXEC"):
-        os.environ["CRAWLER_BENCH_REEXEC"] = "1"
-        os.execv(str(PROJECT_PYTHON), [str(PROJECT_PYTHON), str(Path(__file__).resolve()), *sys.argv[1:]])
-    sys.exit(f"bench/soak: crawler_tasks does not import with {sys.executable}; "
-             f"run it with {PROJECT_PYTHON} (or activate the project venv)")
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import shlex  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from dataclasses import asdict, dataclass  # noqa: E402
+from datetime import UTC, datetime  # noqa: E402
+from typing import Any  # noqa: E402
 
+import redis  # noqa: E402
+from measure import slope, tree_rss  # noqa: E402
+from servers import BenchError, Children, RedisServer, _watchdog_note, log, session, start_site, tail  # noqa: E402
+from site_gen import ensure_site  # noqa: E402
 
-_ensure_project_python()
-sys.path.insert(0, str(HERE.parent / "lib"))
-
-try:
-    import psutil
-except ImportError:
-    sys.exit(f"bench/soak: psutil is missing: {sys.executable} -m pip install psutil")
-
-import argparse
-import atexit
-import contextlib
-import json
-import shlex
-import shutil
-import signal
-import tempfile
-import time
-import uuid
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
-from types import FrameType
-from typing import Any
-
-import redis
-from servers import (
-    BenchError,
-    Children,
-    RedisServer,
-    _watchdog_note,
-    kill_everything,
-    start_site,
-    watch_dir,
-)
-from site_gen import ensure_site
-
-from crawler_tasks.cli.local import CrawlWatch, Workers, wait_drained
-from crawler_tasks.core.errors import CrawlerError
-from crawler_tasks.core.settings import Settings
-from crawler_tasks.state.keys import Keys
+from crawler_tasks.cli.local import CrawlWatch, Workers, wait_drained  # noqa: E402
+from crawler_tasks.core.errors import CrawlerError  # noqa: E402
+from crawler_tasks.core.settings import Settings  # noqa: E402
+from crawler_tasks.state.keys import Keys  # noqa: E402
 
 MB = 1024 * 1024
 PER = 10_000  # slopes are per this many pages stored
@@ -85,14 +50,6 @@ PER = 10_000  # slopes are per this many pages stored
 EXPECTED_KINDS = ("stats", "seen", "crawls")
 #: Key kind -> the Keys method that builds it (where the names differ).
 KIND_METHOD = {"config": "crawl"}
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -167,17 +124,7 @@ class Sampler:
         self.samples: list[Sample] = []
 
     def worker_rss(self) -> int:
-        total = 0
-        for popen in self.workers.procs:
-            try:
-                root = psutil.Process(popen.pid)
-                family = [root, *root.children(recursive=True)]
-            except psutil.Error:
-                continue
-            for proc in family:
-                with contextlib.suppress(psutil.Error):
-                    total += proc.memory_info().rss
-        return total
+        return tree_rss(*(popen.pid for popen in self.workers.procs))
 
     def take(self) -> Sample:
         now = time.monotonic()
@@ -212,19 +159,6 @@ class Sampler:
 
 
 # --------------------------------------------------------------------------- slopes
-
-
-def slope(points: list[tuple[float, float]]) -> float | None:
-    """Least-squares slope of y over x; None with fewer than two distinct x."""
-    if len(points) < 2:
-        return None
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    if sxx == 0:
-        return None
-    return sum((x - mx) * (y - my) for x, y in points) / sxx
 
 
 SERIES = (  # (name, label, unit, value of a sample)
@@ -367,33 +301,18 @@ def render_summary(meta: dict[str, Any], fit: dict[str, Any], left: dict[str, An
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
-    atexit.register(kill_everything)
-    workdir = Path(tempfile.mkdtemp(prefix="crawler-soak-"))
-    watch_dir(workdir)  # removed even if this process is killed
-    try:
-        return _soak(args, workdir, argv)
-    except KeyboardInterrupt:
-        _log("interrupted: stopping every process the soak started")
-        return 130
-    except (BenchError, CrawlerError) as exc:
-        _log(f"bench/soak: {exc}")
-        return 1
-    finally:
-        kill_everything()
-        shutil.rmtree(workdir, ignore_errors=True)
+    return session("bench/soak", "crawler-soak-", lambda workdir: _soak(args, workdir, argv), errors=(CrawlerError,))
 
 
 def _soak(args: argparse.Namespace, workdir: Path, argv: list[str]) -> int:
     command = "bench/soak " + shlex.join(argv) if argv else "bench/soak"
-    _log(f"generating or reusing the {args.pages}-page site (seed {args.seed}) ...")
+    log(f"generating or reusing the {args.pages}-page site (seed {args.seed}) ...")
     site = ensure_site(args.pages, args.seed)
     with Children() as group:
         server = start_site(group, site.root, latency=args.latency / 1000, prefer="auto", workdir=workdir)
-        _log(f"site: {site.root} ({site.expected_urls:,} distinct URLs) served by {server.kind} at {server.url}")
+        log(f"site: {site.root} ({site.expected_urls:,} distinct URLs) served by {server.kind} at {server.url}")
         store = RedisServer(group, workdir, "soak").start()
-        _log(f"redis: {store.url} (broker and state)")
+        log(f"redis: {store.url} (broker and state)")
         settings = Settings.from_env(broker_url=store.url, redis_url=store.url,
                                      store=str(workdir / "pages.db"),
                                      private_allowlist=("127.0.0.0/8",))  # the site is on loopback
@@ -410,17 +329,17 @@ def _crawl(args: argparse.Namespace, settings: Settings, site: Any, server: Any,
     rt = Runtime(settings, create_app(settings))
     crawl_id = "soak-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     requests = build_requests([server.url], crawl_id=crawl_id)
-    log = workdir / "workers.log"
-    workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h", log_path=str(log))
+    workers_log = workdir / "workers.log"
+    workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h", log_path=str(workers_log))
     interrupted = True
     try:
         workers.start()
         for proc in workers.procs:
-            _watchdog_note(f"+{proc.pid}")  # bench/watchdog.py kills them if this process is killed
+            _watchdog_note(f"+{proc.pid}")  # lib/watchdog.py kills them if this process is killed
         started = time.monotonic()
         submit_requests(rt, requests, max_depth=None, max_pages=0, store=settings.store)
         sampler = Sampler(store.client(), rt.keys, crawl_id, workers, started)
-        _log(f"crawl {crawl_id}: {args.workers} worker processes ({settings.worker_pool} × "
+        log(f"crawl {crawl_id}: {args.workers} worker processes ({settings.worker_pool} × "
              f"{settings.worker_concurrency}), a sample every {args.interval:g}s")
         print(HEADER, flush=True)
         next_at = started + args.interval
@@ -437,7 +356,7 @@ def _crawl(args: argparse.Namespace, settings: Settings, site: Any, server: Any,
         try:
             wait_drained(watch.drained, tick=tick, workers=workers, timeout=args.timeout or None)
         except CrawlerError as exc:
-            raise BenchError(f"{exc} (workers' log: {_tail(log)})") from None
+            raise BenchError(f"{exc} (workers' log: {tail(workers_log) or 'empty'})") from None
         elapsed = time.monotonic() - started
         print(sampler.take().line() + "   (drained)", flush=True)
         stats = rt.stats.read(crawl_id)
@@ -469,16 +388,8 @@ def _crawl(args: argparse.Namespace, settings: Settings, site: Any, server: Any,
                 "summary": meta, "slopes": fit, "leftover": left,
                 "samples": [s.to_dict() for s in sampler.samples]}
         Path(args.json).write_text(json.dumps(data, indent=2, default=str))
-        _log(f"samples and summary: {args.json}")
+        log(f"samples and summary: {args.json}")
     return 0
-
-
-def _tail(path: Path) -> str:
-    try:
-        lines = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return lines[-1][-200:] if lines else "empty"
 
 
 if __name__ == "__main__":

@@ -25,27 +25,21 @@ client's: the ratio between the two columns is the figure to read.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-VENV_PY = HERE.parents[1] / ".venv" / "bin" / "python"
-try:  # re-exec with the project's venv unless this python has the project's dependencies
-    import redis
-except ImportError:
-    if VENV_PY.exists() and not os.environ.get("CRAWLER_BENCH_REEXEC"):
-        os.environ["CRAWLER_BENCH_REEXEC"] = "1"
-        os.execv(str(VENV_PY), [str(VENV_PY), str(Path(__file__).resolve()), *sys.argv[1:]])
-    sys.exit(f"bench/store_batch: run it with {VENV_PY} (or activate the project venv)")
-sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from entry import ROOT, ensure_project_python  # noqa: E402
+
+ensure_project_python("bench/store_batch", "redis")
+sys.path.insert(0, str(ROOT))  # tests.fakes, and crawler_tasks from this checkout first
+
+from servers import private_redis  # noqa: E402
 
 from crawler_tasks.backends import open_store  # noqa: E402
-from crawler_tasks.cli.local import free_port  # noqa: E402
 from crawler_tasks.core.models import PageRecord  # noqa: E402
 from crawler_tasks.core.settings import Settings  # noqa: E402
 from crawler_tasks.service.celery_app import create_app  # noqa: E402
@@ -59,21 +53,6 @@ from tests.fakes.hbase_server import HBaseServer  # noqa: E402
 from tests.fakes.kafka_mock import MockKafka  # noqa: E402
 
 BODY = ("<p>" + "crawled text " * 40 + "</p>\n") * 28  # about 15 KB
-
-
-def start_redis() -> tuple[subprocess.Popen, str, str]:
-    port, workdir = free_port(), tempfile.mkdtemp(prefix="bench-store-")
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no", "--dir", workdir],
-                            stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            return proc, f"redis://127.0.0.1:{port}/0", workdir
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    raise SystemExit("bench/store_batch: redis-server did not start")
 
 
 def records(n: int, crawl_id: str) -> list[PageRecord]:
@@ -127,7 +106,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--backends", default="sqlite,es,hbase,kafka")
     args = parser.parse_args()
-    proc, redis_url, workdir = start_redis()
+    with private_redis("store", binary="redis-server") as server:
+        write_through_each(args, server.url)
+
+
+def write_through_each(args: argparse.Namespace, redis_url: str) -> None:
     tmp = tempfile.mkdtemp(prefix="bench-store-db-")
     es, hbase, kafka = ESServer().start(), HBaseServer(record_args=False).start(), MockKafka()
     uris = {"sqlite": f"sqlite:///{tmp}/pages.db",
@@ -155,9 +138,6 @@ def main() -> None:
         es.stop()
         hbase.stop()
         kafka.close()
-        proc.terminate()
-        proc.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
