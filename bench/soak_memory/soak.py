@@ -313,8 +313,11 @@ def _soak(args: argparse.Namespace, workdir: Path, argv: list[str]) -> int:
         log(f"site: {site.root} ({site.expected_urls:,} distinct URLs) served by {server.kind} at {server.url}")
         store = RedisServer(group, workdir, "soak").start()
         log(f"redis: {store.url} (broker and state)")
+        # Unpaced, as bench/compare's rows: no delay, no host cap, no robots.txt (one host
+        # at the default delay would take 14 hours for 50,000 pages).
         settings = Settings.from_env(broker_url=store.url, redis_url=store.url,
-                                     store=str(workdir / "pages.db"),
+                                     store=str(workdir / "pages.db"), download_delay=0.0, host_concurrency=0,
+                                     robotstxt_obey=False,
                                      private_allowlist=("127.0.0.0/8",))  # the site is on loopback
         os.environ.update(settings.to_env())  # as run_crawl does, before the app is built
         return _crawl(args, settings, site, server, store, workdir, command)
