@@ -233,12 +233,21 @@ def test_a_worker_without_a_browser_refuses_to_serve_the_render_queue(pool, tmp_
 
 
 def test_a_worker_started_without_queues_serves_every_queue_but_the_render_queue(settings):
+    from celery import _state
+
     app = create_app(settings)
-    worker = app.WorkController(app=app, hostname=f"plain-{token()}@test", pool_cls="solo")
-    assert set(app.amqp.queues.consume_from) == set(routing.QUEUE_ORDER)
-    app.WorkController(app=app, hostname=f"render-{token()}@test", pool_cls="solo", queues=[routing.RENDER_QUEUE])
-    assert set(app.amqp.queues.consume_from) == {routing.RENDER_QUEUE}
-    del worker
+    # A worker built in this process marks it as one whose tasks must not wait for results;
+    # the mark is process-wide, so it is taken back for the tests that run here next.
+    blocked = _state.task_join_will_block()
+    try:
+        worker = app.WorkController(app=app, hostname=f"plain-{token()}@test", pool_cls="solo")
+        assert set(app.amqp.queues.consume_from) == set(routing.QUEUE_ORDER)
+        app.WorkController(app=app, hostname=f"render-{token()}@test", pool_cls="solo",
+                           queues=[routing.RENDER_QUEUE])
+        assert set(app.amqp.queues.consume_from) == {routing.RENDER_QUEUE}
+        del worker
+    finally:
+        _state._set_task_join_will_block(blocked)
 
 
 CLI_DB = int(os.environ.get("CRAWLER_RENDER_CLI_TEST_DB", "4"))
