@@ -1,7 +1,7 @@
 """The documentation: every relative link and anchor resolves, every table renders.
 
-README.md, docs/*.md and bench/README.md are read as GitHub renders them; no
-network is used (links with a scheme are not followed).
+README.md, docs/*.md and bench's pages (its index, its results and each benchmark's README)
+are read as GitHub renders them; no network is used (links with a scheme are not followed).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-PAGES = [ROOT / "README.md", *DOCS, ROOT / "bench" / "README.md"]
+BENCH = [ROOT / "bench" / "README.md", ROOT / "bench" / "RESULTS.md", *sorted((ROOT / "bench").glob("*/README.md"))]
+PAGES = [ROOT / "README.md", *DOCS, *BENCH]
 #: Pages that are user documentation: no issue numbers, no lab notebook.
 USER_DOCS = [ROOT / "README.md", *DOCS]
 
