@@ -68,3 +68,13 @@ def test_seeds_of_a_call_killed_between_the_gate_and_the_broker_are_published_ag
     assert enqueue.recover_seed_calls(rt) == 0  # taken once
     wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=30, workers=worker)
     assert sorted(r.url for r in open_store(rt.settings.store).records(crawl_id)) == sorted(urls)
+
+
+def test_a_misspelt_option_is_refused_as_a_misspelt_keyword_is():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'prioirty'"):
+        build_requests(["http://a.test/"], prioirty=1)  # type: ignore[call-arg]
+    from crawler_tasks.stages.seed import check_options
+
+    check_options({"priority": 1, "on_done": "app.done", "plugins": ["shop"]})
+    with pytest.raises(TypeError, match="'store'"):
+        check_options({"store": "./x.db"})
