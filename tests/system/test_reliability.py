@@ -34,8 +34,6 @@ from tests.helpers import REDIS, SUFFIX, UNTHROTTLED, flush, token
 from tests.holds import assert_nothing_held
 
 FAULT_DB = 11
-VHOST = f"crawlerfaults{SUFFIX}"
-AMQP = f"amqp://guest:guest@127.0.0.1:5672/{VHOST}"
 PAGES = 40
 
 
@@ -44,13 +42,15 @@ def rabbitmqctl(*args: str) -> None:
 
 
 @pytest.fixture
-def amqp_vhost() -> str:
-    """A fresh RabbitMQ vhost of its own, so no other test's messages are in the way."""
-    subprocess.run(["rabbitmqctl", "-q", "delete_vhost", VHOST], capture_output=True, timeout=120)
-    # Not checked: a delete RabbitMQ had not finished may leave it there, which is as good.
-    subprocess.run(["rabbitmqctl", "-q", "add_vhost", VHOST], capture_output=True, timeout=120)
-    rabbitmqctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
-    return AMQP
+def amqp_vhost() -> Iterator[str]:
+    """A RabbitMQ vhost of the test's own, new (so no other test's messages are in the way)
+    and deleted after it. RabbitMQ deletes a vhost in the background: one name used again
+    right after its deletion may not be created yet, so each test's name is new."""
+    vhost = f"crawlerfaults{SUFFIX}-{token()}"
+    rabbitmqctl("add_vhost", vhost)
+    rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+    yield f"amqp://guest:guest@127.0.0.1:5672/{vhost}"
+    subprocess.run(["rabbitmqctl", "-q", "delete_vhost", vhost], capture_output=True, timeout=120)
 
 
 class FaultCrawl:
