@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import uuid
@@ -18,8 +19,8 @@ from ..broker.queues import queue_depths
 from ..core import counters, routing
 from ..core.addresses import METADATA, classify, literal_addresses, normal_host, parse_address
 from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, CrawlStateLost, StoreUnavailable
-from ..core.program import parse_plugins, program_of
-from ..core.settings import Settings
+from ..core.program import idle_warning, parse_plugins, program_of
+from ..core.settings import DEFAULT_STORE, Settings
 from ..core.store_uris import masked
 from ..core.urls import host_of
 from ..net.render import browser_problem
@@ -85,7 +86,8 @@ def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Set
         changes["plugins"] = tuple(dict.fromkeys((*settings.plugins, *args.plugins)))
     settings = settings.replace(**changes)
     # A plugin, pipeline or middleware that cannot be loaded stops here, not in the workers.
-    program_of(settings)
+    for plugin in program_of(settings).idle():
+        print(f"crawler-tasks: warning: {idle_warning(plugin)}", file=sys.stderr)
     return settings
 
 
@@ -118,8 +120,10 @@ class _Renderers:
     #: Seconds between two looks at the render queue.
     LOOK_S = 1.0
 
-    def __init__(self, settings: Settings, app: Any, crawl_id: str, say: Any = print) -> None:
+    def __init__(self, settings: Settings, app: Any, crawl_id: str, say: Any = print,
+                 log_path: str | None = None) -> None:
         self.settings, self.app, self.crawl_id, self.say = settings, app, crawl_id, say
+        self.log_path = log_path
         self.workers: Workers | None = None
         self._looked = 0.0
 
@@ -128,7 +132,7 @@ class _Renderers:
         if problem:
             raise BadInput(f"pages to render, but {problem}")
         self.workers = Workers(self.settings, name=f"{self.crawl_id}-render@%h", queues=(routing.RENDER_QUEUE,),
-                               pool="threads", concurrency=RENDER_CONCURRENCY).start()
+                               pool="threads", concurrency=RENDER_CONCURRENCY, log_path=self.log_path).start()
         self.say("starting a render worker (Chromium) for the pages to render")
 
     def __call__(self) -> None:
@@ -164,6 +168,7 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
         settings = _render_seed_hosts(settings, requests)
     crawl_id = requests[0].crawl_id
     embedded: EmbeddedRedis | None = None
+    log_path: str | None = None
     workers: Workers | None = None
     renderers: _Renderers | None = None
     try:
@@ -177,10 +182,12 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
                   " (none answers on the default address)"), file=sys.stderr)
             embedded = EmbeddedRedis().start()
             settings = settings.replace(broker_url=embedded.url, redis_url=embedded.url)
-        workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h")
+        log_path = worker_log(getattr(args, "log_file", None), settings.store, crawl_id)
+        workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h", log_path=log_path)
         app = create_app(settings)
         rt = current(app)
-        renderers = _Renderers(settings, app, crawl_id, say=lambda line: print(line, file=sys.stderr))
+        renderers = _Renderers(settings, app, crawl_id, say=lambda line: print(line, file=sys.stderr),
+                               log_path=log_path)
         if settings.render_hosts:
             renderers.start()
         workers.start()
@@ -213,8 +220,17 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     finally:
         _shut_down(settings, workers, embedded, renderers)
     return {"crawl_id": crawl_id, "seeds_accepted": accepted, "elapsed": elapsed,
-            "store": masked(settings.store), "stats": stats, "embedded": embedded is not None,
+            "store": masked(settings.store), "stats": stats, "embedded": embedded is not None, "log": log_path,
             "redis": "embedded (gone with the crawl)" if embedded is not None else safe_url(settings.redis_url)}
+
+
+def worker_log(asked: str | None, store: str, crawl_id: str) -> str:
+    """Where a local crawl's workers log (its folder made): ``asked``, or ``logs/<crawl id>.log``
+    beside a SQLite store (a path), else under ``./crawl-data``."""
+    folder = os.path.dirname(store) if "://" not in store else os.path.dirname(DEFAULT_STORE)
+    path = asked or os.path.join(folder or ".", "logs", f"{crawl_id}.log")
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return path
 
 
 def _configured(settings: Settings) -> bool:
@@ -335,6 +351,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         ("elapsed", f"{elapsed:.1f}s"),
         ("pages/s", f"{s.get(counters.STORED, 0) / max(elapsed, 1e-6):.1f}"),
         ("store", summary["store"]),
+        ("worker log", summary["log"]),
         ("redis", summary["redis"]),
     ]
     for name, value in rows:

@@ -138,6 +138,9 @@ def _crawl_options(p: argparse.ArgumentParser) -> None:
                    help="render every page of the seeds' hosts in a browser (a render worker starts "
                         "anyway once a rule or request asks for one)")
     _plugins_option(p, "the workers import them too")
+    p.add_argument("--log-file", default=None, metavar="PATH",
+                   help="where the workers' log goes (default: logs/<crawl id>.log beside a SQLite "
+                        "store, else under ./crawl-data)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress line")
 
 

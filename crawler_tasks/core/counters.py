@@ -108,6 +108,8 @@ SEEDS_INVALID = "seeds/invalid"
 ITEMS = "items/kept"
 ITEMS_OVER_CAP = "items/over_cap"
 REQUESTS_REPLACED = "requests/replaced"
+REQUESTS_OFFSITE = "requests/offsite"
+REQUESTS_TOO_DEEP = "requests/too_deep"
 CANCELLED = "cancelled"
 RENDERED = "render/pages"
 RENDER_UNSETTLED = "render/unsettled"
@@ -127,7 +129,8 @@ RETRY_MAX_REACHED = Counter(
     "requests given up once their retries were used up, per reason of the last attempt",
     part=r"[a-z0-9_]+")
 ITEMS_DROPPED = Counter("items/dropped/<reason>", "items an item pipeline dropped, per reason "
-                        "(`pipeline_failed`: the pipeline raised)", part=r"[a-z0-9_]+")
+                        "(`pipeline_failed`: the pipeline raised; `not_json`: a rule's item held a value "
+                        "JSON cannot carry)", part=r"[a-z0-9_]+")
 REQUESTS_DROPPED = Counter("requests/dropped/<reason>", "requests a middleware dropped (`DropRequest`), per "
                            "reason (`offsite`: a replacement outside the crawl's domains)", part=r"[a-z0-9_]+")
 PLUGIN_FAILED = Counter("plugin/failed/<kind>", "pages a user's `rule`, item `pipeline` or `middleware` "
@@ -237,6 +240,8 @@ REGISTRY: tuple[Counter, ...] = (
     REQUESTS_DROPPED,
     Counter(REQUESTS_REPLACED, "requests a middleware replaced with another (sent through the gate), "
                                "neither fetched nor stored themselves"),
+    Counter(REQUESTS_OFFSITE, "requests a rule yielded to a host outside the crawl's domains, not sent"),
+    Counter(REQUESTS_TOO_DEEP, "requests a rule yielded past the crawl's `max_depth`, not sent"),
     PLUGIN_FAILED,
     # rendering
     Counter(RENDERED, "pages rendered in a browser (`crawl.render`) and parsed from their DOM"),

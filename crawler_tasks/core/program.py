@@ -248,6 +248,14 @@ class Program:
     error_handler: Callable[[Failure], Any] | None = None
     error_handler_name: str = ""
 
+    def idle(self) -> list[str]:
+        """The plugins that gave this process nothing: no rule, item pipeline, middleware or
+        error handler of theirs (a package's rules count once the package imports the
+        modules that hold them)."""
+        names = [r.name for r in self.rules] + [p.name for p in self.pipelines] + \
+            [m.name for m in self.middlewares] + [self.error_handler_name]
+        return [p for p in self.plugins if not any(within(name, (p,)) for name in names)]
+
     def missing(self, crawl_plugins: tuple[str, ...]) -> list[str]:
         """The plugins a crawl names that this process did not load."""
         return [p for p in crawl_plugins if not within(p, self.plugins)]
@@ -310,6 +318,13 @@ def program_of(settings: ProgramSettings) -> Program:
 
 
 PIPELINES, MIDDLEWARES, HANDLER = "CRAWLER_ITEM_PIPELINES", "CRAWLER_MIDDLEWARES", "CRAWLER_ERROR_HANDLER"
+
+
+def idle_warning(plugin: str) -> str:
+    """What a process says at start of a plugin that registered nothing."""
+    return (f"CRAWLER_PLUGINS: {plugin!r} registered no rule, pipeline or middleware: nothing of it "
+            f"runs (rules in a package's submodules count once it imports them, e.g. "
+            f"'from . import rules' in its __init__.py)")
 
 
 def _import(name: str, setting: str) -> Any:

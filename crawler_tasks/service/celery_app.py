@@ -22,7 +22,7 @@ from celery import Celery, signals
 from ..broker import lists, transport
 from ..core import routing
 from ..core.errors import PluginError, SettingsError, UnknownStore
-from ..core.program import program_of
+from ..core.program import idle_warning, program_of
 from ..core.settings import POOLS, Settings
 from ..net.render import browser_problem
 from ..state.connection import broker_params
@@ -246,9 +246,12 @@ def _load_plugins(sender: Any = None, **_: Any) -> None:
     if app is None:
         return
     try:
-        program_of(app.crawler_settings)
+        program = program_of(app.crawler_settings)
     except PluginError as exc:
         _refuse(str(exc))
+        return
+    for plugin in program.idle():  # said at start, where the worker's log begins
+        sys.stderr.write(f"crawler_tasks: warning: {idle_warning(plugin)}\n")
 
 
 _default: CrawlerApp | None = None

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from crawler_tasks.core.errors import BadInput, PluginError
-from crawler_tasks.core.program import RULES, Rule, Rules, load_program, parse_ordered, parse_plugins, within
+from crawler_tasks.core.program import (
+    RULES,
+    Rule,
+    Rules,
+    idle_warning,
+    load_program,
+    parse_ordered,
+    parse_plugins,
+    within,
+)
 
 
 def make(name: str, pattern: str = ".", *, host: str | None = None, priority: int = 0) -> Rule:
@@ -87,3 +96,11 @@ def test_a_middleware_needs_process_request_or_process_response():
     [mw] = program.middlewares
     assert (mw.priority, mw.process_request is not None, mw.process_response is not None) == (5, True, True)
     assert program.middlewares_for(("tests.programs",)) == (mw,) and program.middlewares_for(("other",)) == ()
+
+
+def test_a_plugin_that_registers_nothing_is_named_at_start():
+    quiet = load_program(("tests.programs.quiet_pkg",))  # its rule is in a submodule it never imports
+    assert quiet.idle() == ["tests.programs.quiet_pkg"]
+    assert "'from . import rules' in its __init__.py" in idle_warning("tests.programs.quiet_pkg")
+    assert load_program(("tests.programs.faulty",)).idle() == []
+    assert load_program(("tests.programs.quiet_pkg.rules",)).idle() == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -64,17 +65,42 @@ def test_items_past_the_cap_are_counted_not_kept():
     assert len(out.items) == 3 and out.counts == {"items/over_cap": 2}
 
 
-def test_a_rule_that_raises_or_yields_something_else_gives_nothing_and_says_why():
+def test_a_rule_that_fails_keeps_what_it_yielded_and_never_widens_the_crawl():
     def broken(p: Page) -> Any:
         yield {"partial": True}
+        yield Request("item/2")
         raise KeyError("price")
 
     out = run(broken, follow=False)
-    assert (out.items, out.requests, out.follow) == ([], [], True)  # the default extraction goes on
-    assert out.error == "rule t.rule failed: KeyError: 'price'"
+    assert out.items == [{"partial": True}] and [r.url for r in out.requests] == ["http://s.test/shop/item/2"]
+    assert out.follow is False  # its page's links are followed as the rule says, not all of them
+    assert out.error == "rule t.rule failed: KeyError: 'price'" and out.reason == "KeyError"
     assert out.counts == {"plugin/failed/rule": 1}
+
+    @dataclasses.dataclass
+    class Book:
+        title: str
+
+    wrong = run(lambda p: [{"first": 1}, Book("x")], follow=False)
+    assert "yielded a Book, not an item" in wrong.error and wrong.items == [{"first": 1}]
+    assert wrong.follow is False
     assert "yielded a int" in run(lambda p: [1]).error
-    assert "TypeError" in run(lambda p: [{"when": object()}]).error  # not JSON
+
+
+def test_an_item_json_cannot_carry_is_left_out_alone_and_said():
+    out = run(lambda p: [{"when": object()}, {"ok": 1}])
+    assert out.items == [{"ok": 1}] and out.error is None
+    assert out.counts == {"items/dropped/not_json": 1}
+    assert out.note.startswith("rule t.rule: an item was left out, JSON cannot carry it: ")
+
+
+def test_requests_out_of_scope_or_depth_are_counted():
+    out = run(lambda p: [Request("http://elsewhere.test/a"), Request("item/3")])
+    assert out.counts == {"requests/offsite": 1} and len(out.requests) == 1
+    p, _ = page()
+    deep = Limits(domains=frozenset({"s.test"}), max_depth=1, max_pages=0, store="x")
+    rule = Rule(re.compile("."), None, True, 0, lambda pg: [Request("item/3")], "t.rule")
+    assert run_rule(rule, p, deep, Caps(0, max_items=5)).counts == {"requests/too_deep": 1}
 
 
 def test_pipelines_run_in_order_and_count_drops_per_reason():

@@ -171,9 +171,9 @@ def test_failing_rules_and_pipelines_are_recorded_counted_and_do_not_stop_the_cr
     got = records(store)
     assert set(got) == {f"{base}/{n}" for n in ("start", "fail", "odd", "items", "linked", "target")}
     fail = got[f"{base}/fail"]
-    assert fail["items"] == [] and fail["status"] == 200
+    assert fail["items"] == [{"partial": True}] and fail["status"] == 200  # what it yielded before failing
     assert fail["description"] == "rule tests.programs.faulty.fails failed: ValueError: no such field on this page"
-    assert f"{base}/linked" in got  # the failed rule's page still followed its links
+    assert f"{base}/linked" in got  # the failed rule (follow=True) still followed its page's links
     assert "yielded a int" in got[f"{base}/odd"]["description"]
     items = got[f"{base}/items"]
     assert items["items"] == [{"n": 1}]
@@ -183,8 +183,22 @@ def test_failing_rules_and_pipelines_are_recorded_counted_and_do_not_stop_the_cr
     crawl_id = crawl_id_of(done)
     stats = json.loads(run("stats", "--crawl-id", crawl_id, "--json").stdout)["crawls"][crawl_id]
     assert stats["plugin/failed/rule"] == 2 and stats["plugin/failed/pipeline"] == 1
-    assert stats["items/dropped/pipeline_failed"] == 1 and stats["items/kept"] == 1
+    assert stats["items/dropped/pipeline_failed"] == 1 and stats["items/kept"] == 2
     assert stats.get("errors", 0) == 0 and stats["stored"] == 6
+    # The workers' warnings are kept, in a log beside the store that the summary names.
+    [log] = [line[20:] for line in done.stdout.splitlines() if line.startswith("worker log")]
+    assert log == str(tmp_path / "logs" / f"{crawl_id}.log")
+    assert "rule tests.programs.faulty.fails failed on" in Path(log).read_text()
+
+
+def test_a_plugin_package_whose_rules_sit_in_a_module_it_never_imports_is_named_at_start(site, tmp_path: Path):
+    done = run("crawl", "--delay", "0", "--workers", "1", "--quiet", "--store", str(tmp_path / "q.db"),
+               "--plugins", "tests.programs.quiet_pkg", f"{site.url}/page/{token()}")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        "crawler-tasks: warning: CRAWLER_PLUGINS: 'tests.programs.quiet_pkg' registered no rule, pipeline or "
+        "middleware: nothing of it runs (rules in a package's submodules count once it imports them, e.g. "
+        "'from . import rules' in its __init__.py)"]
 
 
 def test_a_plugin_that_fails_to_import_stops_the_worker_with_one_line():

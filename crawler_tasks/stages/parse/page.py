@@ -108,7 +108,7 @@ def _program(program: Program, page: Page, size: int, limits: Limits, caps: Caps
         items, counts, failed = run_pipelines(extracted.items, program.pipelines_for(limits.plugins), page)
     record.rule = rule.name
     record.items = items
-    record.description = extracted.error or (failed[1] if failed else None)
+    record.description = extracted.error or (failed[1] if failed else None) or extracted.note
     for name, n in counts.items():
         extracted.counts[name] = extracted.counts.get(name, 0) + n
     told = [("rule", extracted.reason, extracted.error)] if extracted.error else []

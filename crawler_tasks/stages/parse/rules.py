@@ -99,30 +99,48 @@ class Extracted:
     error: str | None = None
     #: The exception class of a failed rule (the error handler's ``reason``).
     reason: str = ""
+    #: Why an item was left out (the record's description when the rule did not fail).
+    note: str | None = None
 
 
 def run_rule(rule: Rule, page: Page, limits: Limits, caps: Caps) -> Extracted:
-    """Run ``rule`` on ``page``; a rule that raises or yields something else than items and
-    requests gives nothing (its page keeps the default extraction). At most
-    ``caps.max_items`` items and ``caps.max_links`` requests (0: all) are kept."""
+    """Run ``rule`` on ``page``. A rule that raises, or yields something else than items and
+    requests, fails where it stands: what it yielded before is kept, and its page's links are
+    followed as the rule says, never more. An item holding a value JSON cannot carry is left
+    out alone. At most ``caps.max_items`` items and ``caps.max_links`` requests (0: all) are
+    kept."""
     out = Extracted(follow=rule.follow)
     try:
         for thing in _results(rule.func(page)):
             if isinstance(thing, Request):
                 _request(out, thing, page, limits, caps)
             elif isinstance(thing, dict):
-                json.dumps(thing)  # a value JSON cannot carry fails here, not in the store
-                if len(out.items) < caps.max_items:
-                    out.items.append(thing)
-                else:
-                    _add(out.counts, counters.ITEMS_OVER_CAP)
+                _item(out, thing, rule, page, caps)
             else:
                 raise TypeError(f"yielded a {type(thing).__name__}, not an item (dict) or a Request")
     except Exception as exc:  # noqa: BLE001 - user code: any failure is the rule's
         log.warning("rule %s failed on %s: %s: %s", rule.name, page.url, type(exc).__name__, exc)
-        return Extracted(counts={counters.plugin_failed("rule"): 1}, reason=type(exc).__name__,
-                         error=f"rule {rule.name} failed: {type(exc).__name__}: {str(exc)[:300]}")
+        _add(out.counts, counters.plugin_failed("rule"))
+        out.reason = type(exc).__name__
+        out.error = f"rule {rule.name} failed: {type(exc).__name__}: {str(exc)[:300]}"
     return out
+
+
+def _item(out: Extracted, item: dict[str, Any], rule: Rule, page: Page, caps: Caps) -> None:
+    """Keep ``item`` (within the cap) unless JSON cannot carry it: that one is left out,
+    logged, counted and noted on the page's record."""
+    try:
+        json.dumps(item)  # a value JSON cannot carry fails here, not in the store
+    except (TypeError, ValueError) as exc:
+        why = f"rule {rule.name}: an item was left out, JSON cannot carry it: {str(exc)[:200]}"
+        log.warning("%s (%s)", why, page.url)
+        _add(out.counts, counters.items_dropped("not_json"))
+        out.note = out.note or why
+        return
+    if len(out.items) < caps.max_items:
+        out.items.append(item)
+    else:
+        _add(out.counts, counters.ITEMS_OVER_CAP)
 
 
 def _results(result: Any) -> Iterable[Any]:
@@ -138,7 +156,11 @@ def _request(out: Extracted, wanted: Request, page: Page, limits: Limits, caps: 
     req, cap, max_url_length = page.request, caps.max_links, caps.max_url_length
     depth = req.depth + 1
     url = page.urljoin(wanted.url)
-    if (limits.max_depth and depth > limits.max_depth) or not limits.allows(url, origin=req.url):
+    if limits.max_depth and depth > limits.max_depth:
+        _add(out.counts, counters.REQUESTS_TOO_DEEP)
+        return
+    if not limits.allows(url, origin=req.url):
+        _add(out.counts, counters.REQUESTS_OFFSITE)
         return
     if cap and len(out.requests) >= cap:
         _add(out.counts, counters.LINKS_OVER_CAP)

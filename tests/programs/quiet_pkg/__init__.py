@@ -1,0 +1,1 @@
+"""A plugin package whose rule lives in a submodule its __init__ does not import."""
