@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 # isort: off
-from tests.helpers import TEST_DB, flush, token  # first: the test environment, before crawler_tasks
+from tests.helpers import TEST_DB, flush, rabbitmq_lock, token  # first: the test environment
 # isort: on
 
 from crawler_tasks.backends import open_store
@@ -24,6 +24,25 @@ from crawler_tasks.stages.runtime import Runtime, current
 from crawler_tasks.stages.seed import build_requests, submit_requests
 from tests.fakes.polite_site import PoliteSite
 from tests.fakes.site import Site
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that use RabbitMQ: a vhost of their own, or an ``amqp`` parameter."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        uses = "amqp_vhost" in getattr(item, "fixturenames", ()) or "amqp" in list(params.values())
+        if uses and item.get_closest_marker("rabbitmq_restart") is None:
+            item.add_marker(pytest.mark.rabbitmq)
+
+
+@pytest.fixture(autouse=True)
+def _rabbitmq_shared(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked ``rabbitmq`` holds RabbitMQ shared, so none restarts it under the test."""
+    if request.node.get_closest_marker("rabbitmq") is None:
+        yield
+        return
+    with rabbitmq_lock(exclusive=False):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,8 @@ on another broker or pool, as the README's promises require::
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import os
 import shutil
 import socket
@@ -20,6 +22,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -119,3 +122,19 @@ def token() -> str:
 def by_url(records: list[PageRecord]) -> dict[str, PageRecord]:
     """``records`` by URL."""
     return {r.url: r for r in records}
+
+
+#: The lock the parallel test processes (and two suites at once) share RabbitMQ by.
+RABBITMQ_LOCK = os.path.join(tempfile.gettempdir(), "crawler-tasks-tests-rabbitmq.lock")
+
+
+@contextlib.contextmanager
+def rabbitmq_lock(*, exclusive: bool) -> Iterator[None]:
+    """RabbitMQ as the test processes share it: a test that uses it holds it shared, the one
+    that stops and starts it holds it alone (its restart would cut the others' connections)."""
+    with open(RABBITMQ_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -30,7 +30,7 @@ from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests, submit_to
 from tests.cli.test_cli import assert_one_line_error, cli
-from tests.helpers import REDIS, SUFFIX, UNTHROTTLED, flush, token
+from tests.helpers import REDIS, SUFFIX, UNTHROTTLED, flush, rabbitmq_lock, token
 from tests.holds import assert_nothing_held
 
 FAULT_DB = 11
@@ -238,16 +238,18 @@ def test_state_redis_down_longer_than_the_retry_budget_loses_no_page_and_no_seed
 
 
 @pytest.mark.slow
+@pytest.mark.rabbitmq_restart
 def test_rabbitmq_restarted_mid_crawl(make_crawl, amqp_vhost):
     crawl = make_crawl(broker=amqp_vhost)
     crawl.submit()
     crawl.start_workers()
     crawl.wait_stored(8)
-    try:
-        rabbitmqctl("stop_app")
-        time.sleep(2)
-    finally:
-        rabbitmqctl("start_app")
+    with rabbitmq_lock(exclusive=True):  # no other test's RabbitMQ is cut under it
+        try:
+            rabbitmqctl("stop_app")
+            time.sleep(2)
+        finally:
+            rabbitmqctl("start_app")
     crawl.wait_drained()
     crawl.assert_exact()
 

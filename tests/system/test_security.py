@@ -341,6 +341,7 @@ def tls_proxy(pki: Pki) -> Iterator[TlsProxy]:
 
 
 @pytest.mark.slow
+@pytest.mark.rabbitmq
 def test_crawl_over_amqps_through_a_tls_proxy_with_rediss_state(tls_proxy, tls_redis, pki, site, tmp_path):
     rabbitmq_vhost()
     settings = settings_for(tmp_path, amqps(tls_proxy, ca=pki.ca_file), rediss(tls_redis, ca=pki.ca_file))
