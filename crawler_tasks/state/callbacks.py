@@ -50,7 +50,7 @@ class Callbacks:
 
     def waiting_done(self) -> list[str]:
         """Crawls with an ``on_done`` callback waiting."""
-        return [c.decode() for c in self.client.hkeys(self.keys.done_callbacks())]  # type: ignore[union-attr]  # redis-py types replies bytes | str; ours are bytes
+        return [c.decode() for c in self.client.hkeys(self.keys.done_callbacks())]
 
     def take_done(self, crawl_id: str) -> dict[str, Any] | None:
         """The crawl's ``on_done`` callback, taken by this caller only (None: none, or another

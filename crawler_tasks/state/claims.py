@@ -40,7 +40,7 @@ class Claims:
         mapping = {"record": codec.encode(record.to_dict(), ensure_ascii=True)}
         if body is not None:
             mapping["body"] = zlib.compress(body, 3)
-        pipe.hset(key, mapping=mapping)  # type: ignore[arg-type]  # redis-py's mapping key is invariant: refuses a dict[str, ...]
+        pipe.hset(key, mapping=mapping)
         pipe.expire(key, self.ttl)
 
     def write(self, crawl_id: str, claim_id: str, record: PageRecord,
@@ -58,7 +58,7 @@ class Claims:
         once ``permit`` holds its slot (the caller gives it back).
         """
         fields = ["record", "body"] if with_body else ["record"]
-        values: list[bytes | None] = self.client.hmget(  # type: ignore[assignment]  # redis-py: bytes | str; ours are bytes
+        values: list[bytes | None] = self.client.hmget(
             self.keys.page(crawl_id, claim_id), fields)
         if values[0] is None:
             raise ClaimMissing(f"claim {claim_id} expired or was evicted")

@@ -74,7 +74,7 @@ def redis_from_url(url: str, *, check: bool = True, max_connections: int | None 
             from redis.cluster import RedisCluster
 
             # Not a redis.Redis subclass, but it serves every command the state components send.
-            client: redis.Redis = RedisCluster.from_url(  # type: ignore[assignment]
+            client: redis.Redis = RedisCluster.from_url(
                 url.replace("+cluster", "", 1), **options)
         else:
             client = redis.Redis.from_url(url, **options)

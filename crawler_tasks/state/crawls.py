@@ -55,7 +55,7 @@ class Crawls:
         pipe = self.client.pipeline(transaction=False)
         pipe.sadd(self.keys.crawls(), crawl_id)
         if fields:
-            pipe.hset(self.keys.crawl(crawl_id), mapping=fields)  # type: ignore[arg-type]  # redis-py's mapping key is invariant: refuses a dict[str, ...]
+            pipe.hset(self.keys.crawl(crawl_id), mapping=fields)
         pipe.execute()
         self._cache.pop(crawl_id, None)
 
@@ -64,7 +64,7 @@ class Crawls:
         hit = self._cache.get(crawl_id)
         if hit and time.monotonic() - hit[0] < self.cache_seconds:
             return hit[1]
-        fields = {k.decode(): v.decode() for k, v in self.client.hgetall(self.keys.crawl(crawl_id)).items()}  # type: ignore[union-attr]  # redis-py types replies bytes | str; ours are bytes
+        fields = {k.decode(): v.decode() for k, v in self.client.hgetall(self.keys.crawl(crawl_id)).items()}
         config = CrawlConfig(
             crawl_id=crawl_id,
             domains=frozenset(k[len(DOMAIN_FIELD):] for k in fields if k.startswith(DOMAIN_FIELD)),
@@ -129,7 +129,7 @@ class Crawls:
     def take_held(self, crawl_id: str, count: int = 500) -> list[tuple[str, dict[str, Any]]]:
         """Up to ``count`` held fetches, taken (oldest first)."""
         raw = self.client.lpop(self.keys.held(crawl_id), count) or []
-        return [(d["task_id"], d["request"]) for d in map(json.loads, raw)]  # type: ignore[arg-type]  # redis-py: LPOP with a count answers a list
+        return [(d["task_id"], d["request"]) for d in map(json.loads, raw)]
 
     def held(self, crawl_id: str) -> int:
         """How many fetches of the crawl are held while it is paused."""
@@ -146,7 +146,7 @@ class Crawls:
 
     def running_ids(self) -> list[str]:
         """The crawls given work since they were last found drained."""
-        return sorted(m.decode() for m in self.client.smembers(self.keys.crawls_running()))  # type: ignore[union-attr]  # redis-py types replies bytes | str; ours are bytes
+        return sorted(m.decode() for m in self.client.smembers(self.keys.crawls_running()))
 
     def finished(self, crawl_id: str, when: str) -> bool:
         """Note the crawl found drained at ``when``; False when another process noted it first."""
@@ -179,18 +179,18 @@ class Crawls:
 
     def outstanding_sample(self, crawl_id: str, count: int = 5) -> list[str]:
         """A few outstanding task ids, for a message about a stuck crawl."""
-        return sorted(m.decode() for m in self.client.srandmember(self.keys.outstanding(crawl_id), count))  # type: ignore[union-attr]  # redis-py: SRANDMEMBER with a count answers a list of bytes
+        return sorted(m.decode() for m in self.client.srandmember(self.keys.outstanding(crawl_id), count))
 
     def errors(self, crawl_id: str, count: int = 5) -> list[str]:
         """The latest unexpected task errors of the crawl, newest first."""
-        return [e.decode() for e in self.client.lrange(self.keys.errors(crawl_id), 0, count - 1)]  # type: ignore[union-attr]  # redis-py types replies bytes | str; ours are bytes
+        return [e.decode() for e in self.client.lrange(self.keys.errors(crawl_id), 0, count - 1)]
 
     def registered(self, crawl_id: str) -> bool:
         """Whether the crawl is in the registry of every crawl seen."""
         return bool(self.client.sismember(self.keys.crawls(), crawl_id))
 
     def all_ids(self) -> list[str]:
-        return sorted(m.decode() for m in self.client.smembers(self.keys.crawls()))  # type: ignore[union-attr]  # redis-py types replies bytes | str; ours are bytes
+        return sorted(m.decode() for m in self.client.smembers(self.keys.crawls()))
 
     def purge(self, crawl_id: str) -> int:
         """Delete every key of the crawl and its entries in the crawl registry and the flushed

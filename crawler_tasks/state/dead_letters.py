@@ -42,7 +42,7 @@ class DeadLetters:
 
     def remove(self, letter: bytes) -> None:
         """Drop one copy of ``letter``."""
-        self.client.lrem(self.keys.dead_letters(), 1, letter)  # type: ignore[arg-type]  # redis-py types LREM's value str; bytes go too
+        self.client.lrem(self.keys.dead_letters(), 1, letter)
         self._gone += 1
 
     def count(self) -> int:
@@ -60,7 +60,7 @@ class DeadLetters:
             if not chunk:
                 return
             gone = self._gone
-            yield from reversed(chunk)  # type: ignore[misc]  # redis-py types replies bytes | str; ours are bytes
+            yield from reversed(chunk)
             if len(chunk) < page:
                 return
             end = end - page + (self._gone - gone)  # what was removed brought the rest nearer
@@ -68,7 +68,7 @@ class DeadLetters:
     def set_aside(self, letter: bytes) -> None:
         """Move ``letter``, which cannot be read, to the unreadable list."""
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.lrem(self.keys.dead_letters(), 1, letter)  # type: ignore[arg-type]  # redis-py types LREM's value str; bytes go too
+            pipe.lrem(self.keys.dead_letters(), 1, letter)
             self._keep_unreadable(pipe, letter)
             pipe.execute()
         self._gone += 1

@@ -86,14 +86,14 @@ class FeedState:
         """Set ``fields`` of feed ``name``'s status hash and add ``counts`` to it, in one round trip."""
         key = self.keys.feed(name)
         with self.client.pipeline(transaction=False) as pipe:
-            pipe.hset(key, mapping=dict(fields))  # type: ignore[arg-type]  # redis-py's mapping key is invariant: refuses a dict[str, ...]
+            pipe.hset(key, mapping=dict(fields))
             for field, amount in counts.items():
                 pipe.hincrby(key, field, amount)
             pipe.execute()
 
     def status(self, name: str) -> dict[str, str]:
         """Feed ``name``'s status hash, decoded ({} when it never ticked)."""
-        return {k.decode(): v.decode() for k, v in self.client.hgetall(self.keys.feed(name)).items()}  # type: ignore[union-attr]  # redis-py types replies bytes | str; ours are bytes
+        return {k.decode(): v.decode() for k, v in self.client.hgetall(self.keys.feed(name)).items()}
 
     # -- the start-URL key -------------------------------------------------------
 
@@ -102,7 +102,7 @@ class FeedState:
         and those a tick took but did not finish."""
         key, client = self.start_urls_key, self.client
         size = {"list": client.llen, "set": client.scard, "zset": client.zcard}.get(
-            client.type(key).decode())  # type: ignore[union-attr]  # redis-py types replies bytes | str; ours are bytes
+            client.type(key).decode())
         return (int(size(key)) if size else 0) + int(client.llen(taking_key(key)))
 
     def take_start_urls(self, batch: int) -> list[bytes]:

@@ -257,7 +257,7 @@ class HostLimiter:
         hosts = self.redis.zrange(self.keys.hosts_due(), 0, -1)
         with self.redis.pipeline(transaction=False) as pipe:
             for h in hosts:
-                pipe.zcard(self.keys.host_wait(h.decode()))  # type: ignore[union-attr]  # redis-py: members without scores, bytes
+                pipe.zcard(self.keys.host_wait(h.decode()))
             counts = pipe.execute()
         return sum(counts) + self.redis.zcard(self.keys.hosts_moving())
 
@@ -265,7 +265,7 @@ class HostLimiter:
         """The fetches of crawl ``crawl_id`` waiting in the hosts' rooms (walks the due hosts,
         ``batch`` rooms per round trip)."""
         needle = json.dumps({"crawl_id": crawl_id}, separators=(",", ":"))[1:-1].encode()
-        hosts = [h.decode() for h in self.redis.zrange(self.keys.hosts_due(), 0, -1)]  # type: ignore[union-attr]  # redis-py: members without scores, bytes
+        hosts = [h.decode() for h in self.redis.zrange(self.keys.hosts_due(), 0, -1)]
         found: list[Waiting] = []
         for i in range(0, len(hosts), batch):
             chunk = hosts[i:i + batch]
@@ -305,7 +305,7 @@ class HostLimiter:
 
     def busiest(self, n: int = 10, recent: int = 200) -> list[HostState]:
         """The ``n`` busiest of the ``recent`` hosts last active: most waiting, then in flight."""
-        hosts = [h.decode() for h in self.redis.zrevrange(self.keys.hosts_recent(), 0, recent - 1)]  # type: ignore[union-attr]  # redis-py: members without scores, bytes
+        hosts = [h.decode() for h in self.redis.zrevrange(self.keys.hosts_recent(), 0, recent - 1)]
         with self.redis.pipeline(transaction=False) as pipe:
             for h in hosts:
                 pipe.hgetall(self.keys.host(h))

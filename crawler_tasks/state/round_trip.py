@@ -39,7 +39,7 @@ class RoundTrip:
         error (``atomic``: as a MULTI/EXEC transaction, all or nothing)."""
         with self.client.pipeline(transaction=atomic) as pipe:
             fallbacks: dict[int, Callable[[], Any]] = {}
-            pipe.crawler_scripts = fallbacks  # type: ignore[attr-defined]  # our own: queue_script reads it
+            pipe.crawler_scripts = fallbacks
             yield pipe
             results = pipe.execute(raise_on_error=False)
             for i, result in enumerate(results):

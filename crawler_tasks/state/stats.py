@@ -34,11 +34,11 @@ class Stats:
         """Counters of one crawl, or summed over every crawl when ``crawl_id`` is None."""
         if crawl_id is not None:
             raw = self.client.hgetall(self.keys.stats(crawl_id))
-            return {k.decode(): int(v) for k, v in sorted(raw.items())}  # type: ignore[union-attr]  # redis-py types replies bytes | str; ours are bytes
+            return {k.decode(): int(v) for k, v in sorted(raw.items())}
         total: Counter[str] = Counter()
         with self.client.pipeline(transaction=False) as pipe:
             for member in self.client.smembers(self.keys.crawls()):
-                pipe.hgetall(self.keys.stats(member.decode()))  # type: ignore[union-attr]  # redis-py types replies bytes | str; ours are bytes
+                pipe.hgetall(self.keys.stats(member.decode()))
             for raw in pipe.execute():
                 total.update({k.decode(): int(v) for k, v in raw.items()})
         return dict(sorted(total.items()))
@@ -55,7 +55,7 @@ class Stats:
         """Each crawl's counters as last written to its store's statistics (the digest
         :meth:`mark_flushed` kept), None where never; one round trip ({} for no crawl)."""
         ids = list(crawl_ids)
-        return dict(zip(ids, self.client.hmget(self.keys.stats_flushed(), ids))) if ids else {}  # type: ignore[arg-type]  # redis-py: bytes | str; ours are bytes
+        return dict(zip(ids, self.client.hmget(self.keys.stats_flushed(), ids))) if ids else {}
 
     def mark_flushed(self, crawl_id: str, digest: bytes) -> None:
         """Keep ``digest``: the crawl's counters as just written to its store."""

@@ -212,6 +212,6 @@ class StoreQueue:
         pipe.llen(self.keys.store_pending())
         pipe.zcard(self.keys.store_delayed())
         for consumer in writers:
-            pipe.llen(self.keys.store_taken(consumer.decode()))  # type: ignore[union-attr]  # redis-py: members without scores, bytes
+            pipe.llen(self.keys.store_taken(consumer.decode()))
         pending, delayed, *taken = pipe.execute()
         return QueueDepth(pending, delayed, sum(taken), len(writers))

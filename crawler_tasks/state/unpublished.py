@@ -36,7 +36,7 @@ class Unpublished:
     def take(self, crawl_id: str, count: int) -> list[CrawlRequest]:
         """Up to ``count`` kept seeds, removed as taken (oldest first)."""
         raw = self.client.lpop(self.keys.unpublished(crawl_id), count) or []
-        return [CrawlRequest.from_dict(json.loads(item)) for item in raw]  # type: ignore[arg-type]  # redis-py: LPOP with a count answers a list
+        return [CrawlRequest.from_dict(json.loads(item)) for item in raw]
 
     def keep(self, crawl_id: str, requests: Sequence[CrawlRequest]) -> None:
         """Put ``requests`` at the tail of the crawl's list (as they are: the caller sets
@@ -78,9 +78,8 @@ class SeedCalls:
         """Calls journaled longer than :data:`STALE_S` ago, each taken by one caller only:
         (crawl id, its seeds) each."""
         out = []
-        call: bytes  # a member, without its score
-        for call in self.client.zrangebyscore(  # type: ignore[assignment]  # redis-py: members without scores, bytes
-                self.keys.seeding_since(), "-inf", time.time() - STALE_S, start=0, num=limit):
+        for call in self.client.zrangebyscore(self.keys.seeding_since(), "-inf", time.time() - STALE_S,
+                                              start=0, num=limit):
             if not self.client.zrem(self.keys.seeding_since(), call):
                 continue  # another worker took it
             with self.client.pipeline(transaction=True) as pipe:
