@@ -16,11 +16,8 @@ import atexit
 import contextlib
 import fcntl
 import os
-import shutil
-import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -34,23 +31,14 @@ SUFFIX = "" if WORKER in ("", "gw0") else f"-{WORKER}"
 
 
 def _private_redis() -> str:
-    """A redis-server of this test process's own, on a free port, stopped when the process ends:
-    each parallel worker but the first crawls on one of its own (databases and all)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    folder = tempfile.mkdtemp(prefix=f"redis-{WORKER}-")
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", folder], stdout=subprocess.DEVNULL)
-    atexit.register(lambda: (proc.terminate(), proc.wait(10), shutil.rmtree(folder, ignore_errors=True)))
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    return f"redis://127.0.0.1:{port}"
+    """A redis-server of this test process's own (the machine's, as the first process
+    uses), stopped when the process ends: each parallel worker but the first crawls on
+    one of its own, databases and all."""
+    from crawler_tasks.cli.local import EmbeddedRedis  # reads no setting
+
+    server = EmbeddedRedis(binary="redis-server").start()
+    atexit.register(server.stop)
+    return f"redis://127.0.0.1:{server.port}"
 
 
 def _own_vhost(url: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from ..core.errors import UnknownStore
 from ..core.models import PageRecord
 from ..core.settings import Settings
-from ..core.store_uris import mask, split_uris
+from ..core.store_uris import mask, split_uris, sqlite_path
 from .base import RecordFailure, Store
 
 __all__ = ["BACKENDS", "FanOut", "RecordFailure", "Store", "open_store"]
@@ -57,7 +57,9 @@ class FanOut:
 def _sqlite(uri: str, settings: Settings) -> Store:
     from .sqlite import SQLiteStore
 
-    return SQLiteStore(uri.split("://", 1)[1] if "://" in uri else uri)
+    path = sqlite_path(uri)
+    assert path is not None  # reached for a path or sqlite:// only
+    return SQLiteStore(path)
 
 
 def _elasticsearch(uri: str, settings: Settings) -> Store:

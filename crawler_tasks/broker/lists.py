@@ -25,9 +25,13 @@ def wake_list(queue: str) -> str:
     return f"{queue}{REDIS_SEP}wake"
 
 
-def wake(pipe: Any, queue: str) -> None:
-    """Add to ``pipe`` the token that wakes a worker waiting for ``queue``: one at most
-    waits on its wake list."""
+def wake_commands(queue: str) -> tuple[tuple[Any, ...], ...]:
+    """The commands that leave one token (never more) on ``queue``'s wake list."""
     name = wake_list(queue)
-    pipe.lpush(name, 1)
-    pipe.ltrim(name, 0, 0)
+    return ("lpush", name, 1), ("ltrim", name, 0, 0)
+
+
+def wake(pipe: Any, queue: str) -> None:
+    """Add to ``pipe`` the token that wakes a worker waiting for ``queue``."""
+    for command, *args in wake_commands(queue):
+        getattr(pipe, command)(*args)

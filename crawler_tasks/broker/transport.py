@@ -65,7 +65,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 
 from ..state import scripts
-from .lists import wake, wake_list
+from .lists import wake, wake_commands, wake_list
 
 #: The transport option naming the queues with one list per priority step.
 BANDED_OPTION = "banded_queues"
@@ -351,8 +351,8 @@ class Channel(kombu_redis.Channel):
         batch = kwargs.pop("_publish_batch", None)
         if batch is not None:
             super()._put(queue, message, _publish_batch=batch, **kwargs)
-            batch.add("lpush", wake_list(queue), 1)
-            batch.add("ltrim", wake_list(queue), 0, 0)
+            for command in wake_commands(queue):
+                batch.add(*command)
             return None
         with self.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:
             super()._put(queue, message, _publish_batch=_Batch(pipe), **kwargs)

@@ -21,7 +21,7 @@ from ..core.addresses import METADATA, classify, literal_addresses, normal_host,
 from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, CrawlStateLost, StoreUnavailable
 from ..core.program import idle_warning, parse_plugins, program_of
 from ..core.settings import DEFAULT_STORE, Settings
-from ..core.store_uris import masked
+from ..core.store_uris import masked, split_uris, sqlite_path
 from ..core.urls import host_of
 from ..net.render import browser_problem
 from ..service.celery_app import create_app
@@ -226,8 +226,9 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
 
 def worker_log(asked: str | None, store: str, crawl_id: str) -> str:
     """Where a local crawl's workers log (its folder made): ``asked``, or ``logs/<crawl id>.log``
-    beside a SQLite store (a path), else under ``./crawl-data``."""
-    folder = os.path.dirname(store) if "://" not in store else os.path.dirname(DEFAULT_STORE)
+    beside the crawl's first store when that is SQLite, else under ``./crawl-data``."""
+    first = split_uris(store)
+    folder = os.path.dirname((first and sqlite_path(first[0])) or DEFAULT_STORE)
     path = asked or os.path.join(folder or ".", "logs", f"{crawl_id}.log")
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     return path

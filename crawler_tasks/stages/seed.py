@@ -16,7 +16,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
 from ..core import counters
 from ..core.addresses import AddressPolicy
@@ -149,10 +149,9 @@ def submit_to(rt: SeedDeps, seeds: Any, *, each: bool = False, **options: Unpack
     others go on; otherwise the first bad seed refuses them all."""
     check_options(options)
     on_page, on_done = options.get("on_page"), options.get("on_done")
-    notify = None if on_page is None else {"on_page": on_page, "follow": bool(options.get("on_page_follow"))}
-    defaults = SeedDefaults(priority=options.get("priority", 0), meta=options.get("meta"),
-                            crawl_id=options.get("crawl_id"), dont_filter=options.get("dont_filter", False),
-                            notify=notify)
+    defaults = cast(SeedDefaults, {k: v for k, v in options.items() if k in SeedDefaults.__optional_keys__})
+    defaults["notify"] = None if on_page is None else {"on_page": on_page,
+                                                       "follow": bool(options.get("on_page_follow"))}
     done = None if on_done is None else callback(on_done, "on_done")  # checked before anything is sent
     if each:
         requests = _good_seeds(rt, seeds, defaults)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from crawler_tasks.core.errors import BadInput, StoreNotConfigured
-from crawler_tasks.core.store_uris import StoreResolver, hides_password, masked
+from crawler_tasks.core.store_uris import StoreResolver, hides_password, masked, sqlite_path
 
 ES = "elasticsearch://crawler:hunter2@es.internal:9200/pages"
 ES_SHOWN = "elasticsearch://crawler:***@es.internal:9200/pages"
@@ -54,3 +54,9 @@ def test_a_masked_uri_nobody_configured_is_a_clear_error_without_the_password():
     assert isinstance(err.value, BadInput)
     assert str(err.value).startswith(f"store {ES_SHOWN} is not configured here")
     assert "CRAWLER_STORE" in str(err.value) and "hunter2" not in str(err.value)
+
+
+def test_the_file_of_an_embedded_sqlite_store():
+    assert sqlite_path("./crawl-data/pages.db") == "./crawl-data/pages.db"
+    assert sqlite_path("sqlite:///var/lib/x.db") == "/var/lib/x.db"
+    assert sqlite_path("elasticsearch://h:9200/pages") is None

@@ -59,8 +59,9 @@ def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes
     ``links/too_long``: links longer than ``CRAWLER_MAX_URL_LENGTH``). ``limits``: the
     crawl's, when the caller resolved them (looked up here otherwise)."""
     s = rt.settings
+    caps = Caps.of(s)
     parsed = parse_html(body, url=record.url, content_type=record.headers.get("content-type"),
-                        caps=Caps.of(s), robots_header=record.headers.get("x-robots-tag", ""))
+                        caps=caps, robots_header=record.headers.get("x-robots-tag", ""))
     record.title = parsed.title
     record.text = parsed.text
     record.links = parsed.links
@@ -76,7 +77,7 @@ def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes
     program = rt.program
     if len(program.rules):
         limits = limits or rt.limits(req.crawl_id)
-        extracted = _program(program, Page(req, record, parsed.html), len(body), limits, Caps.of(s))
+        extracted = _program(program, Page(req, record, parsed.html), len(body), limits, caps)
         if extracted is not None:
             children = extracted.requests
             follow_links = follow_links and extracted.follow
