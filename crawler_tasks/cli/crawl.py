@@ -229,7 +229,7 @@ def worker_log(asked: str | None, store: str, crawl_id: str) -> str:
     beside the crawl's first store when that is SQLite, else under ``./crawl-data``."""
     first = split_uris(store)
     folder = os.path.dirname((first and sqlite_path(first[0])) or DEFAULT_STORE)
-    path = asked or os.path.join(folder or ".", "logs", f"{crawl_id}.log")
+    path = os.path.abspath(asked or os.path.join(folder or ".", "logs", f"{crawl_id}.log"))
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     return path
 
