@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-__all__ = ["app", "submit", "CrawlRequest", "PageRecord", "errors", "rule", "Request", "Page", "DropItem",
+__all__ = ["app", "submit", "CrawlRequest", "PageRecord", "errors", "rule", "Request", "Failure", "Page", "DropItem",
            "DropRequest", "RetryRequest", "crawl_page",
            "list_crawls", "pause", "resume", "cancel", "purge"]
 __version__ = "0.1.0"
@@ -34,12 +34,16 @@ def __getattr__(name: str) -> Any:
         from .core import models
 
         return getattr(models, name)
-    if name in ("rule", "Request"):
-        from .core import program
+    if name == "rule":
+        from .core.program import rule
 
-        return getattr(program, name)
+        return rule
+    if name in ("Request", "Failure"):
+        from .core import asks
+
+        return getattr(asks, name)
     if name == "Page":
-        from .stages.parse.rules import Page
+        from .stages.parse.view import Page
 
         return Page
     if name in ("DropItem", "DropRequest", "RetryRequest"):

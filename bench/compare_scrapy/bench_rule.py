@@ -11,7 +11,13 @@ from crawler_tasks import rule
 @rule(r".")
 def three_fields(page: Any) -> dict[str, Any]:
     return {
-        "heading": page.xpath("normalize-space(//h1)"),
-        "lead": page.xpath("normalize-space(//p[@class='lead'])"),
-        "facts": int(page.xpath("count(//ul[@class='facts']/li)")),
+        "heading": _value(page.xpath("normalize-space(//h1)")),
+        "lead": _value(page.xpath("normalize-space(//p[@class='lead'])")),
+        "facts": int(float(_value(page.xpath("count(//ul[@class='facts']/li)")))),
     }
+
+
+def _value(found: Any) -> Any:
+    """A selector list's first value; an older checkout's ``page.xpath`` (``--before``) gave
+    the value itself."""
+    return found.get() if hasattr(found, "get") else found

@@ -129,13 +129,15 @@ RETRY_MAX_REACHED = Counter(
     "requests given up once their retries were used up, per reason of the last attempt",
     part=r"[a-z0-9_]+")
 ITEMS_DROPPED = Counter("items/dropped/<reason>", "items an item pipeline dropped, per reason "
-                        "(`pipeline_failed`: the pipeline raised; `not_json`: a rule's item held a value "
+                        "(`pipeline_failed`: the pipeline raised; `not_json`: an item held a value "
                         "JSON cannot carry)", part=r"[a-z0-9_]+")
 REQUESTS_DROPPED = Counter("requests/dropped/<reason>", "requests a middleware dropped (`DropRequest`), per "
                            "reason (`offsite`: a replacement outside the crawl's domains)", part=r"[a-z0-9_]+")
-PLUGIN_FAILED = Counter("plugin/failed/<kind>", "pages a user's `rule`, item `pipeline` or `middleware` "
-                        "failed on, or whose crawl names a plugin not loaded (`missing`); the "
-                        "record's `description` says how", part=r"[a-z_]+")
+PLUGIN_FAILED = Counter("plugin/failed/<kind>", "pages a user's `rule`, request `callback` or `errback`, "
+                        "item `pipeline` or `middleware` failed on, whose crawl names a plugin not "
+                        "loaded (`missing`), or whose request names a callback or errback no loaded "
+                        "plugin has (`callback_missing`); the record's `description` says how",
+                        part=r"[a-z_]+")
 ERROR = Counter("errors/<Exception>", "`errors` per exception class", part=r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -165,7 +167,8 @@ def requests_dropped(reason: str) -> str:
 
 
 def plugin_failed(kind: str) -> str:
-    """``plugin/failed/<kind>``: a user's ``rule`` or ``pipeline`` that raised."""
+    """``plugin/failed/<kind>``: a user's ``rule``, ``callback``, ``errback`` or ``pipeline``
+    that raised (``missing``, ``callback_missing``: not loaded)."""
     return PLUGIN_FAILED.build(kind)
 
 

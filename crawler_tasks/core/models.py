@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import io
 import json
+import re
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any
@@ -21,6 +22,7 @@ from .urls import fingerprint, validate_url
 DEFAULT_CRAWL_ID = "default"
 METHODS = ("GET", "HEAD")
 _CRAWL_ID_FORBIDDEN = frozenset(":{}")
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 #: Longest crawl id: it is part of every key of its crawl and of every message.
 MAX_CRAWL_ID = 128
 #: Meta keys the retry policy turns into numbers.
@@ -58,6 +60,14 @@ class CrawlRequest:
     notify: dict[str, Any] | None = None
     #: Fetched by a ``crawl.render`` task: its document rendered in a browser before parsing.
     render: bool = False
+    #: The plugin function that parses the page (``module.function``) in place of the URL rules.
+    callback: str | None = None
+    #: The plugin function told when the request fails (``module.function``).
+    errback: str | None = None
+    #: Keyword arguments of the callback (JSON).
+    cb_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: Statuses besides 2xx whose page reaches the callback (and are neither retried nor failures).
+    handle_status: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "url", validate_url(self.url))
@@ -91,6 +101,17 @@ class CrawlRequest:
             raise BadInput("dont_filter: must be true or false")
         if not isinstance(self.render, bool):
             raise BadInput("render: must be true or false")
+        for name in ("callback", "errback"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, str) and _DOTTED.fullmatch(value)):
+                raise BadInput(f"{name}: {value!r:.80} is not a dotted function name")
+        if not isinstance(self.cb_kwargs, dict) or not all(isinstance(k, str) for k in self.cb_kwargs):
+            raise BadInput("cb_kwargs: must be a JSON object")
+        statuses = self.handle_status
+        if not isinstance(statuses, (list, tuple)) or not all(
+                _is_int(s) and 100 <= s <= 599 for s in statuses):
+            raise BadInput("handle_status: must be a list of HTTP statuses (100-599)")
+        object.__setattr__(self, "handle_status", tuple(statuses))
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -137,7 +158,8 @@ class CrawlRequest:
             raise BadInput("meta: must be a JSON object")
         fields = dict(defaults)
         fields["meta"] = {**defaults.get("meta", {}), **meta}
-        for key in ("method", "headers", "priority", "crawl_id", "dont_filter", "render"):
+        for key in ("method", "headers", "priority", "crawl_id", "dont_filter", "render", "callback", "errback",
+                    "cb_kwargs", "handle_status"):
             if key in seed:
                 fields[key] = seed[key]
         return cls(url=seed["url"], **fields)

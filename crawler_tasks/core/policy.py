@@ -45,11 +45,14 @@ Counts = dict[str, int]
 
 @dataclass(frozen=True)
 class HandOn:
-    """Keep the response: parse ``body`` when it is HTML (else None), then store ``record``."""
+    """Keep the response: parse ``body`` when it is HTML, or a text its request's parser
+    reads (else None), then store ``record``. ``http_error``: the 4xx or 5xx the request
+    did not accept (``http_404``), which its errback and the error handler hear of."""
 
     record: PageRecord
     body: bytes | None
     counts: Counts = field(default_factory=dict)
+    http_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -186,15 +189,19 @@ VALIDATORS = (("If-None-Match", "etag"), ("If-Modified-Since", "last-modified"))
 
 
 def decide(req: CrawlRequest, result: Download | FetchError, settings: Settings,
-           limits: Limits, *, previous: PageRecord | None = None) -> Outcome:
+           limits: Limits, *, previous: PageRecord | None = None, reads_text: bool = False) -> Outcome:
     """The outcome of fetching ``req``: ``result`` is its response, or why none came.
 
     ``previous`` is the stored record a recrawl revalidated: a 304 keeps it
-    (with a new ``fetched_at``) instead of storing an empty page.
+    (with a new ``fetched_at``) instead of storing an empty page. A status in the
+    request's ``handle_status`` is a page like a 2xx (neither retried nor a failure);
+    with ``reads_text`` (a callback or rules will read it) a text body that is not HTML
+    (JSON...) is handed on too.
     """
     if isinstance(result, FetchError):
         return on_error(req, result, None, settings)
-    failure = classify(result).failure  # a 408, 429 or 5xx
+    accepted = result.status in req.handle_status
+    failure = None if accepted else classify(result).failure  # a 408, 429 or 5xx
     if failure is not None:
         return on_error(req, failure, result, settings)
     counts = download_counts(result)
@@ -202,12 +209,16 @@ def decide(req: CrawlRequest, result: Download | FetchError, settings: Settings,
         return HandOn(not_modified(req, result, previous), None, {**counts, counters.NOT_MODIFIED: 1})
     record = response_record(req, result, keep_body=settings.store_body)
     location = result.headers.get("location")
-    if result.status in REDIRECT_STATUSES and location:
+    if result.status in REDIRECT_STATUSES and location and not accepted:
         return _on_redirect(req, result.status, location, record, counts, settings, limits)
-    parse = result.content_type in HTML_TYPES and bool(result.body) and 200 <= result.status < 300
-    if settings.store_body and not parse and is_text(result.content_type) and result.body:
+    page = accepted or 200 <= result.status < 300
+    parse = result.content_type in HTML_TYPES and bool(result.body) and page
+    text = is_text(result.content_type) and bool(result.body)
+    if settings.store_body and not parse and text:
         record.encoding, record.body = decode_text(result.body, result.headers.get("content-type"))
-    return HandOn(record, result.body if parse else None, counts)
+    read = parse or (page and reads_text and text)
+    error = f"http_{result.status}" if result.status >= 400 and not accepted else None
+    return HandOn(record, result.body if read else None, counts, http_error=error)
 
 
 #: Types whose body a record keeps as text besides ``text/*`` (HTML goes through the parser).

@@ -24,76 +24,12 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-from urllib.parse import urljoin
 
+from .asks import Failure
 from .errors import BadInput, PluginError
-from .models import CrawlRequest, inherited_notify
 
 #: What a rule may return: nothing, one item or request, or an iterable of them.
 RuleResult = Any
-
-
-@dataclass(frozen=True)
-class Request:
-    """A request a rule asks for: it goes through the gate and the priority bands like
-    any link found on a page (``dont_filter``: past the gate's seen filter; ``render``:
-    rendered in a browser by the ``crawl.render`` workers)."""
-
-    url: str
-    priority: int = 0
-    meta: dict[str, Any] = field(default_factory=dict)
-    method: str = "GET"
-    headers: dict[str, str] = field(default_factory=dict)
-    dont_filter: bool = False
-    render: bool = False
-
-
-def as_child(wanted: Request, parent: CrawlRequest, *, url: str, depth: int) -> CrawlRequest:
-    """``wanted`` as a request of ``parent``'s crawl, at ``url`` (made absolute by the caller)
-    and ``depth``; :class:`~crawler_tasks.core.errors.BadInput` (an
-    :class:`~crawler_tasks.core.errors.InvalidURL`...) when it cannot be one."""
-    return CrawlRequest(url=url, method=wanted.method, headers=dict(wanted.headers), meta=dict(wanted.meta),
-                        priority=int(wanted.priority), depth=depth, crawl_id=parent.crawl_id,
-                        dont_filter=bool(wanted.dont_filter), notify=inherited_notify(parent),
-                        render=bool(wanted.render))
-
-
-class Scope(Protocol):
-    """The crawl's offsite rule (:class:`~crawler_tasks.core.limits.Limits` has it)."""
-
-    def allows(self, url: str, *, origin: str) -> bool: ...
-
-
-def in_place_of(wanted: Request, parent: CrawlRequest, scope: Scope) -> CrawlRequest | None:
-    """``wanted`` (relative to ``parent``'s URL) as a request at ``parent``'s depth, taking
-    its place (a middleware's or the error handler's request); None when the crawl's
-    domains do not allow it. :class:`~crawler_tasks.core.errors.BadInput` when it cannot
-    be a request."""
-    url = urljoin(parent.url, wanted.url)
-    if not scope.allows(url, origin=parent.url):
-        return None
-    return as_child(wanted, parent, url=url, depth=parent.depth)
-
-
-@dataclass(frozen=True)
-class Failure:
-    """What the error handler is told of one failure.
-
-    ``kind``: ``download`` (retries used up, an error not worth a retry, a redirect
-    not followed), ``middleware``, ``rule``, ``pipeline`` or ``store`` (a record its
-    store refused, or whose store stayed down); ``reason``: a short stable name
-    (``timeout``, ``http_503``, ``dns``, ``ban_page``, the exception class of user code,
-    ``refused``/``failed`` for stores); ``description``: the line the record keeps.
-    """
-
-    kind: str
-    reason: str
-    description: str
-    url: str
-    crawl_id: str
-    depth: int
-    request: Request
-    status: int | None = None
 
 
 @dataclass(frozen=True)
@@ -247,6 +183,18 @@ class Program:
     #: recording and counting only.
     error_handler: Callable[[Failure], Any] | None = None
     error_handler_name: str = ""
+    #: Callbacks and errbacks found by name so far: name -> function (None: not found).
+    _functions: dict[str, Callable[..., Any] | None] = field(default_factory=dict, repr=False, compare=False)
+
+    def function(self, name: str, crawl_plugins: tuple[str, ...] = ()) -> Callable[..., Any] | None:
+        """The callback or errback a request names (``module.function``), when it lies in a
+        plugin this process loaded (and in ``crawl_plugins``, when the crawl names some);
+        None otherwise: a name in a message never reaches code outside the plugins."""
+        if not within(name, self.plugins) or (crawl_plugins and not within(name, crawl_plugins)):
+            return None
+        if name not in self._functions:
+            self._functions[name] = _function(name)
+        return self._functions[name]
 
     def idle(self) -> list[str]:
         """The plugins that gave this process nothing: no rule, item pipeline, middleware or
@@ -346,6 +294,20 @@ def _target(path: str, setting: str) -> Any:
         except Exception as exc:  # noqa: BLE001
             raise PluginError(f"{setting}: {path}() failed: {type(exc).__name__}: {exc}") from None
     return target
+
+
+def _function(name: str) -> Callable[..., Any] | None:
+    """The callable ``name`` names: its longest importable module, then attributes."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            target: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            target = getattr(target, attr, None)
+        return target if callable(target) else None
+    return None
 
 
 def _pipeline(path: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:

@@ -2,7 +2,7 @@
 what the page may load, and what its record says of it.
 
 A request is rendered when it says ``render=True`` (a rule's
-:class:`~crawler_tasks.core.program.Request`, a seed object's field), when the rule its URL
+:class:`~crawler_tasks.core.asks.Request`, a seed object's field), when the rule its URL
 matches was registered with ``render=True``, or when its host is one of
 ``CRAWLER_RENDER_HOSTS``. Such a request is fetched by a ``crawl.render`` task: its
 document is downloaded as any page is (politeness, robots.txt, the private-network guard,

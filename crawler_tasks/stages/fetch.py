@@ -174,7 +174,9 @@ def decide_page(v: Visit) -> Outcome:
     """What the download means (:func:`~crawler_tasks.core.policy.decide`): always an answer."""
     result = v.progress.result
     assert result is not None
-    return _dressed(v, decide(v.req, result, v.rt.settings, v.limits, previous=v.progress.previous))
+    reads_text = bool(v.req.callback) or len(v.rt.program.rules) > 0
+    return _dressed(v, decide(v.req, result, v.rt.settings, v.limits, previous=v.progress.previous,
+                              reads_text=reads_text))
 
 
 #: A fetch, step by step; the first to answer ends it.
@@ -276,6 +278,9 @@ def parsed(v: Visit, kept: HandOn) -> TaskEnd:
     """How a kept page's task ends: its HTML parsed here (links, items, the record), or,
     with the split pipeline, its body left in a claim check for a ``crawl.parse`` task."""
     rt, req = v.rt, v.req
+    if kept.http_error is not None:  # a 4xx/5xx page its request did not accept: stored, and told
+        follow, counts = _told(v, Fail(kept.record, kept.counts, kind="http", reason=kept.http_error))
+        return TaskEnd(follow, counts, record=kept.record)
     if kept.body is None:
         return TaskEnd((), kept.counts, record=kept.record)
     if rt.settings.pipeline == "split":
@@ -286,11 +291,11 @@ def parsed(v: Visit, kept: HandOn) -> TaskEnd:
 
 
 def _told(v: Visit, failed: Fail) -> tuple[list[CrawlRequest], dict[str, int]]:
-    """What the program's error handler made of a failed page: the requests it asks for
-    and the counts it adds (none without a handler)."""
-    if v.rt.program.error_handler is None:
+    """What the request's errback and the program's error handler made of a failed page:
+    the requests they ask for and the counts they add (none without either)."""
+    if v.rt.program.error_handler is None and v.req.errback is None:
         return [], dict(failed.counts)
-    failure = failures.failure_of(failed.kind, failed.reason, failed.record.description or "",
-                                  v.req, failed.record.status)
+    description = failed.record.description or f"HTTP {failed.record.status}"
+    failure = failures.failure_of(failed.kind, failed.reason, description, v.req, failed.record.status)
     follow, told = failures.tell(v.rt.program, failure, v.req, v.limits)
     return follow, {**failed.counts, **told}

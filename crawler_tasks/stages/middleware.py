@@ -6,7 +6,7 @@ cookies, ``meta``, ``method``, ``proxy``); the response passes them in descendin
 priority as an :class:`Incoming` (status, headers, body), before the crawler
 decides what the response means. At either step a middleware may
 
-* return a :class:`~crawler_tasks.core.program.Request`: this request ends, neither
+* return a :class:`~crawler_tasks.core.asks.Request`: this request ends, neither
   fetched (or kept) nor stored, and the new one goes through the gate and the
   bands (``requests/replaced``);
 * raise :class:`~crawler_tasks.core.errors.DropRequest`: it ends, counted
@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..core import counters
+from ..core.asks import Request, in_place_of
 from ..core.errors import BadInput, DropRequest, MiddlewareRetry, RetryRequest
 from ..core.models import CrawlRequest
 from ..core.policy import Drop, Fail, Retry, base_record, decode_text, download_counts, on_error, response_record
-from ..core.program import Middleware, Request, in_place_of
+from ..core.program import Middleware
 from ..core.responses import Download
 from .parse.rules import reason_name
 
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class Outgoing:
     """The request as request middlewares see it, and change it (the URL stays: return a
-    :class:`~crawler_tasks.core.program.Request` to ask for another one)."""
+    :class:`~crawler_tasks.core.asks.Request` to ask for another one)."""
 
     url: str
     method: str

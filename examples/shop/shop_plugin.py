@@ -11,25 +11,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from crawler_tasks import DropItem, Page, Request, rule
+from crawler_tasks import DropItem, Page, rule
 
 
 @rule(r"/(list/\d+)?$", follow=False)
 def listing(page: Page) -> Any:
     """A catalogue page: its products first (sooner), then the next page."""
-    for href in page.xpath("//a[@class='product']/@href"):
-        yield Request(page.urljoin(href), priority=5)
-    for href in page.xpath("//a[@rel='next']/@href"):
-        yield Request(page.urljoin(href))
+    for link in page.css("a.product"):
+        yield page.follow(link, priority=5)
+    for link in page.css("a[rel=next]"):
+        yield page.follow(link)
 
 
 @rule(r"/product/\d+$", follow=False)
 def product(page: Page) -> dict[str, Any]:
     """A product page: one item."""
     return {
-        "name": page.xpath("normalize-space(//h1[@class='name'])"),
-        "price": page.xpath("normalize-space(//span[@class='price'])") or None,
-        "sku": page.xpath("normalize-space(//span[@class='sku'])"),
+        "name": page.css("h1.name::text").get(default="").strip(),
+        "price": page.css("span.price::text").get(default="").strip() or None,
+        "sku": page.css("span.sku::text").get(default="").strip(),
     }
 
 

@@ -106,6 +106,28 @@ def test_permanent_error_is_not_retried():
 def test_client_errors_are_kept_without_retry(status):
     out = decide(req(), response(status), SETTINGS, LIMITS)
     assert isinstance(out, HandOn) and out.body is None and out.record.status == status
+    assert out.http_error == f"http_{status}"  # what the errback and the error handler hear
+
+
+def test_statuses_a_request_handles_reach_its_parser_neither_retried_nor_failed():
+    html = {"content-type": "text/html"}
+    gone = decide(req(handle_status=[410, 503]), response(410, html, b"<p>gone</p>"), SETTINGS, LIMITS)
+    assert isinstance(gone, HandOn) and gone.body == b"<p>gone</p>" and gone.http_error is None
+    busy = decide(req(handle_status=[503]), response(503, html, b"<p>busy</p>"), SETTINGS, LIMITS)
+    assert isinstance(busy, HandOn) and busy.body == b"<p>busy</p>"  # not retried
+    moved = decide(req(handle_status=[301]), response(301, {**html, "location": "/x"}, b"<p>m</p>"),
+                   SETTINGS, LIMITS)
+    assert isinstance(moved, HandOn) and moved.body == b"<p>m</p>"  # not followed: its parser decides
+    assert isinstance(decide(req(), response(503, html), SETTINGS, LIMITS), Retry)
+
+
+def test_a_text_body_reaches_a_parser_that_reads_it_html_or_not():
+    js = {"content-type": "application/json"}
+    assert decide(req(), response(200, js, b"{}"), SETTINGS, LIMITS).body is None
+    assert decide(req(), response(200, js, b"{}"), SETTINGS, LIMITS, reads_text=True).body == b"{}"
+    assert decide(req(), response(404, js, b"{}"), SETTINGS, LIMITS, reads_text=True).body is None
+    pdf = {"content-type": "application/pdf"}
+    assert decide(req(), response(200, pdf, b"%PDF"), SETTINGS, LIMITS, reads_text=True).body is None
 
 
 def test_html_2xx_is_handed_on_for_parsing_other_types_are_not():

@@ -7,7 +7,7 @@ import json
 import os
 
 from crawler_tasks import Request
-from crawler_tasks.core.program import Failure
+from crawler_tasks.core.asks import Failure
 
 
 def on_error(failure: Failure) -> Request:

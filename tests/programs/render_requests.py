@@ -6,10 +6,11 @@ from crawler_tasks import Request, rule
 
 @rule(r"/$", follow=False)
 def catalogue(page):
-    for href in page.xpath("//div[@id='list']/a/@href"):
+    for href in page.xpath("//div[@id='list']/a/@href").getall():
         yield Request(page.urljoin(href), render=True)
 
 
 @rule(r"/(item|slow)/\d+")
 def item(page):
-    yield {"name": page.xpath("string(//h1[@class='name'])"), "price": page.xpath("string(//span[@class='price'])")}
+    yield {"name": page.xpath("string(//h1[@class='name'])").get(),
+           "price": page.xpath("string(//span[@class='price'])").get()}

@@ -12,4 +12,5 @@ def catalogue(page):
 
 @rule(r"/(item|slow)/\d+", render=True)
 def item(page):
-    yield {"name": page.xpath("string(//h1[@class='name'])"), "price": page.xpath("string(//span[@class='price'])")}
+    yield {"name": page.xpath("string(//h1[@class='name'])").get(),
+           "price": page.xpath("string(//span[@class='price'])").get()}

@@ -23,7 +23,7 @@ def queued(crawl_url_part: str) -> int:
 
 def test_exported_members():
     assert crawler_tasks.__all__ == ["app", "submit", "CrawlRequest", "PageRecord", "errors", "rule", "Request",
-                                     "Page", "DropItem", "DropRequest", "RetryRequest", "crawl_page",
+                                     "Failure", "Page", "DropItem", "DropRequest", "RetryRequest", "crawl_page",
                                      "list_crawls", "pause", "resume", "cancel", "purge"]
     assert crawler_tasks.app.main == "crawler_tasks"
     for name in crawler_tasks.__all__:

@@ -11,7 +11,8 @@ from crawler_tasks.core.limits import Limits
 from crawler_tasks.core.models import CrawlRequest, PageRecord
 from crawler_tasks.core.program import Pipeline, Rule
 from crawler_tasks.stages.parse.base import Caps
-from crawler_tasks.stages.parse.rules import Page, reason_name, run_pipelines, run_rule
+from crawler_tasks.stages.parse.rules import Parser, reason_name, run_pipelines, run_rule
+from crawler_tasks.stages.parse.view import Page
 
 HTML = """<html><head><base href="/shop/"><title>T</title></head><body>
 <h1>Chair</h1><span class="price">$12.50</span><a href="item/2">next</a></body></html>"""
@@ -32,16 +33,16 @@ def run(func: Any, *, follow: bool = True, max_items: int = 10, url: str = "http
 
 def test_a_page_offers_its_tree_xpath_and_urljoin_against_its_base():
     p, _ = page()
-    assert p.xpath("normalize-space(//h1)") == "Chair"
+    assert p.xpath("normalize-space(//h1)").get() == "Chair"
     assert p.urljoin("item/2") == "http://s.test/shop/item/2"  # <base href="/shop/">
     assert (p.meta, p.crawl_id, p.depth, p.status) == ({"k": "v"}, "c", 1, 200)
     empty, _ = page(html="")
-    assert empty.xpath("//a") == [] and empty.urljoin("x") == "http://s.test/shop/item/x"
+    assert empty.xpath("//a").getall() == [] and empty.urljoin("x") == "http://s.test/shop/item/x"
 
 
 def test_a_rule_yields_items_and_requests_made_children_of_the_page():
     def rule(p: Page) -> Any:
-        yield {"name": p.xpath("normalize-space(//h1)")}
+        yield {"name": p.css("h1::text").get()}
         yield Request("item/2", priority=7, meta={"m": 1}, headers={"X-A": "b"})
         yield Request("http://elsewhere.test/", priority=9)  # out of the crawl's scope
         yield Request("item/3", dont_filter=True, method="HEAD")
@@ -77,21 +78,78 @@ def test_a_rule_that_fails_keeps_what_it_yielded_and_never_widens_the_crawl():
     assert out.error == "rule t.rule failed: KeyError: 'price'" and out.reason == "KeyError"
     assert out.counts == {"plugin/failed/rule": 1}
 
-    @dataclasses.dataclass
-    class Book:
-        title: str
+    class Book:  # neither a dict nor an item class itemadapter knows
+        title = "x"
 
-    wrong = run(lambda p: [{"first": 1}, Book("x")], follow=False)
+    wrong = run(lambda p: [{"first": 1}, Book()], follow=False)
     assert "yielded a Book, not an item" in wrong.error and wrong.items == [{"first": 1}]
     assert wrong.follow is False
     assert "yielded a int" in run(lambda p: [1]).error
 
 
+def test_a_callback_fails_as_a_callback_and_gets_its_keyword_arguments():
+    p, _ = page()
+    p.cb_kwargs = {"shelf": "a"}
+
+    def cb(page: Page, shelf: str) -> Any:
+        yield {"shelf": shelf}
+        raise ValueError("no")
+
+    out = run_rule(Parser("t.cb", cb, follow=False, kind="callback"), p, LIMITS, Caps(0, max_items=5))
+    assert out.items == [{"shelf": "a"}] and out.follow is False
+    assert out.error == "callback t.cb failed: ValueError: no" and out.counts == {"plugin/failed/callback": 1}
+
+
 def test_an_item_json_cannot_carry_is_left_out_alone_and_said():
-    out = run(lambda p: [{"when": object()}, {"ok": 1}])
-    assert out.items == [{"ok": 1}] and out.error is None
-    assert out.counts == {"items/dropped/not_json": 1}
-    assert out.note.startswith("rule t.rule: an item was left out, JSON cannot carry it: ")
+    p, _ = page()
+    kept, counts, failed, note = run_pipelines([{"when": object()}, {"ok": 1}], (), p, "rule t.rule")
+    assert kept == [{"ok": 1}] and failed is None
+    assert counts == {"items/dropped/not_json": 1, "items/kept": 1}
+    assert note.startswith("rule t.rule: an item was left out, JSON cannot carry it: ")
+
+
+def test_items_of_any_kind_are_stored_as_dicts():
+    import attrs
+    import pydantic
+
+    @dataclasses.dataclass
+    class Book:
+        title: str
+        price: float
+
+    @attrs.define
+    class Author:
+        name: str
+
+    class Quote(pydantic.BaseModel):
+        text: str
+        tags: list[str]
+
+    out = run(lambda p: [Book("Dune", 9.5), Author("Herbert"), Quote(text="q", tags=["a"]), {"plain": 1}])
+    assert out.error is None and len(out.items) == 4
+    p, _ = page()
+    kept, counts, _, _ = run_pipelines(out.items, (), p)
+    assert kept == [{"title": "Dune", "price": 9.5}, {"name": "Herbert"}, {"text": "q", "tags": ["a"]},
+                    {"plain": 1}]
+    assert counts == {"items/kept": 4}
+
+
+def test_a_pipeline_gets_the_item_as_yielded_and_may_return_another_kind():
+    @dataclasses.dataclass
+    class Book:
+        title: str
+        price: str
+
+    seen: list[type] = []
+
+    def clean(item: Any, p: Page) -> Any:
+        seen.append(type(item))
+        item.price = float(item.price.lstrip("£").replace(",", ""))
+        return item
+
+    p, _ = page()
+    kept, _, _, _ = run_pipelines([Book("A", "£1,021.03")], (Pipeline("a.clean", 0, clean),), p)
+    assert seen == [Book] and kept == [{"title": "A", "price": 1021.03}]
 
 
 def test_requests_out_of_scope_or_depth_are_counted():
@@ -117,7 +175,7 @@ def test_pipelines_run_in_order_and_count_drops_per_reason():
         return {**item, "checked": True}
 
     p, _ = page()
-    kept, counts, failed = run_pipelines(
+    kept, counts, failed, _ = run_pipelines(
         [{"price": "1.5"}, {"price": None}, {"price": "2"}],
         (Pipeline("a.first", 100, first), Pipeline("a.second", 200, second)), p)
     assert kept == [{"price": 1.5, "checked": True}, {"price": 2.0, "checked": True}]
@@ -133,7 +191,7 @@ def test_a_pipeline_that_raises_drops_the_item_and_says_why():
         return item
 
     p, _ = page()
-    kept, counts, failed = run_pipelines([{"bad": 1}, {"ok": 1}], (Pipeline("a.bug", 0, bug),), p)
+    kept, counts, failed, _ = run_pipelines([{"bad": 1}, {"ok": 1}], (Pipeline("a.bug", 0, bug),), p)
     assert kept == [{"ok": 1}]
     assert counts == {"plugin/failed/pipeline": 1, "items/dropped/pipeline_failed": 1, "items/kept": 1}
     assert failed == ("RuntimeError", "item pipeline a.bug failed: RuntimeError: boom")

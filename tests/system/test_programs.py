@@ -7,6 +7,7 @@ processes, the real Redis, a local site); the shop walkthrough is the one docs/p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -67,20 +68,28 @@ def shop_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-@pytest.fixture(scope="module")
-def shop(shop_dir: Path) -> Iterator[str]:
-    """The example's own site, started as the walkthrough starts it (on a free port)."""
+@contextlib.contextmanager
+def example_site(folder: Path, script: str, banner: str) -> Iterator[str]:
+    """An example's site started as its walkthrough starts it, on a free port: its base URL
+    (no trailing slash)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "shop_site.py", "--port", str(port)], cwd=shop_dir,
+    proc = subprocess.Popen([sys.executable, script, "--port", str(port)], cwd=folder,
                             stdout=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout is not None and proc.stdout.readline().startswith("shop at ")
-        yield f"http://127.0.0.1:{port}/"
+        assert proc.stdout is not None and proc.stdout.readline().startswith(banner)
+        yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def shop(shop_dir: Path) -> Iterator[str]:
+    """The example's own site, started as the walkthrough starts it (on a free port)."""
+    with example_site(shop_dir, "shop_site.py", "shop at ") as base:
+        yield f"{base}/"
 
 
 def crawl_shop(shop_dir: Path, url: str, store: str, *more: str, **extra: str) -> subprocess.CompletedProcess:

@@ -12,16 +12,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import lxml.html
+
 from ...core import counters
 from ...core.memory import LARGE_BODY, ByteAllowance
 from ...core.models import CrawlRequest, PageRecord
+from ...core.policy import HTML_TYPES, decode_text
 from ...core.urls import host_of
 from .. import enqueue, failures, render
 from .base import Caps, Parsed
 from .links import follow
-from .rules import Extracted, Page, run_pipelines, run_rule
+from .rules import Extracted, Parser, run_pipelines, run_rule
 from .stream import parse_stream
-from .tree import parse_tree
+from .tree import Visit, parse_tree
+from .view import Page
 
 if TYPE_CHECKING:
     from ...core.limits import Limits
@@ -35,7 +39,7 @@ _trees = ByteAllowance(TREE_BYTES)
 
 
 def parse_html(body: bytes, *, url: str, content_type: str | None, caps: Caps,
-               robots_header: str = "") -> Parsed:
+               robots_header: str = "", visit: Visit | None = None) -> Parsed:
     """Title, bounded visible text and absolute outlinks of an HTML page.
 
     Links resolve against ``<base href>`` and ``url``; fragments are dropped;
@@ -43,25 +47,46 @@ def parse_html(body: bytes, *, url: str, content_type: str | None, caps: Caps,
     ``nofollow`` (meta or ``X-Robots-Tag``) yields no links at all. At most
     ``caps.max_links`` distinct links are kept (0 = all); ``links_over_cap`` counts
     the candidates past the cap. Links over ``caps.max_url_length`` bytes (0 = no
-    cap) are not kept either; ``links_too_long`` counts them.
+    cap) are not kept either; ``links_too_long`` counts them. ``visit`` sees a small
+    page's tree whole before its text is taken (a large page, streamed, has none).
     """
-    args = (body, url, content_type, caps, robots_header)
     if len(body) > LARGE_BODY:
-        return parse_stream(*args)
+        return parse_stream(body, url, content_type, caps, robots_header)
     with _trees.hold(len(body)):
-        return parse_tree(*args)
+        return parse_tree(body, url, content_type, caps, robots_header, visit)
 
 
 def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes,
                limits: Limits | None = None) -> tuple[list[CrawlRequest], dict[str, int]]:
-    """Fill ``record`` from its HTML ``body``; return the requests for the links to follow
+    """Fill ``record`` from its ``body``; return the requests for the links to follow
     and the parse's counters (``links/over_cap``: links past ``CRAWLER_MAX_LINKS_PER_PAGE``;
     ``links/too_long``: links longer than ``CRAWLER_MAX_URL_LENGTH``). ``limits``: the
-    crawl's, when the caller resolved them (looked up here otherwise)."""
+    crawl's, when the caller resolved them (looked up here otherwise).
+
+    An HTML page gets the default extraction; its parser (the request's callback, or
+    the rule its URL matches) sees its tree first. Another text page (JSON...) reaches
+    only its parser."""
     s = rt.settings
     caps = Caps.of(s)
+    program = rt.program
+    chosen: Parser | Extracted | None = None
+    if req.callback or len(program.rules):
+        limits = limits or rt.limits(req.crawl_id)
+        chosen = choose(program, req, record.url, limits)
+        if isinstance(chosen, Extracted):
+            record.description = chosen.error
+    if record.content_type not in HTML_TYPES:
+        return _text_page(rt, req, record, body, chosen, limits)
+    ran: list[Extracted] = []
+
+    def visit(parsed: Parsed, root: lxml.html.HtmlElement | None) -> None:
+        record.title = parsed.title
+        assert limits is not None and isinstance(chosen, Parser)
+        ran.append(_program(program, chosen, Page(req, record, parsed.html, root), limits, caps))
+
     parsed = parse_html(body, url=record.url, content_type=record.headers.get("content-type"),
-                        caps=caps, robots_header=record.headers.get("x-robots-tag", ""))
+                        caps=caps, robots_header=record.headers.get("x-robots-tag", ""),
+                        visit=visit if isinstance(chosen, Parser) else None)
     record.title = parsed.title
     record.text = parsed.text
     record.links = parsed.links
@@ -72,17 +97,17 @@ def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes
     elif rt.settings.store_body:
         record.body = parsed.html
     counts = {counters.LINKS_OVER_CAP: parsed.links_over_cap, counters.LINKS_TOO_LONG: parsed.links_too_long}
+    if isinstance(chosen, Parser) and not ran:  # a large page, streamed: its parser parses a tree of its own
+        assert limits is not None
+        with _trees.hold(len(body)):
+            ran.append(_program(program, chosen, Page(req, record, parsed.html), limits, caps))
+    extracted = ran[0] if ran else chosen
     children: list[CrawlRequest] = []
     follow_links = req.extract_links
-    program = rt.program
-    if len(program.rules):
-        limits = limits or rt.limits(req.crawl_id)
-        extracted = _program(program, Page(req, record, parsed.html), len(body), limits, caps)
-        if extracted is not None:
-            children = extracted.requests
-            follow_links = follow_links and extracted.follow
-            for name, n in extracted.counts.items():
-                counts[name] = counts.get(name, 0) + n
+    if isinstance(extracted, Extracted):
+        children = extracted.requests
+        follow_links = follow_links and extracted.follow
+        _merge(counts, extracted.counts)
     if follow_links:
         limits = limits or rt.limits(req.crawl_id)
         links, too_long = follow(req, parsed.links, limits, s.max_url_length)
@@ -93,35 +118,63 @@ def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes
     return children, {name: n for name, n in counts.items() if n}
 
 
-def _program(program: Program, page: Page, size: int, limits: Limits, caps: Caps) -> Extracted | None:
-    """The page (of ``size`` bytes) through its crawl's rule and item pipelines (None: no
-    rule for it); its record gets the items kept, the rule's name, and what failed."""
-    req, record = page.request, page.record
+def _text_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes,
+               chosen: Parser | Extracted | None,
+               limits: Limits | None) -> tuple[list[CrawlRequest], dict[str, int]]:
+    """A page that is not HTML (JSON, XML, text) through its parser: no default extraction."""
+    if chosen is None:
+        return [], {}
+    if isinstance(chosen, Parser):
+        assert limits is not None
+        text = record.body if record.body is not None else decode_text(body, record.headers.get("content-type"))[1]
+        chosen = _program(rt.program, chosen, Page(req, record, text), limits, Caps.of(rt.settings))
+    children = render.marked(rt, chosen.requests, limits) if chosen.requests and limits else chosen.requests
+    return children, {name: n for name, n in chosen.counts.items() if n}
+
+
+def choose(program: Program, req: CrawlRequest, url: str, limits: Limits) -> Parser | Extracted | None:
+    """What parses the page of ``req``: its callback, else the rule its URL matches (None: no
+    rule, the default extraction alone); an Extracted that says why neither can (a plugin
+    the crawl names, or the callback, is not loaded here)."""
     missing = program.missing(limits.plugins)
     if missing:
-        record.description = f"plugin {', '.join(missing)} is not loaded on this worker (CRAWLER_PLUGINS)"
-        return Extracted(counts={counters.plugin_failed("missing"): 1})
-    rule = program.rules.pick(record.url, host_of(record.url), limits.plugins)
-    if rule is None:
-        return None
-    with _trees.hold(size):  # the rule may parse a tree of the page
-        extracted = run_rule(rule, page, limits, caps)
-        items, counts, failed = run_pipelines(extracted.items, program.pipelines_for(limits.plugins), page)
-    record.rule = rule.name
+        why = f"plugin {', '.join(missing)} is not loaded on this worker (CRAWLER_PLUGINS)"
+        return Extracted(counts={counters.plugin_failed("missing"): 1}, error=why)
+    if req.callback:
+        func = program.function(req.callback, limits.plugins)
+        if func is None:
+            why = f"callback {req.callback} is not a function of a plugin loaded on this worker (CRAWLER_PLUGINS)"
+            return Extracted(follow=False, counts={counters.plugin_failed("callback_missing"): 1}, error=why)
+        return Parser(req.callback, func, follow=False, kind="callback")
+    rule = program.rules.pick(url, host_of(url), limits.plugins)
+    return None if rule is None else Parser.of_rule(rule)
+
+
+def _program(program: Program, parser: Parser, page: Page, limits: Limits, caps: Caps) -> Extracted:
+    """The page through ``parser`` and its crawl's item pipelines; its record gets the items
+    kept, the parser's name, and what failed."""
+    req, record = page.request, page.record
+    extracted = run_rule(parser, page, limits, caps)
+    items, counts, failed, note = run_pipelines(extracted.items, program.pipelines_for(limits.plugins), page,
+                                                f"{parser.kind} {parser.name}")
+    record.rule = parser.name
     record.items = items
-    record.description = extracted.error or (failed[1] if failed else None) or extracted.note
-    for name, n in counts.items():
-        extracted.counts[name] = extracted.counts.get(name, 0) + n
-    told = [("rule", extracted.reason, extracted.error)] if extracted.error else []
+    record.description = extracted.error or (failed[1] if failed else None) or extracted.note or note
+    _merge(extracted.counts, counts)
+    told = [(parser.kind, extracted.reason, extracted.error)] if extracted.error else []
     if failed:
         told.append(("pipeline", *failed))
     for kind, reason, description in told:  # the error handler hears of each
         follow, more = failures.tell(program, failures.failure_of(kind, reason, description, req, record.status),
                                      req, limits)
         extracted.requests += follow
-        for name, n in more.items():
-            extracted.counts[name] = extracted.counts.get(name, 0) + n
+        _merge(extracted.counts, more)
     return extracted
+
+
+def _merge(counts: dict[str, int], more: dict[str, int]) -> None:
+    for name, n in more.items():
+        counts[name] = counts.get(name, 0) + n
 
 
 def parse_claim(rt: ParseDeps, claim_id: str, req: CrawlRequest, task_id: str) -> None:

@@ -1,15 +1,17 @@
-"""A page through the user's program: its parse rule, then the item pipelines.
+"""A page through the user's program: its parser (a request's callback, or the URL rule),
+then the item pipelines.
 
-The rule gets a :class:`Page`; what it returns or yields is sorted into items
-(dicts of JSON values, at most ``CRAWLER_MAX_ITEMS_PER_PAGE``) and requests
+The parser gets a :class:`~.view.Page`; what it returns or yields is sorted into
+items (of any kind itemadapter knows: dicts, dataclasses, attrs classes, pydantic
+models, Scrapy-style items; at most ``CRAWLER_MAX_ITEMS_PER_PAGE``) and requests
 (made absolute, kept to the crawl's scope and depth like any link, then gated
 and banded by the enqueue stage). Each item then passes the crawl's item
 pipelines in ascending priority; a :class:`~crawler_tasks.core.errors.DropItem`
-leaves it out, counted per reason.
+leaves it out, counted per reason. What is kept is stored as a dict of JSON values.
 
-A rule or pipeline that raises does not fail the page: the record says what
-failed (``description``), ``plugin/failed/<kind>`` counts it, a failed rule's
-page keeps the default extraction and follows its links.
+A parser or pipeline that raises does not fail the page: the record says what
+failed (``description``), ``plugin/failed/<kind>`` counts it, and a failed
+parser's page follows its links only as the parser says.
 """
 
 from __future__ import annotations
@@ -17,19 +19,19 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
 
-import lxml.etree
-import lxml.html
+from itemadapter import ItemAdapter
 
 from ...core import counters
+from ...core.asks import Request, as_child
 from ...core.errors import DropItem, InvalidURL
-from ...core.models import CrawlRequest, PageRecord
-from ...core.program import Pipeline, Request, Rule, as_child
-from .base import XML_DECL, Caps
+from ...core.models import CrawlRequest
+from ...core.program import Pipeline, Rule
+from .base import Caps
+from .view import Page
 
 if TYPE_CHECKING:
     from ...core.limits import Limits
@@ -37,116 +39,77 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Page:
-    """What a parse rule sees of a fetched page.
+@dataclass(frozen=True)
+class Parser:
+    """What parses a page: a request's callback (``kind`` ``callback``, called with its
+    ``cb_kwargs``) or the URL rule that matches it (``rule``)."""
 
-    ``text`` is the decoded HTML; ``tree`` its lxml document (parsed on first use,
-    None for a document lxml cannot read); ``meta`` the request's meta.
-    """
+    name: str
+    func: Callable[..., Any]
+    follow: bool
+    kind: str = "rule"
 
-    def __init__(self, request: CrawlRequest, record: PageRecord, text: str) -> None:
-        self.url = record.url
-        self.status = record.status
-        self.headers = record.headers
-        self.text = text
-        self.meta = request.meta
-        self.crawl_id = request.crawl_id
-        self.depth = request.depth
-        self.title = record.title
-        #: The request and record the page came from (what the crawler needs, not the rule).
-        self.request, self.record = request, record
-        self._tree: lxml.html.HtmlElement | None = None
-        self._parsed = False
-        self._base: str | None = None
-
-    @property
-    def tree(self) -> lxml.html.HtmlElement | None:
-        if not self._parsed:
-            self._parsed = True
-            try:
-                self._tree = lxml.html.document_fromstring(XML_DECL.sub("", self.text) or "<html/>",
-                                                           base_url=self.url)
-            except (lxml.etree.ParserError, ValueError):
-                self._tree = None
-        return self._tree
-
-    def xpath(self, expression: str) -> Any:
-        """``tree.xpath(expression)`` (a list of nodes or strings, or a string or number for
-        an expression such as ``normalize-space(...)``); an empty list when the page has no tree."""
-        tree = self.tree
-        return [] if tree is None else tree.xpath(expression)
-
-    def urljoin(self, href: str) -> str:
-        """``href`` made absolute against the page's URL (its ``<base href>`` first)."""
-        if self._base is None:
-            found = self.tree.find(".//base[@href]") if self.tree is not None else None
-            self._base = self.url if found is None else urljoin(self.url, found.get("href", "").strip())
-        return urljoin(self._base, href.strip())
-
-    def __repr__(self) -> str:
-        return f"<Page {self.status} {self.url}>"
+    @classmethod
+    def of_rule(cls, rule: Rule) -> Parser:
+        return cls(rule.name, rule.func, rule.follow)
 
 
 @dataclass
 class Extracted:
-    """What a page's rule gave: items and requests, and whether its links are followed."""
+    """What a page's parser gave: items and requests, and whether its links are followed."""
 
-    items: list[dict[str, Any]] = field(default_factory=list)
+    items: list[Any] = field(default_factory=list)
     requests: list[CrawlRequest] = field(default_factory=list)
     follow: bool = True
     counts: dict[str, int] = field(default_factory=dict)
-    #: Why the rule failed (the record's description), None when it did not.
+    #: Why the parser failed (the record's description), None when it did not.
     error: str | None = None
-    #: The exception class of a failed rule (the error handler's ``reason``).
+    #: The exception class of a failed parser (the error handler's ``reason``).
     reason: str = ""
-    #: Why an item was left out (the record's description when the rule did not fail).
+    #: Why an item was left out (the record's description when the parser did not fail).
     note: str | None = None
 
 
-def run_rule(rule: Rule, page: Page, limits: Limits, caps: Caps) -> Extracted:
-    """Run ``rule`` on ``page``. A rule that raises, or yields something else than items and
-    requests, fails where it stands: what it yielded before is kept, and its page's links are
-    followed as the rule says, never more. An item holding a value JSON cannot carry is left
-    out alone. At most ``caps.max_items`` items and ``caps.max_links`` requests (0: all) are
-    kept."""
-    out = Extracted(follow=rule.follow)
+def run_rule(parser: Parser | Rule, page: Page, limits: Limits, caps: Caps) -> Extracted:
+    """Run ``parser`` on ``page``. A parser that raises, or yields something else than items
+    and requests, fails where it stands: what it yielded before is kept, and its page's links
+    are followed as it says, never more. At most ``caps.max_items`` items and
+    ``caps.max_links`` requests (0: all) are kept."""
+    if isinstance(parser, Rule):
+        parser = Parser.of_rule(parser)
+    out = Extracted(follow=parser.follow)
+    kwargs = page.cb_kwargs if parser.kind == "callback" else {}
     try:
-        for thing in _results(rule.func(page)):
+        for thing in _results(parser.func(page, **kwargs)):
             if isinstance(thing, Request):
                 _request(out, thing, page, limits, caps)
-            elif isinstance(thing, dict):
-                _item(out, thing, rule, page, caps)
+            elif ItemAdapter.is_item(thing):
+                if len(out.items) < caps.max_items:
+                    out.items.append(thing)
+                else:
+                    _add(out.counts, counters.ITEMS_OVER_CAP)
             else:
-                raise TypeError(f"yielded a {type(thing).__name__}, not an item (dict) or a Request")
-    except Exception as exc:  # noqa: BLE001 - user code: any failure is the rule's
-        log.warning("rule %s failed on %s: %s: %s", rule.name, page.url, type(exc).__name__, exc)
-        _add(out.counts, counters.plugin_failed("rule"))
+                raise TypeError(f"yielded a {type(thing).__name__}, not an item or a Request")
+    except Exception as exc:  # noqa: BLE001 - user code: any failure is the parser's
+        log.warning("%s %s failed on %s: %s: %s", parser.kind, parser.name, page.url, type(exc).__name__, exc)
+        _add(out.counts, counters.plugin_failed(parser.kind))
         out.reason = type(exc).__name__
-        out.error = f"rule {rule.name} failed: {type(exc).__name__}: {str(exc)[:300]}"
+        out.error = f"{parser.kind} {parser.name} failed: {type(exc).__name__}: {str(exc)[:300]}"
     return out
 
 
-def _item(out: Extracted, item: dict[str, Any], rule: Rule, page: Page, caps: Caps) -> None:
-    """Keep ``item`` (within the cap) unless JSON cannot carry it: that one is left out,
-    logged, counted and noted on the page's record."""
-    try:
-        json.dumps(item)  # a value JSON cannot carry fails here, not in the store
-    except (TypeError, ValueError) as exc:
-        why = f"rule {rule.name}: an item was left out, JSON cannot carry it: {str(exc)[:200]}"
-        log.warning("%s (%s)", why, page.url)
-        _add(out.counts, counters.items_dropped("not_json"))
-        out.note = out.note or why
-        return
-    if len(out.items) < caps.max_items:
-        out.items.append(item)
-    else:
-        _add(out.counts, counters.ITEMS_OVER_CAP)
+def as_json(item: Any) -> dict[str, Any]:
+    """``item`` as the dict a record stores; :class:`TypeError` or :class:`ValueError` when
+    JSON cannot carry one of its values."""
+    data = item if isinstance(item, dict) else ItemAdapter(item).asdict()
+    json.dumps(data)
+    return data
 
 
 def _results(result: Any) -> Iterable[Any]:
     if result is None:
         return ()
-    if isinstance(result, (dict, Request)):
+    if isinstance(result, Request) or ItemAdapter.is_item(result):
         return (result,)
     return result
 
@@ -175,21 +138,22 @@ def _request(out: Extracted, wanted: Request, page: Page, limits: Limits, caps: 
     out.requests.append(child)
 
 
-def run_pipelines(items: list[dict[str, Any]], pipelines: tuple[Pipeline, ...],
-                  page: Page) -> tuple[list[dict[str, Any]], dict[str, int], tuple[str, str] | None]:
-    """``items`` through ``pipelines`` in order: the items kept, the counts (kept, dropped
-    per reason, failed pipelines), and the first failure: (exception class, the record's
-    description)."""
+def run_pipelines(items: list[Any], pipelines: tuple[Pipeline, ...], page: Page,
+                  parser: str = "") -> tuple[list[dict[str, Any]], dict[str, int], tuple[str, str] | None, str | None]:
+    """``items`` through ``pipelines`` in order, then made dicts: the items kept, the counts
+    (kept, dropped per reason, failed pipelines), the first failure (exception class, the
+    record's description), and why an item JSON cannot carry was left out (``parser``
+    names what yielded it)."""
     kept: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
     failed: tuple[str, str] | None = None
+    note: str | None = None
     for item in items:
         for pipeline in pipelines:
             try:
                 item = pipeline.process(item, page)
-                if not isinstance(item, dict):
-                    raise TypeError(f"returned a {type(item).__name__}, not the item (a dict)")
-                json.dumps(item)
+                if not ItemAdapter.is_item(item):
+                    raise TypeError(f"returned a {type(item).__name__}, not the item")
             except DropItem as drop:
                 _add(counts, counters.items_dropped(reason_name(drop.reason)))
                 break
@@ -202,10 +166,16 @@ def run_pipelines(items: list[dict[str, Any]], pipelines: tuple[Pipeline, ...],
                                                         f"{type(exc).__name__}: {str(exc)[:300]}")
                 break
         else:
-            kept.append(item)
+            try:
+                kept.append(as_json(item))
+            except (TypeError, ValueError) as exc:  # a value JSON cannot carry fails its item alone
+                why = f"{parser or 'a pipeline'}: an item was left out, JSON cannot carry it: {str(exc)[:200]}"
+                log.warning("%s (%s)", why, page.url)
+                _add(counts, counters.items_dropped("not_json"))
+                note = note or why
     if kept:
         counts[counters.ITEMS] = len(kept)
-    return kept, counts, failed
+    return kept, counts, failed, note
 
 
 _REASON = re.compile(r"[^a-z0-9_]+")

@@ -7,6 +7,7 @@ of nesting.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import urljoin
 
 import lxml.etree
@@ -15,19 +16,30 @@ import lxml.html
 from .base import INVISIBLE, XML_DECL, Caps, Parsed, clean_title, decode_html, robots_nofollow
 from .links import Links
 
+#: Called with the page parsed so far (no text yet) and its whole tree, before the
+#: text is taken (which strips the invisible elements from the tree).
+Visit = Callable[[Parsed, "lxml.html.HtmlElement | None"], None]
 
-def parse_tree(body: bytes, url: str, content_type: str | None, caps: Caps, robots_header: str) -> Parsed:
-    """Title, bounded visible text and outlinks of an HTML page, from its lxml tree."""
+
+def parse_tree(body: bytes, url: str, content_type: str | None, caps: Caps, robots_header: str,
+               visit: Visit | None = None) -> Parsed:
+    """Title, bounded visible text and outlinks of an HTML page, from its lxml tree;
+    ``visit`` sees the tree whole first (a rule's selectors share it)."""
     encoding, html = decode_html(body, content_type)
     root = _document(html)
     if root is None:
-        return Parsed(title=None, text="", encoding=encoding, html=html)
+        parsed = Parsed(title=None, text="", encoding=encoding, html=html)
+        if visit is not None:
+            visit(parsed, None)
+        return parsed
     nofollow = "nofollow" in robots_header.lower() or _meta_nofollow(root)
-    title = _title(root)
     links = Links(url, 0) if nofollow else _links(root, url, caps.max_links, caps.max_url_length)
-    text = _visible_text(root, caps.text_maxsize)
-    return Parsed(title=title, text=text, links=links.links, links_over_cap=links.over,
-                  links_too_long=links.too_long, nofollow=nofollow, encoding=encoding, html=html)
+    parsed = Parsed(title=_title(root), text="", links=links.links, links_over_cap=links.over,
+                    links_too_long=links.too_long, nofollow=nofollow, encoding=encoding, html=html)
+    if visit is not None:
+        visit(parsed, root)
+    parsed.text = _visible_text(root, caps.text_maxsize)
+    return parsed
 
 
 def _document(text: str) -> lxml.html.HtmlElement | None:
