@@ -91,7 +91,7 @@ def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Set
     return settings
 
 
-def _allow_seed_hosts(settings: Settings, requests: list) -> Settings:
+def allow_seed_hosts(settings: Settings, requests: list) -> Settings:
     """``settings`` whose private-network allowlist also holds what the seeds an operator typed
     (or the demo's own site) name literally: an IP address, or ``localhost`` given as such;
     never a cloud-metadata address, and never a host name, whose later resolutions a hostile
@@ -163,7 +163,7 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     goes back to the queue); a second signal stops them at once. Nothing this
     started outlives it.
     """
-    settings = _allow_seed_hosts(_validate_crawl_options(args, Settings.from_env()), requests)
+    settings = allow_seed_hosts(_validate_crawl_options(args, Settings.from_env()), requests)
     if getattr(args, "render", False):
         settings = _render_seed_hosts(settings, requests)
     crawl_id = requests[0].crawl_id

@@ -1,5 +1,5 @@
-"""``crawler-tasks``: crawl, demo, submit, export, stats, seeds, feed, dead-letters, replay-dead,
-purge, crawls, pause, resume, cancel, metrics, top.
+"""``crawler-tasks``: crawl, demo, submit, parse, shell, export, stats, seeds, feed, dead-letters,
+replay-dead, purge, crawls, pause, resume, cancel, metrics, top.
 
 Every error a user can cause ends as one line on stderr and a non-zero exit:
 2 bad input, 3 broker or Redis unreachable, 1 any other crawler error,
@@ -25,6 +25,7 @@ from .dead_letters import cmd_dead_letters, cmd_replay_dead
 from .export import cmd_export
 from .feed import cmd_feed
 from .metrics import cmd_metrics
+from .probe import add_probe_options, cmd_parse, cmd_shell
 from .purge import cmd_purge
 from .seeds import cmd_seeds
 from .stats import cmd_stats
@@ -63,6 +64,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--on-page-follow", action="store_true",
                    help="--on-page is told of the pages found from the seeds too")
     s.add_argument("--on-done", default=None, metavar="TASK", help="task told when the crawl drains")
+
+    pr = sub.add_parser("parse", help="fetch one URL and print the items and requests its parser yields "
+                                      "(nothing stored)")
+    add_probe_options(pr)
+    pr.add_argument("--json", action="store_true", help="one JSON object instead of lines")
+    sh = sub.add_parser("shell", help="fetch one URL and open a Python prompt with its page (nothing stored)")
+    add_probe_options(sh)
 
     e = sub.add_parser("export", help="write stored records as JSON lines to stdout")
     e.add_argument("--store", default=None, help="store URI (default: CRAWLER_STORE)")
@@ -184,7 +192,7 @@ COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,
             "export": cmd_export, "stats": cmd_stats, "seeds": cmd_seeds, "feed": cmd_feed,
             "dead-letters": cmd_dead_letters, "replay-dead": cmd_replay_dead, "purge": cmd_purge,
             "metrics": cmd_metrics, "crawls": cmd_crawls, "pause": cmd_control, "resume": cmd_control,
-            "cancel": cmd_control, "top": cmd_top}
+            "cancel": cmd_control, "top": cmd_top, "parse": cmd_parse, "shell": cmd_shell}
 
 
 if __name__ == "__main__":

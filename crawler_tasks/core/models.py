@@ -101,6 +101,10 @@ class CrawlRequest:
             raise BadInput("dont_filter: must be true or false")
         if not isinstance(self.render, bool):
             raise BadInput("render: must be true or false")
+        if self.callback is not None or self.errback is not None or self.cb_kwargs != {} or self.handle_status != ():
+            self._check_parser_fields()  # most requests (every link found) have none of these
+
+    def _check_parser_fields(self) -> None:
         for name in ("callback", "errback"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, str) and _DOTTED.fullmatch(value)):

@@ -271,13 +271,13 @@ def test_purge_refuses_a_crawl_with_work_outstanding_unless_forced(empty_broker)
 
 
 def test_crawl_lets_through_only_what_its_seeds_name_literally_never_a_name_or_metadata():
-    from crawler_tasks.cli.crawl import _allow_seed_hosts
+    from crawler_tasks.cli.crawl import allow_seed_hosts
     from crawler_tasks.core.settings import Settings
     from crawler_tasks.stages.seed import build_requests
 
     seeds = ["http://10.1.2.3/", "http://rebind.example/", "http://localhost:8080/", "http://169.254.169.254/",
              "http://[fd00::1]/"]
-    allowed = _allow_seed_hosts(Settings(), build_requests(seeds)).private_allowlist
+    allowed = allow_seed_hosts(Settings(), build_requests(seeds)).private_allowlist
     assert {"10.1.2.3", "localhost", "fd00::1"} <= set(allowed)
     assert "rebind.example" not in allowed  # its name may point anywhere later (DNS rebinding)
     assert "169.254.169.254" not in allowed

@@ -59,6 +59,31 @@ def test_request_rejects_bad_method_and_keeps_the_seed_format():
     assert CrawlRequest.from_dict(req.to_dict()) == req
 
 
+@pytest.mark.parametrize("fields, error", [
+    ({"callback": "parse"}, "callback: 'parse' is not a dotted function name"),
+    ({"errback": 3}, "errback: 3 is not a dotted function name"),
+    ({"cb_kwargs": None}, "cb_kwargs: must be a JSON object"),
+    ({"cb_kwargs": [1]}, "cb_kwargs: must be a JSON object"),
+    ({"handle_status": None}, "handle_status: must be a list"),
+    ({"handle_status": [404, 1000]}, "handle_status: must be a list"),
+])
+def test_a_request_refuses_a_bad_callback_field(fields, error):
+    from crawler_tasks.core.errors import BadInput
+
+    with pytest.raises(BadInput, match=error):
+        CrawlRequest.from_dict({"url": "http://a.test/", **fields})
+
+
+def test_a_seed_names_its_callback_and_the_message_carries_it():
+    req = CrawlRequest.from_seed({"url": "http://a.test/", "callback": "shop.parse_home", "errback": "shop.lost",
+                                  "cb_kwargs": {"n": 1}, "handle_status": [404]})
+    message = req.to_dict()
+    assert message == {"url": "http://a.test/", "callback": "shop.parse_home", "errback": "shop.lost",
+                       "cb_kwargs": {"n": 1}, "handle_status": (404,)}
+    assert CrawlRequest.from_dict({**message, "handle_status": [404]}) == req  # as JSON brings it back
+    assert "callback" not in CrawlRequest(url="http://a.test/").to_dict()
+
+
 def test_subdomains_of_allowed_domains_are_allowed():
     domains = frozenset({"example.com"})
     assert domain_allowed("http://www.example.com/", domains)

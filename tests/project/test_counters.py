@@ -110,6 +110,7 @@ SHAPED = re.compile(rf"^(?:{'|'.join(map(re.escape, GROUPS))})/")
 ELSEWHERE = {
     ("backends/elasticsearch/documents.py", "truncated"): "the record field, in the pages index's mapping",
     ("cli/stats.py", "requests"): "a HostState field of `stats --json`'s busiest hosts",
+    ("cli/probe.py", "requests"): "the requests a parser yields, in `parse --json` and the shell's names",
     ("cli/stats.py", "throttled"): "a HostState field of `stats --json`'s busiest hosts",
     ("cli/top_view.py", "failed"): "the label of the failures row in `top`'s responses panel",
     ("cli/top_view.py", "cancelled"): "a crawl's state (service.control), styled in `top`",

@@ -30,6 +30,7 @@ from .view import Page
 if TYPE_CHECKING:
     from ...core.limits import Limits
     from ...core.program import Program
+    from ...core.settings import Settings
     from ..deps import ParseDeps
 
 #: Bytes of bodies parsed into trees at once per worker process: a tree costs up to
@@ -57,31 +58,38 @@ def parse_html(body: bytes, *, url: str, content_type: str | None, caps: Caps,
 
 
 def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes,
-               limits: Limits | None = None) -> tuple[list[CrawlRequest], dict[str, int]]:
+               limits: Limits) -> tuple[list[CrawlRequest], dict[str, int]]:
+    """:func:`parse_body` in a worker: the requests it gives marked for rendering where
+    they are to be rendered."""
+    children, counts = parse_body(rt.settings, rt.program, req, record, body, limits)
+    if children:
+        children = render.marked(rt, children, limits)
+    return children, counts
+
+
+def parse_body(settings: Settings, program: Program, req: CrawlRequest, record: PageRecord, body: bytes,
+               limits: Limits) -> tuple[list[CrawlRequest], dict[str, int]]:
     """Fill ``record`` from its ``body``; return the requests for the links to follow
     and the parse's counters (``links/over_cap``: links past ``CRAWLER_MAX_LINKS_PER_PAGE``;
-    ``links/too_long``: links longer than ``CRAWLER_MAX_URL_LENGTH``). ``limits``: the
-    crawl's, when the caller resolved them (looked up here otherwise).
+    ``links/too_long``: links longer than ``CRAWLER_MAX_URL_LENGTH``), in ``limits``, the
+    crawl's.
 
     An HTML page gets the default extraction; its parser (the request's callback, or
     the rule its URL matches) sees its tree first. Another text page (JSON...) reaches
     only its parser."""
-    s = rt.settings
-    caps = Caps.of(s)
-    program = rt.program
+    caps = Caps.of(settings)
     chosen: Parser | Extracted | None = None
     if req.callback or len(program.rules):
-        limits = limits or rt.limits(req.crawl_id)
         chosen = choose(program, req, record.url, limits)
         if isinstance(chosen, Extracted):
             record.description = chosen.error
     if record.content_type not in HTML_TYPES:
-        return _text_page(rt, req, record, body, chosen, limits)
+        return _text_page(program, req, record, body, chosen, (limits, caps))
     ran: list[Extracted] = []
 
     def visit(parsed: Parsed, root: lxml.html.HtmlElement | None) -> None:
         record.title = parsed.title
-        assert limits is not None and isinstance(chosen, Parser)
+        assert isinstance(chosen, Parser)
         ran.append(_program(program, chosen, Page(req, record, parsed.html, root), limits, caps))
 
     parsed = parse_html(body, url=record.url, content_type=record.headers.get("content-type"),
@@ -92,13 +100,12 @@ def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes
     record.links = parsed.links
     if record.rendered is None:
         record.encoding = parsed.encoding
-    if rt.settings.store_body and record.rendered is not None:
+    if settings.store_body and record.rendered is not None:
         record.dom = parsed.html  # its body keeps the response as served
-    elif rt.settings.store_body:
+    elif settings.store_body:
         record.body = parsed.html
     counts = {counters.LINKS_OVER_CAP: parsed.links_over_cap, counters.LINKS_TOO_LONG: parsed.links_too_long}
     if isinstance(chosen, Parser) and not ran:  # a large page, streamed: its parser parses a tree of its own
-        assert limits is not None
         with _trees.hold(len(body)):
             ran.append(_program(program, chosen, Page(req, record, parsed.html), limits, caps))
     extracted = ran[0] if ran else chosen
@@ -109,27 +116,22 @@ def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes
         follow_links = follow_links and extracted.follow
         _merge(counts, extracted.counts)
     if follow_links:
-        limits = limits or rt.limits(req.crawl_id)
-        links, too_long = follow(req, parsed.links, limits, s.max_url_length)
+        links, too_long = follow(req, parsed.links, limits, settings.max_url_length)
         children += links
         counts[counters.LINKS_TOO_LONG] += too_long
-    if children:
-        children = render.marked(rt, children, limits or rt.limits(req.crawl_id))
     return children, {name: n for name, n in counts.items() if n}
 
 
-def _text_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes,
+def _text_page(program: Program, req: CrawlRequest, record: PageRecord, body: bytes,
                chosen: Parser | Extracted | None,
-               limits: Limits | None) -> tuple[list[CrawlRequest], dict[str, int]]:
+               bounds: tuple[Limits, Caps]) -> tuple[list[CrawlRequest], dict[str, int]]:
     """A page that is not HTML (JSON, XML, text) through its parser: no default extraction."""
     if chosen is None:
         return [], {}
     if isinstance(chosen, Parser):
-        assert limits is not None
         text = record.body if record.body is not None else decode_text(body, record.headers.get("content-type"))[1]
-        chosen = _program(rt.program, chosen, Page(req, record, text), limits, Caps.of(rt.settings))
-    children = render.marked(rt, chosen.requests, limits) if chosen.requests and limits else chosen.requests
-    return children, {name: n for name, n in chosen.counts.items() if n}
+        chosen = _program(program, chosen, Page(req, record, text), *bounds)
+    return chosen.requests, {name: n for name, n in chosen.counts.items() if n}
 
 
 def choose(program: Program, req: CrawlRequest, url: str, limits: Limits) -> Parser | Extracted | None:
