@@ -8,7 +8,7 @@ import redis
 
 from ..core import routing
 from ..core.settings import Settings
-from .lists import REDIS_SEP, redis_list
+from .lists import BAND_SEP, redis_list
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -49,7 +49,7 @@ def monitor_listening(settings: Settings) -> bool:
         members = client.smembers(EVENT_BINDINGS)
     finally:
         client.close()
-    seps = (REDIS_SEP, "\x06\x16")
+    seps = (BAND_SEP, "\x06\x16")
     names = (m.decode(errors="replace") if isinstance(m, bytes) else m for m in members)
     return any(name.startswith(tuple(f"#{sep}" for sep in seps)) for name in names)
 

@@ -30,14 +30,14 @@ index entry, so an ack cut short leaves an index entry that kombu's restore
 sweep drops (it restores nothing without the copy).
 
 All of this applies only to a connection whose transport options name the banded
-queues (``banded_queues``, set by :func:`crawler_tasks.service.celery_app.celery_config`).
-The transport is registered under kombu's own ``redis`` and ``rediss`` names,
-so URLs read as they are written (Flower picks its queue-length reader by the
-scheme); any other app in the same process keeps kombu's behaviour, as its
-options name no banded queues. An app that sends to the crawl queues with
-stock kombu reaches them too: it sends to a base list unless it names a
-priority, and a worker of this package still reads every band of
-``crawl.fetch``.
+queues (``banded_queues``, set by :func:`crawler_tasks.service.celery_app.celery_config`);
+its bands are named ``crawl.fetch:5`` (its ``sep`` option, which Flower reads too), while
+the exchange bindings every app on the broker reads (control commands) keep kombu's form.
+The transport is registered under kombu's own ``redis`` and ``rediss`` names, so URLs
+read as they are written (Flower picks its queue-length reader by the scheme); any
+other app in the same process keeps kombu's behaviour. An app that sends to the
+crawl queues with stock kombu reaches them too: it sends to a base list unless it
+names a priority.
 
 Such an app's connection, which takes with ``BRPOP`` and notes after, keeps a
 message whose note failed because Redis went away: it is held (:data:`_held`)
@@ -65,20 +65,17 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 
 from ..state import scripts
-from .lists import wake, wake_commands, wake_list
+from .bindings import KOMBU_SEP
+from .lists import BAND_SEP, redis_list, wake, wake_commands, wake_list
 
 #: The transport option naming the queues with one list per priority step.
 BANDED_OPTION = "banded_queues"
-
-
 #: The script taking a message and noting it in one step (``state/lua/broker_take.lua``).
 TAKE = scripts.source("broker_take.lua").encode()
 TAKE_SHA = hashlib.sha1(TAKE).hexdigest()
 
-#: Delivery tags noted by :data:`TAKE` itself: kombu's note of them sends nothing.
-_noted_in_take: set[str] = set()
-#: Delivery tags acked in a task's own round trip (:func:`in_band_ack`): kombu's ack of
-#: them sends nothing more.
+_noted_in_take: set[str] = set()  # delivery tags noted by TAKE itself: kombu's note sends nothing
+#: Delivery tags acked in a task's own round trip (:func:`in_band_ack`): kombu sends nothing.
 _acked_in_band: set[str] = set()
 #: Messages taken from a queue whose unacked note failed (Redis went away): each
 #: ``(payload, exchange, routing_key)``, put back when Redis answers.
@@ -193,6 +190,7 @@ class Channel(kombu_redis.Channel):
         super().__init__(*args, **kwargs)
         if self.banded_queues is not None:
             self.banded_queues = frozenset(self.banded_queues)
+            self.sep = KOMBU_SEP  # bindings every app reads; the bands are named by _q_for_pri
 
     def _create_client(self, asynchronous: bool = False) -> Any:
         """kombu builds a new ``redis.Redis`` for every publish, note and ack (over a tenth of
@@ -239,9 +237,12 @@ class Channel(kombu_redis.Channel):
                 self._no_ack_queues.discard(queue)
 
     def _q_for_pri(self, queue: str, pri: int) -> str:
-        if self.banded_queues is not None and queue not in self.banded_queues:
+        """A band's list (``crawl.fetch:5``), an unbanded queue's one list, or kombu's own."""
+        if self.banded_queues is None:
+            return super()._q_for_pri(queue, pri)
+        if queue not in self.banded_queues:
             return queue
-        return super()._q_for_pri(queue, pri)
+        return redis_list(queue, self.priority(pri))
 
     def _lists(self, queues: list[str]) -> list[str]:
         """The lists of ``queues`` in kombu's order (by step, then queue), each once."""
@@ -278,7 +279,7 @@ class Channel(kombu_redis.Channel):
 
     def _of_queue(self, name: str, queues: list[str]) -> str:
         """The queue of list ``name`` (a queue's base list, or one of its bands)."""
-        return name if name in queues else name.rsplit(self.sep, 1)[0]
+        return name if name in queues else name.rsplit(BAND_SEP, 1)[0]
 
     def _has_lmpop(self) -> bool:
         if self._lmpop is None:

@@ -1,9 +1,12 @@
 """The Celery app, built from :class:`~crawler_tasks.core.settings.Settings`.
 
-Every process that talks to the queues (workers, Beat, Flower, other apps that
-``apply_async``) must load this configuration: the Redis transport computes list
-names from ``sep`` and ``priority_steps`` on both sides, and a message sent
-without a priority must land in the normal band (``docs/gate.md``, "Priorities and ordering").
+Every process that sends to the banded queues with a priority (workers, Beat, other
+apps that ``apply_async`` there) must load this configuration: the Redis transport
+computes band list names from ``priority_steps`` and ``sep`` on both sides, and a
+message sent without a priority must land in the normal band (``docs/gate.md``,
+"Priorities and ordering"). The exchange bindings keep kombu's own separator whatever
+``sep`` says, so a plain Celery app on the same broker reads them: its control commands
+and the crawler's work side by side.
 
 A ``rediss://`` or ``amqps://`` broker gets ``broker_use_ssl`` from its URL
 (:func:`~crawler_tasks.state.connection.broker_params`): certificates are verified
@@ -39,7 +42,9 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
     return {
         "visibility_timeout": vt,
         "priority_steps": list(range(routing.MAX_BAND + 1)),
-        "sep": lists.REDIS_SEP,
+        # The bands' list names (crawl.fetch:5), as Flower reads them for queue lengths; the
+        # transport keeps kombu's own separator in the exchange bindings (broker.bindings).
+        "sep": lists.BAND_SEP,
         "queue_order_strategy": "priority",
         # Only the fetch queues have a list per band, and acks skip MULTI/EXEC (broker.transport).
         transport.BANDED_OPTION: list(routing.BANDED_QUEUES),

@@ -18,6 +18,7 @@ import redis
 from celery import current_app, signals
 from celery.worker.control import inspect_command
 
+from ..broker.bindings import rewrite_bindings
 from ..broker.queues import monitor_listening
 from ..core import routing
 from ..stages.dispatcher import Dispatcher
@@ -53,6 +54,26 @@ def _malloc_arenas(sender: Any = None, **_: Any) -> None:
     settings = getattr(getattr(sender, "app", None), "crawler_settings", None)
     if settings is not None and settings.malloc_arenas > 0 and not cap_malloc_arenas(settings.malloc_arenas):
         log.info("CRAWLER_MALLOC_ARENAS: not glibc, left as it is")
+
+
+@signals.worker_init.connect
+def _bindings_in_kombu_form(sender: Any = None, **_: Any) -> None:
+    """Exchange bindings an earlier version wrote with ``:`` rewritten in kombu's form, which
+    a plain Celery app on the same broker reads (Redis broker only)."""
+    settings = getattr(getattr(sender, "app", None), "crawler_settings", None)
+    if settings is None or not settings.broker_is_redis:
+        return
+    try:
+        client = redis.Redis.from_url(settings.broker_url, socket_timeout=5)
+        try:
+            rewritten = rewrite_bindings(client)
+        finally:
+            client.close()
+    except redis.RedisError as exc:
+        log.info("could not look at the exchange bindings (%s)", exc)
+        return
+    if rewritten:
+        log.warning("%d exchange bindings written by an earlier version rewritten in kombu's form", rewritten)
 
 
 @signals.worker_init.connect

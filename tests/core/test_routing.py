@@ -61,8 +61,8 @@ def test_a_message_without_priority_lands_in_the_normal_band(settings):
 def test_redis_transport_keeps_one_list_per_band_and_strict_order():
     options = celery_config(REDIS_SETTINGS)["broker_transport_options"]
     assert options["priority_steps"] == list(range(10))
-    assert options["sep"] == lists.REDIS_SEP and options["queue_order_strategy"] == "priority"
-    assert all(lists.REDIS_SEP not in q for q in routing.QUEUE_ORDER)
+    assert options["sep"] == lists.BAND_SEP and options["queue_order_strategy"] == "priority"
+    assert all(lists.BAND_SEP not in q for q in routing.QUEUE_ORDER)
 
 
 def test_late_acks_and_prefetch_one_keep_dispatch_in_priority_order():
