@@ -55,13 +55,21 @@ from tests.fakes.kafka_mock import MockKafka  # noqa: E402
 BODY = ("<p>" + "crawled text " * 40 + "</p>\n") * 28  # about 15 KB
 
 
+#: Items per record (``--items``): what a rule yielded on each page, typed as a class's.
+ITEMS = 0
+
+
 def records(n: int, crawl_id: str) -> list[PageRecord]:
-    return [PageRecord(url=f"http://site.test/{crawl_id}/p/{i}", fingerprint=f"{crawl_id}-{i:08d}",
-                       crawl_id=crawl_id, depth=1, fetched_at="2026-11-22T08:00:00+00:00", status=200,
-                       headers={"content-type": "text/html"}, content_type="text/html",
-                       title=f"Page {i}", text="crawled text " * 40, body=BODY,
-                       links=[f"http://site.test/p/{i + k}" for k in range(20)], size=len(BODY))
-            for i in range(n)]
+    out = [PageRecord(url=f"http://site.test/{crawl_id}/p/{i}", fingerprint=f"{crawl_id}-{i:08d}",
+                      crawl_id=crawl_id, depth=1, fetched_at="2026-11-22T08:00:00+00:00", status=200,
+                      headers={"content-type": "text/html"}, content_type="text/html",
+                      title=f"Page {i}", text="crawled text " * 40, body=BODY,
+                      links=[f"http://site.test/p/{i + k}" for k in range(20)], size=len(BODY))
+           for i in range(n)]
+    for r in out if ITEMS else ():
+        r.items = [{"heading": f"Page {r.url}", "lead": "crawled text " * 8, "facts": k} for k in range(ITEMS)]
+        r.item_types = ["Fact"] * ITEMS
+    return out
 
 
 def time_upserts(uri: str, settings: Settings, n: int, batch: int, tag: str) -> float:
@@ -105,7 +113,10 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--backends", default="sqlite,es,hbase,kafka")
+    parser.add_argument("--items", type=int, default=0, help="items per record (default 0)")
     args = parser.parse_args()
+    global ITEMS
+    ITEMS = args.items
     with private_redis("store", binary="redis-server") as server:
         write_through_each(args, server.url)
 
@@ -120,7 +131,8 @@ def write_through_each(args: argparse.Namespace, redis_url: str) -> None:
     names = {"sqlite": "SQLite (embedded)", "es": "Elasticsearch (HTTP test server)",
              "hbase": "HBase (Thrift test server)", "kafka": "Kafka (librdkafka mock cluster)"}
     n, b = args.records, args.batch
-    print(f"### Store writes: {n:,} records of ~{len(BODY) // 1000} KB body, batches of {b}\n")
+    items = f", {args.items} items each" if args.items else ""
+    print(f"### Store writes: {n:,} records of ~{len(BODY) // 1000} KB body{items}, batches of {b}\n")
     print(f"| Backend | upsert ×{b} (rec/s) | upsert ×1 (rec/s) | ratio | "
           f"store queue, batch {b} (rec/s) | store queue, batch 1 (rec/s) | ratio |")
     print("|---|---|---|---|---|---|---|")

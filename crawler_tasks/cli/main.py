@@ -1,4 +1,4 @@
-"""``crawler-tasks``: crawl, demo, submit, parse, shell, export, stats, seeds, feed, dead-letters,
+"""``crawler-tasks``: crawl, demo, submit, parse, shell, export, items, stats, seeds, feed, dead-letters,
 replay-dead, purge, crawls, pause, resume, cancel, metrics, top.
 
 Every error a user can cause ends as one line on stderr and a non-zero exit:
@@ -24,6 +24,7 @@ from .crawls import cmd_crawls
 from .dead_letters import cmd_dead_letters, cmd_replay_dead
 from .export import cmd_export
 from .feed import cmd_feed
+from .items import cmd_items
 from .metrics import cmd_metrics
 from .probe import add_probe_options, cmd_parse, cmd_shell
 from .purge import cmd_purge
@@ -76,6 +77,15 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--store", default=None, help="store URI (default: CRAWLER_STORE)")
     e.add_argument("--crawl-id", default=None)
     e.add_argument("--no-body", action="store_true", help="leave the page bodies (and rendered DOMs) out")
+    e.add_argument("--items", action="store_true", help="the items feed instead of the records (SQLite)")
+    e.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="with --items: JSON lines "
+                   "(default) or CSV")
+    e.add_argument("--type", default=None, help="with --items: only items of this type (class name)")
+
+    it = sub.add_parser("items", help="how many items the store's feed holds, per crawl and type")
+    it.add_argument("--store", default=None, help="store URI (default: CRAWLER_STORE)")
+    it.add_argument("--crawl-id", default=None)
+    it.add_argument("--json", action="store_true")
 
     t = sub.add_parser("stats", help="show counters and queue depth per band")
     t.add_argument("--json", action="store_true")
@@ -192,7 +202,8 @@ COMMANDS = {"crawl": cmd_crawl, "demo": cmd_demo, "submit": cmd_submit,
             "export": cmd_export, "stats": cmd_stats, "seeds": cmd_seeds, "feed": cmd_feed,
             "dead-letters": cmd_dead_letters, "replay-dead": cmd_replay_dead, "purge": cmd_purge,
             "metrics": cmd_metrics, "crawls": cmd_crawls, "pause": cmd_control, "resume": cmd_control,
-            "cancel": cmd_control, "top": cmd_top, "parse": cmd_parse, "shell": cmd_shell}
+            "cancel": cmd_control, "top": cmd_top, "parse": cmd_parse, "shell": cmd_shell,
+            "items": cmd_items}
 
 
 if __name__ == "__main__":

@@ -242,6 +242,9 @@ class PageRecord:
     proxy: str | None = None
     #: What the page's parse rule extracted (dicts of JSON values), after the item pipelines.
     items: list[dict[str, Any]] = field(default_factory=list)
+    #: The class name of each of ``items`` as yielded (``item`` for a dict); empty when all
+    #: were dicts.
+    item_types: list[str] = field(default_factory=list)
     #: The rule that parsed the page (``module.function``); None: the default extraction.
     rule: str | None = None
     #: How the page was rendered in a browser (a :class:`~crawler_tasks.core.render.RenderReport`

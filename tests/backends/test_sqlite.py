@@ -7,7 +7,10 @@ import multiprocessing
 import sqlite3
 import tracemalloc
 
+import pytest
+
 from crawler_tasks.backends import open_store
+from crawler_tasks.core.errors import StoreUnavailable
 from crawler_tasks.core.models import PageRecord
 
 
@@ -71,3 +74,39 @@ def test_unknown_store_scheme_suggests_the_known_one():
 
     with pytest.raises(UnknownStore, match="did you mean sqlite://"):
         open_store("sqlit:///x.db")
+
+
+def _with_items(url: str, crawl_id: str, items: list[dict], types: list[str] | None = None) -> PageRecord:
+    r = PageRecord(url=url, fingerprint=f"fp-{url}", crawl_id=crawl_id, depth=0, fetched_at="2026-01-01T00:00:00")
+    r.items, r.item_types = items, types or []
+    return r
+
+
+def test_the_items_feed_holds_a_row_per_item_written_once_per_page(tmp_path):
+    store = open_store(str(tmp_path / "items.db"))
+    books = _with_items("http://s.test/1", "c1", [{"title": "A"}, {"title": "B"}], ["Book", "Book"])
+    store.upsert([books, _with_items("http://s.test/2", "c1", [{"q": 1}])])
+    store.upsert([books])  # redelivered: written again, not twice
+    rows = list(store.item_rows("c1"))
+    assert [(r.type, r.position, r.item) for r in rows] == [
+        ("Book", 0, {"title": "A"}), ("Book", 1, {"title": "B"}), ("item", 0, {"q": 1})]
+    assert rows[0].url == "http://s.test/1" and rows[0].fingerprint == "fp-http://s.test/1"
+    assert store.item_counts() == {("c1", "Book"): 2, ("c1", "item"): 1}
+
+    store.upsert([_with_items("http://s.test/1", "c1", [{"title": "A2"}], ["Book"]),  # fewer items now
+                  _with_items("http://s.test/2", "c1", [])])  # none now
+    assert [(r.type, r.item) for r in store.item_rows("c1")] == [("Book", {"title": "A2"})]
+    # Another crawl's items of the same page are its own.
+    store.upsert([_with_items("http://s.test/1", "c2", [{"title": "X"}], ["Book"])])
+    assert store.item_counts() == {("c1", "Book"): 1, ("c2", "Book"): 1}
+    assert [r.item for r in store.item_rows(kind="Book", crawl_id="c2")] == [{"title": "X"}]
+
+
+def test_a_batch_is_one_transaction(tmp_path):
+    path = tmp_path / "tx.db"
+    store = open_store(str(path))
+    bad = _with_items("http://s.test/2", "c", [])
+    bad.fetched_at = None  # NOT NULL: the second record of the batch fails it
+    with pytest.raises(StoreUnavailable, match="NOT NULL"):
+        store.upsert([_with_items("http://s.test/1", "c", [{"a": 1}]), bad])
+    assert store.count() == 0 and list(store.item_rows()) == []  # nothing of the batch is half-written

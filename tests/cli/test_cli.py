@@ -281,3 +281,17 @@ def test_crawl_lets_through_only_what_its_seeds_name_literally_never_a_name_or_m
     assert {"10.1.2.3", "localhost", "fd00::1"} <= set(allowed)
     assert "rebind.example" not in allowed  # its name may point anywhere later (DNS rebinding)
     assert "169.254.169.254" not in allowed
+
+
+def test_export_items_and_items_say_what_is_wrong_in_one_line(tmp_path):
+    assert_one_line_error(cli("export", "--format", "csv", "--store", str(tmp_path / "none.db")), 2)
+    assert_one_line_error(cli("items", "--store", str(tmp_path / "none.db")), 2)
+    archive = tmp_path / "warc"
+    archive.mkdir()
+    done = cli("export", "--items", "--store", f"warc://{archive}")
+    assert_one_line_error(done, 2)
+    assert "keeps no items feed" in done.stderr
+    from crawler_tasks.backends import open_store
+
+    open_store(str(tmp_path / "empty.db")).upsert([])
+    assert cli("items", "--store", str(tmp_path / "empty.db")).stdout == "no items\n"

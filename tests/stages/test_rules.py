@@ -102,10 +102,10 @@ def test_a_callback_fails_as_a_callback_and_gets_its_keyword_arguments():
 
 def test_an_item_json_cannot_carry_is_left_out_alone_and_said():
     p, _ = page()
-    kept, counts, failed, note = run_pipelines([{"when": object()}, {"ok": 1}], (), p, "rule t.rule")
-    assert kept == [{"ok": 1}] and failed is None
-    assert counts == {"items/dropped/not_json": 1, "items/kept": 1}
-    assert note.startswith("rule t.rule: an item was left out, JSON cannot carry it: ")
+    piped = run_pipelines([{"when": object()}, {"ok": 1}], (), p, "rule t.rule")
+    assert piped.items == [{"ok": 1}] and piped.failed is None
+    assert piped.counts == {"items/dropped/not_json": 1, "items/kept": 1}
+    assert piped.note.startswith("rule t.rule: an item was left out, JSON cannot carry it: ")
 
 
 def test_items_of_any_kind_are_stored_as_dicts():
@@ -128,10 +128,10 @@ def test_items_of_any_kind_are_stored_as_dicts():
     out = run(lambda p: [Book("Dune", 9.5), Author("Herbert"), Quote(text="q", tags=["a"]), {"plain": 1}])
     assert out.error is None and len(out.items) == 4
     p, _ = page()
-    kept, counts, _, _ = run_pipelines(out.items, (), p)
-    assert kept == [{"title": "Dune", "price": 9.5}, {"name": "Herbert"}, {"text": "q", "tags": ["a"]},
-                    {"plain": 1}]
-    assert counts == {"items/kept": 4}
+    piped = run_pipelines(out.items, (), p)
+    assert piped.items == [{"title": "Dune", "price": 9.5}, {"name": "Herbert"}, {"text": "q", "tags": ["a"]},
+                           {"plain": 1}]
+    assert piped.types == ["Book", "Author", "Quote", "item"] and piped.counts == {"items/kept": 4}
 
 
 def test_a_pipeline_gets_the_item_as_yielded_and_may_return_another_kind():
@@ -148,8 +148,8 @@ def test_a_pipeline_gets_the_item_as_yielded_and_may_return_another_kind():
         return item
 
     p, _ = page()
-    kept, _, _, _ = run_pipelines([Book("A", "£1,021.03")], (Pipeline("a.clean", 0, clean),), p)
-    assert seen == [Book] and kept == [{"title": "A", "price": 1021.03}]
+    piped = run_pipelines([Book("A", "£1,021.03")], (Pipeline("a.clean", 0, clean),), p)
+    assert seen == [Book] and piped.items == [{"title": "A", "price": 1021.03}] and piped.types == ["Book"]
 
 
 def test_requests_out_of_scope_or_depth_are_counted():
@@ -175,12 +175,12 @@ def test_pipelines_run_in_order_and_count_drops_per_reason():
         return {**item, "checked": True}
 
     p, _ = page()
-    kept, counts, failed, _ = run_pipelines(
+    piped = run_pipelines(
         [{"price": "1.5"}, {"price": None}, {"price": "2"}],
         (Pipeline("a.first", 100, first), Pipeline("a.second", 200, second)), p)
-    assert kept == [{"price": 1.5, "checked": True}, {"price": 2.0, "checked": True}]
-    assert counts == {"items/dropped/no_price": 1, "items/kept": 2}
-    assert failed is None
+    assert piped.items == [{"price": 1.5, "checked": True}, {"price": 2.0, "checked": True}]
+    assert piped.counts == {"items/dropped/no_price": 1, "items/kept": 2}
+    assert piped.failed is None and piped.types == ["item", "item"]
     assert seen == ["first", "second", "first", "first", "second"]
 
 
@@ -191,10 +191,10 @@ def test_a_pipeline_that_raises_drops_the_item_and_says_why():
         return item
 
     p, _ = page()
-    kept, counts, failed, _ = run_pipelines([{"bad": 1}, {"ok": 1}], (Pipeline("a.bug", 0, bug),), p)
-    assert kept == [{"ok": 1}]
-    assert counts == {"plugin/failed/pipeline": 1, "items/dropped/pipeline_failed": 1, "items/kept": 1}
-    assert failed == ("RuntimeError", "item pipeline a.bug failed: RuntimeError: boom")
+    piped = run_pipelines([{"bad": 1}, {"ok": 1}], (Pipeline("a.bug", 0, bug),), p)
+    assert piped.items == [{"ok": 1}]
+    assert piped.counts == {"plugin/failed/pipeline": 1, "items/dropped/pipeline_failed": 1, "items/kept": 1}
+    assert piped.failed == ("RuntimeError", "item pipeline a.bug failed: RuntimeError: boom")
 
 
 def test_drop_reasons_become_counter_parts():

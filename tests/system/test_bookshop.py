@@ -10,6 +10,8 @@ without the header it requires.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shutil
 import sys
@@ -78,3 +80,15 @@ def test_the_bookshop_spider_yields_exactly_its_books_and_its_errback_hears_the_
     stats = json.loads(run("stats", "--crawl-id", crawl_id, "--json", cwd=shop_dir).stdout)["crawls"][crawl_id]
     assert stats["items/kept"] == 44 and stats["items/dropped/out_of_stock"] == 8
     assert not any(name.startswith("plugin/failed") for name in stats)
+
+    # The items feed: a row per item, typed by its class.
+    summary = json.loads(run("items", "--store", store, "--crawl-id", crawl_id, "--json", cwd=shop_dir).stdout)
+    assert summary == [{"crawl_id": crawl_id, "type": "Book", "items": 43},
+                       {"crawl_id": crawl_id, "type": "Withdrawn", "items": 1}]
+    table = run("export", "--items", "--format", "csv", "--type", "Book", "--store", store, "--crawl-id", crawl_id,
+                cwd=shop_dir)
+    assert table.returncode == 0, table.stderr
+    rows = list(csv.DictReader(io.StringIO(table.stdout)))
+    assert sorted((r["upc"], float(r["price"]), r["title"]) for r in rows) == [
+        (b["upc"], b["price"], b["title"]) for b in expected_books(site)]
+    assert {r["type"] for r in rows} == {"Book"} and all(r["url"].endswith(".html") for r in rows)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import lxml.html
 
 from ...core import counters
+from ...core.items import DICT_TYPE
 from ...core.memory import LARGE_BODY, ByteAllowance
 from ...core.models import CrawlRequest, PageRecord
 from ...core.policy import HTML_TYPES, decode_text
@@ -157,12 +158,14 @@ def _program(program: Program, parser: Parser, page: Page, limits: Limits, caps:
     kept, the parser's name, and what failed."""
     req, record = page.request, page.record
     extracted = run_rule(parser, page, limits, caps)
-    items, counts, failed, note = run_pipelines(extracted.items, program.pipelines_for(limits.plugins), page,
-                                                f"{parser.kind} {parser.name}")
+    piped = run_pipelines(extracted.items, program.pipelines_for(limits.plugins), page,
+                          f"{parser.kind} {parser.name}")
+    failed = piped.failed
     record.rule = parser.name
-    record.items = items
-    record.description = extracted.error or (failed[1] if failed else None) or extracted.note or note
-    _merge(extracted.counts, counts)
+    record.items = piped.items
+    record.item_types = piped.types if any(t != DICT_TYPE for t in piped.types) else []
+    record.description = extracted.error or (failed[1] if failed else None) or extracted.note or piped.note
+    _merge(extracted.counts, piped.counts)
     told = [(parser.kind, extracted.reason, extracted.error)] if extracted.error else []
     if failed:
         told.append(("pipeline", *failed))

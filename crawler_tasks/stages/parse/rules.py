@@ -23,11 +23,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from itemadapter import ItemAdapter
-
 from ...core import counters
 from ...core.asks import Request, as_child
 from ...core.errors import DropItem, InvalidURL
+from ...core.items import type_name
 from ...core.models import CrawlRequest
 from ...core.program import Pipeline, Rule
 from .base import Caps
@@ -83,7 +82,7 @@ def run_rule(parser: Parser | Rule, page: Page, limits: Limits, caps: Caps) -> E
         for thing in _results(parser.func(page, **kwargs)):
             if isinstance(thing, Request):
                 _request(out, thing, page, limits, caps)
-            elif ItemAdapter.is_item(thing):
+            elif is_item(thing):
                 if len(out.items) < caps.max_items:
                     out.items.append(thing)
                 else:
@@ -98,10 +97,25 @@ def run_rule(parser: Parser | Rule, page: Page, limits: Limits, caps: Caps) -> E
     return out
 
 
+def is_item(thing: Any) -> bool:
+    """Whether ``thing`` is an item: a dict, or a kind itemadapter knows (imported only then:
+    it imports every item library installed, pydantic and Scrapy included)."""
+    if isinstance(thing, dict):
+        return True
+    from itemadapter import ItemAdapter
+
+    return bool(ItemAdapter.is_item(thing))
+
+
 def as_json(item: Any) -> dict[str, Any]:
     """``item`` as the dict a record stores; :class:`TypeError` or :class:`ValueError` when
     JSON cannot carry one of its values."""
-    data = item if isinstance(item, dict) else ItemAdapter(item).asdict()
+    if isinstance(item, dict):
+        data = item
+    else:
+        from itemadapter import ItemAdapter
+
+        data = ItemAdapter(item).asdict()
     json.dumps(data)
     return data
 
@@ -109,7 +123,7 @@ def as_json(item: Any) -> dict[str, Any]:
 def _results(result: Any) -> Iterable[Any]:
     if result is None:
         return ()
-    if isinstance(result, Request) or ItemAdapter.is_item(result):
+    if isinstance(result, Request) or is_item(result):
         return (result,)
     return result
 
@@ -138,21 +152,29 @@ def _request(out: Extracted, wanted: Request, page: Page, limits: Limits, caps: 
     out.requests.append(child)
 
 
-def run_pipelines(items: list[Any], pipelines: tuple[Pipeline, ...], page: Page,
-                  parser: str = "") -> tuple[list[dict[str, Any]], dict[str, int], tuple[str, str] | None, str | None]:
-    """``items`` through ``pipelines`` in order, then made dicts: the items kept, the counts
-    (kept, dropped per reason, failed pipelines), the first failure (exception class, the
-    record's description), and why an item JSON cannot carry was left out (``parser``
-    names what yielded it)."""
-    kept: list[dict[str, Any]] = []
-    counts: dict[str, int] = {}
+@dataclass
+class Piped:
+    """Items through the pipelines: those kept (dicts) and their types (:func:`type_name`),
+    the counts (kept, dropped per reason, failed pipelines), the first failure (exception
+    class, the record's description), and why an item JSON cannot carry was left out."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
     failed: tuple[str, str] | None = None
     note: str | None = None
+
+
+def run_pipelines(items: list[Any], pipelines: tuple[Pipeline, ...], page: Page, parser: str = "") -> Piped:
+    """``items`` through ``pipelines`` in order, then made dicts (``parser`` names what
+    yielded them, in the note of an item JSON cannot carry)."""
+    out = Piped()
+    counts = out.counts
     for item in items:
         for pipeline in pipelines:
             try:
                 item = pipeline.process(item, page)
-                if not ItemAdapter.is_item(item):
+                if not is_item(item):
                     raise TypeError(f"returned a {type(item).__name__}, not the item")
             except DropItem as drop:
                 _add(counts, counters.items_dropped(reason_name(drop.reason)))
@@ -162,20 +184,21 @@ def run_pipelines(items: list[Any], pipelines: tuple[Pipeline, ...], page: Page,
                             type(exc).__name__, exc)
                 _add(counts, counters.plugin_failed("pipeline"))
                 _add(counts, counters.items_dropped("pipeline_failed"))
-                failed = failed or (type(exc).__name__, f"item pipeline {pipeline.name} failed: "
-                                                        f"{type(exc).__name__}: {str(exc)[:300]}")
+                out.failed = out.failed or (type(exc).__name__, f"item pipeline {pipeline.name} failed: "
+                                                                f"{type(exc).__name__}: {str(exc)[:300]}")
                 break
         else:
             try:
-                kept.append(as_json(item))
+                out.items.append(as_json(item))
+                out.types.append(type_name(item))
             except (TypeError, ValueError) as exc:  # a value JSON cannot carry fails its item alone
                 why = f"{parser or 'a pipeline'}: an item was left out, JSON cannot carry it: {str(exc)[:200]}"
                 log.warning("%s (%s)", why, page.url)
                 _add(counts, counters.items_dropped("not_json"))
-                note = note or why
-    if kept:
-        counts[counters.ITEMS] = len(kept)
-    return kept, counts, failed, note
+                out.note = out.note or why
+    if out.items:
+        counts[counters.ITEMS] = len(out.items)
+    return out
 
 
 _REASON = re.compile(r"[^a-z0-9_]+")

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 import lxml.etree
 import lxml.html
-from parsel import Selector, SelectorList
 
 from ...core.asks import Request
 from ...core.errors import BadInput
 from ...core.models import CrawlRequest, PageRecord
 from .base import XML_DECL
+
+if TYPE_CHECKING:  # parsel is imported once a page's selectors are used
+    from parsel import Selector, SelectorList
 
 JSON_TYPES = ("application/json", "text/json")
 
@@ -74,6 +76,8 @@ class Page:
     def selector(self) -> Selector:
         """The page's parsel selector: on its HTML tree, or on its JSON."""
         if self._selector is None:
+            from parsel import Selector
+
             tree = self.tree
             if tree is not None:
                 self._selector = Selector(root=tree, type="html", base_url=self.url)
@@ -138,7 +142,7 @@ def _href(url: str | Selector) -> str:
     """The URL a string or a selector stands for (as Scrapy's ``response.follow``)."""
     if isinstance(url, str):
         return url
-    if isinstance(url, Selector):
+    if hasattr(url, "root"):  # a parsel Selector
         root = url.root
         if isinstance(root, str):
             return root
