@@ -38,8 +38,8 @@ class FanOut:
     def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
         return self.stores[0].records(crawl_id)
 
-    def get(self, fingerprint: str) -> PageRecord | None:
-        return self.stores[0].get(fingerprint)
+    def get(self, fingerprint: str, crawl_id: str | None = None) -> PageRecord | None:
+        return self.stores[0].get(fingerprint, crawl_id)
 
     def count(self, crawl_id: str | None = None) -> int:
         return self.stores[0].count(crawl_id)

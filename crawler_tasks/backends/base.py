@@ -38,7 +38,7 @@ class WriteOnly:
     def records(self, crawl_id: str | None = None) -> Iterator[PageRecord]:
         raise WriteOnlyStore(f"{self.shown} is write-only: {self.read_with}")
 
-    def get(self, fingerprint: str) -> PageRecord | None:
+    def get(self, fingerprint: str, crawl_id: str | None = None) -> PageRecord | None:
         return None
 
     def count(self, crawl_id: str | None = None) -> int:
@@ -49,7 +49,8 @@ class Store(Protocol):
     """What the store stage needs from a backend."""
 
     def upsert(self, records: Sequence[PageRecord]) -> list[RecordFailure]:
-        """Write ``records``, replacing any with the same fingerprint.
+        """Write ``records``, replacing any of the same crawl and fingerprint (a crawl's
+        records are its own: another crawl's record of the same URL stays).
 
         Returns the records refused for good (each with its reason); raises
         :class:`~crawler_tasks.core.errors.StoreUnavailable` when the backend cannot
@@ -61,8 +62,9 @@ class Store(Protocol):
         """Every stored record (of one crawl): oldest first in SQLite and Elasticsearch, in
         row-key (site) order in HBase; a write-only store (WARC, Kafka) raises ``WriteOnlyStore``."""
 
-    def get(self, fingerprint: str) -> PageRecord | None:
-        """The stored record of ``fingerprint``, or None (a recrawl's validators come from it)."""
+    def get(self, fingerprint: str, crawl_id: str | None = None) -> PageRecord | None:
+        """The stored record of ``fingerprint`` in crawl ``crawl_id``, or, without one, the
+        latest of any crawl (a recrawl's validators come from it); None when none is."""
 
     def count(self, crawl_id: str | None = None) -> int:
         """How many records are stored (for one crawl)."""

@@ -1,10 +1,16 @@
-"""Embedded default store: one SQLite file, WAL mode, upsert by fingerprint, and the items feed.
+"""Embedded default store: one SQLite file, WAL mode, a record per crawl and URL, and the items feed.
 
 Safe with several worker processes on one node and with the threads pool: each
 thread of each process opens its own connection (SQLite connections must not
 cross threads), WAL lets readers run beside the single writer, and a busy
 timeout makes writers wait their turn. A batch is one transaction (a commit per
 batch, not per record: five times less time per record).
+
+A crawl's records are its own: the ``pages`` table is keyed by crawl and
+fingerprint, so a later crawl of the same URL adds its record beside the earlier
+one (:meth:`SQLiteStore.get` without a crawl gives the latest). A file written by
+an earlier version (keyed by fingerprint alone) is moved to that key the first time
+it is opened, in one transaction.
 
 The ``items`` table is the items feed (:mod:`crawler_tasks.core.items`): a row per
 item, keyed by crawl, fingerprint and position, written with its page's record;
@@ -32,17 +38,19 @@ from .base import RecordFailure
 
 BUSY_TIMEOUT = 5.0  # seconds a writer waits for the lock
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pages (
-    fingerprint TEXT PRIMARY KEY,
-    url         TEXT NOT NULL,
+_PAGES = """
+CREATE TABLE IF NOT EXISTS {name} (
     crawl_id    TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    url         TEXT NOT NULL,
     status      INTEGER,
     fetched_at  TEXT NOT NULL,
     description TEXT,
-    record      TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS pages_crawl ON pages (crawl_id);
+    record      TEXT NOT NULL,
+    PRIMARY KEY (crawl_id, fingerprint)
+)"""
+_PAGES_INDEX = "CREATE INDEX IF NOT EXISTS pages_fingerprint ON pages (fingerprint, fetched_at)"
+_SCHEMA = _PAGES.format(name="pages") + ";\n" + _PAGES_INDEX + """;
 CREATE TABLE IF NOT EXISTS items (
     crawl_id    TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
@@ -65,8 +73,8 @@ _STALE_ITEMS = "DELETE FROM items WHERE crawl_id = ? AND fingerprint = ? AND pos
 _UPSERT = """
 INSERT INTO pages (fingerprint, url, crawl_id, status, fetched_at, description, record)
 VALUES (?, ?, ?, ?, ?, ?, CAST(? AS TEXT))
-ON CONFLICT (fingerprint) DO UPDATE SET
-    url = excluded.url, crawl_id = excluded.crawl_id, status = excluded.status,
+ON CONFLICT (crawl_id, fingerprint) DO UPDATE SET
+    url = excluded.url, status = excluded.status,
     fetched_at = excluded.fetched_at, description = excluded.description,
     record = excluded.record
 """
@@ -136,6 +144,7 @@ class SQLiteStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
+            _key_by_crawl(conn)
         except BaseException:
             conn.close()
             raise
@@ -198,12 +207,16 @@ class SQLiteStore:
         for (raw,) in self.conn.execute(sql, args):
             yield PageRecord.from_dict(codec.loads(raw))
 
-    def get(self, fingerprint: str) -> PageRecord | None:
+    def get(self, fingerprint: str, crawl_id: str | None = None) -> PageRecord | None:
         if not self._exists():
             return None
         try:
-            row = self.conn.execute("SELECT record FROM pages WHERE fingerprint = ?",
-                                    (fingerprint,)).fetchone()
+            if crawl_id is None:  # the latest of any crawl
+                row = self.conn.execute("SELECT record FROM pages WHERE fingerprint = ? "
+                                        "ORDER BY fetched_at DESC LIMIT 1", (fingerprint,)).fetchone()
+            else:
+                row = self.conn.execute("SELECT record FROM pages WHERE crawl_id = ? AND fingerprint = ?",
+                                        (crawl_id, fingerprint)).fetchone()
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"sqlite store {str(self.path)!r}: {exc}") from None
         return PageRecord.from_dict(codec.loads(row[0])) if row else None
@@ -224,3 +237,24 @@ class SQLiteStore:
             if pid == os.getpid():
                 conn.close()
         self._local = threading.local()
+
+
+def _key_by_crawl(conn: sqlite3.Connection) -> None:
+    """Move a ``pages`` table keyed by fingerprint alone (an earlier version's) to the key
+    (crawl, fingerprint), in one transaction; nothing when it has that key already."""
+    def keyed_alone() -> bool:
+        return [row[1] for row in conn.execute("PRAGMA table_info(pages)") if row[5]] == ["fingerprint"]
+
+    if not keyed_alone():
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    with conn:
+        if not keyed_alone():  # another process moved it first
+            return
+        conn.execute(_PAGES.format(name="pages_by_crawl"))
+        conn.execute("INSERT INTO pages_by_crawl (crawl_id, fingerprint, url, status, fetched_at, description, "
+                     "record) SELECT crawl_id, fingerprint, url, status, fetched_at, description, record "
+                     "FROM pages ORDER BY rowid")
+        conn.execute("DROP TABLE pages")
+        conn.execute("ALTER TABLE pages_by_crawl RENAME TO pages")
+        conn.execute(_PAGES_INDEX)

@@ -72,7 +72,7 @@ def summary(rt: FetchDeps, req: CrawlRequest, record: PageRecord | None, *, dupl
     crawl's store when it can answer; a WARC store cannot), in brief, with its items."""
     store = rt.limits(req.crawl_id).store
     try:
-        stored = rt.store(store).get(req.fingerprint)
+        stored = rt.store(store).get(req.fingerprint, req.crawl_id)
     except (StoreUnavailable, BadInput):
         stored = None
     r = stored or record

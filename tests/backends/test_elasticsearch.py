@@ -96,16 +96,16 @@ def test_round_trip_keeps_every_field_and_the_body(server: ESServer, store: Elas
     assert store.upsert(shuffled) == []
 
     sent = bulk_requests(server)[0].ndjson()
-    assert sent[0]["index"]["_id"] == sent[1]["fingerprint"]  # document id = fingerprint
-    assert set(server.documents("pages")) == {r.fingerprint for r in records}
+    assert sent[0]["index"]["_id"] == f'{sent[1]["crawl_id"]}:{sent[1]["fingerprint"]}'  # crawl:fingerprint
+    assert set(server.documents("pages")) == {f"{r.crawl_id}:{r.fingerprint}" for r in records}
 
     c1 = [r for r in records if r.crawl_id == "c1"]
     assert list(store.records("c1")) == sorted(c1, key=lambda r: (r.fetched_at, r.fingerprint))
     assert len(list(store.records())) == 26
     assert store.count() == 26 and store.count("c1") == 21 and store.count("c2") == 5 and store.count("none") == 0
     assert store.get("fp0200") == records[-1] and store.get("fp0200").body == records[-1].body
-    assert store.get("fp0003") == page(3)
-    assert store.get("nope") is None and store.get("") is None
+    assert store.get("fp0003") == page(3) == store.get("fp0003", "c1")
+    assert store.get("nope") is None and store.get("") is None and store.get("", "c1") is None
 
 
 def test_oversized_keyword_values_are_kept_but_not_indexed(server: ESServer, store: ElasticsearchStore) -> None:
@@ -472,3 +472,15 @@ def test_stores_creating_the_index_at_once_all_succeed(server: ESServer) -> None
             raced = True
             break
     assert raced, "no round had two creators at once"
+
+
+def test_a_crawls_records_are_its_own(server: ESServer, store: ElasticsearchStore) -> None:
+    first = page(1, crawl_id="a", fetched_at="2026-11-22T08:00:00+00:00", title="in a")
+    second = page(1, crawl_id="b", fetched_at="2026-11-23T08:00:00+00:00", title="in b")
+    store.upsert([first])
+    store.upsert([second])  # the same URL in a later crawl: beside the first, not over it
+    assert [r.title for r in store.records("a")] == ["in a"] and store.count("a") == 1
+    assert [r.title for r in store.records("b")] == ["in b"] and store.count() == 2
+    assert store.get("fp0001", "a").title == "in a" and store.get("fp0001", "b").title == "in b"
+    assert store.get("fp0001").title == "in b"  # without a crawl: the latest
+    assert store.get("fp0001", "c") is None and store.get("nothing") is None

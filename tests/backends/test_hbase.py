@@ -126,10 +126,11 @@ def test_row_layout(buffered: HBaseServer) -> None:
     page = make_record("https://WWW.Example.com:8443/a/b?z=1&a=2#top", "c1", body="<p>x</p>", title="T",
                        links=["https://www.example.com/"], meta={"k": 1})
     assert store.upsert([page]) == []
-    key = b"com.example.www:https:8443/a/b?a=2&z=1 " + page.fingerprint.encode()
+    key = b"com.example.www:https:8443/a/b?a=2&z=1 " + page.fingerprint.encode() + b" c1"
     rows = buffered.dump("pages")
-    assert sorted(rows) == [key, b"~fp:" + page.fingerprint.encode()]
-    assert rows[b"~fp:" + page.fingerprint.encode()] == {b"i:row": key}
+    assert sorted(rows) == [key, b"~fp:" + page.fingerprint.encode(), b"~fp:" + page.fingerprint.encode() + b" c1"]
+    assert rows[b"~fp:" + page.fingerprint.encode()] == rows[b"~fp:" + page.fingerprint.encode() + b" c1"] == {
+        b"i:row": key}
     cells = rows[key]
     assert cells[b"f:url"] == b'"https://WWW.Example.com:8443/a/b?z=1&a=2#top"'
     assert cells[b"f:status"] == b"200" and cells[b"f:redirect_to"] == b"null"
@@ -151,6 +152,18 @@ def test_row_keys_put_the_site_first() -> None:
     assert site_prefix("WWW.Example.com") == b"com.example.www:"
     assert site_prefix("example.com", subdomains=True) == b"com.example."
     assert site_prefix("::1") == b"[::1]:"
+    assert row_key("http://example.com/", "f", "crawl-1") == b"com.example:http/ f crawl-1"
+
+
+def test_a_crawls_records_are_its_own(store: HBaseStore) -> None:
+    store.upsert([record(1, crawl_id="a", title="in a", fetched_at="2026-11-22T08:00:00+00:00")])
+    store.upsert([record(1, crawl_id="b", title="in b", fetched_at="2026-11-23T08:00:00+00:00")])
+    assert [r.title for r in store.records("a")] == ["in a"] and store.count("a") == 1
+    assert [r.title for r in store.records("b")] == ["in b"] and store.count() == 2
+    fingerprint = next(store.records("a")).fingerprint
+    assert store.get(fingerprint, "a").title == "in a" and store.get(fingerprint, "b").title == "in b"
+    assert store.get(fingerprint).title == "in b"  # without a crawl: the one written last
+    assert store.get(fingerprint, "c") is None
 
 
 def test_body_over_one_cell_is_split_and_read_back(hbase2: HBaseServer) -> None:
@@ -159,7 +172,7 @@ def test_body_over_one_cell_is_split_and_read_back(hbase2: HBaseServer) -> None:
     body = random.Random(1).randbytes(10 * MIB).decode("latin-1")
     page = record(1, body=body)
     assert store.upsert([page]) == []
-    key = row_key(page.url, page.fingerprint)
+    key = row_key(page.url, page.fingerprint, page.crawl_id)
     cells = hbase.dump("pages")[key]
     parts = int(cells[b"c:body.parts"])
     limit = FRAMED_CELL_BYTES if hbase.transport == "framed" else CELL_BYTES
@@ -194,7 +207,7 @@ def test_a_rendered_pages_dom_is_kept_compressed_and_a_later_plain_fetch_drops_i
     page = record(1, body="<html><body></body></html>", dom=dom,
                   rendered={"wait": "load", "settled": True, "requests": 3})
     assert store.upsert([page]) == []
-    cells = hbase.dump("pages")[row_key(page.url, page.fingerprint)]
+    cells = hbase.dump("pages")[row_key(page.url, page.fingerprint, page.crawl_id)]
     assert 0 < len(cells[b"c:dom"]) < len(dom) // 50 and b"f:dom" not in cells
     assert store.get(page.fingerprint) == page
     plain = dataclasses.replace(page, dom=None, rendered=None)
@@ -274,7 +287,7 @@ def test_batch_of_500_is_one_mutate_rows_buffered_and_several_framed(hbase: HBas
     assert hbase.calls == ["mutateRows"] * len(calls)
     if hbase.transport == "buffered":
         assert len(calls) == 1
-        assert len(calls[0].args["rowBatches"]) == 1000  # 500 pages and their 500 index rows
+        assert len(calls[0].args["rowBatches"]) == 1500  # 500 pages and their two index rows each
     else:
         assert len(calls) >= 2
         assert all(mutate_rows_bytes(c) < DEFAULT_MAX_FRAME_BYTES * 3 // 4 for c in calls)

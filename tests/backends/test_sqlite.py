@@ -110,3 +110,39 @@ def test_a_batch_is_one_transaction(tmp_path):
     with pytest.raises(StoreUnavailable, match="NOT NULL"):
         store.upsert([_with_items("http://s.test/1", "c", [{"a": 1}]), bad])
     assert store.count() == 0 and list(store.item_rows()) == []  # nothing of the batch is half-written
+
+
+def test_a_crawls_records_are_its_own(tmp_path):
+    store = open_store(str(tmp_path / "crawls.db"))
+    first = _with_items("http://s.test/1", "a", [])
+    first.title = "in a"
+    later = _with_items("http://s.test/1", "b", [])
+    later.title, later.fetched_at = "in b", "2026-01-02T00:00:00"
+    store.upsert([first])
+    store.upsert([later])  # the same URL in a later crawl: beside the first, not over it
+    assert [r.title for r in store.records("a")] == ["in a"] and store.count("a") == 1
+    assert [r.title for r in store.records("b")] == ["in b"] and store.count() == 2
+    fp = first.fingerprint
+    assert store.get(fp, "a").title == "in a" and store.get(fp, "b").title == "in b"
+    assert store.get(fp).title == "in b" and store.get(fp, "c") is None  # without a crawl: the latest
+
+
+def test_a_file_an_earlier_version_wrote_is_moved_to_the_per_crawl_key(tmp_path):
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.executescript("""
+        CREATE TABLE pages (fingerprint TEXT PRIMARY KEY, url TEXT NOT NULL, crawl_id TEXT NOT NULL,
+            status INTEGER, fetched_at TEXT NOT NULL, description TEXT, record TEXT NOT NULL);
+        CREATE INDEX pages_crawl ON pages (crawl_id);""")
+    for n, crawl in ((2, "a"), (1, "a"), (3, "b")):
+        r = _with_items(f"http://s.test/{n}", crawl, [])
+        old.execute("INSERT INTO pages VALUES (?, ?, ?, 200, ?, NULL, ?)",
+                    (r.fingerprint, r.url, crawl, r.fetched_at, json.dumps(r.to_dict())))
+    old.commit()
+    old.close()
+    store = open_store(str(path))
+    assert [r.url for r in store.records()] == ["http://s.test/2", "http://s.test/1", "http://s.test/3"]
+    store.upsert([_with_items("http://s.test/2", "b", [])])  # now beside crawl a's record
+    assert store.count("a") == 2 and store.count("b") == 2
+    keys = [row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(pages)") if row[5]]
+    assert keys == ["crawl_id", "fingerprint"]

@@ -151,6 +151,16 @@ def test_items_reach_elasticsearch_and_hbase_as_they_reach_sqlite(shop: str, sho
         assert [h["_source"]["url"] for h in hits["hits"]["hits"]] == [f"{shop}product/7"]
 
 
+def test_two_crawls_of_one_site_into_one_store_keep_their_own_records(shop: str, shop_dir: Path, tmp_path: Path):
+    store = str(tmp_path / "both.db")
+    first = crawl_id_of(crawl_shop(shop_dir, shop, store))
+    second = crawl_id_of(crawl_shop(shop_dir, shop, store, "--max-pages", "8"))
+    crawls = {c["crawl_id"]: c for c in json.loads(run("crawls", "--json", cwd=shop_dir).stdout)}
+    for crawl_id, pages in ((first, 15), (second, 8)):
+        exported = run("export", "--store", store, "--crawl-id", crawl_id, "--no-body", cwd=shop_dir).stdout
+        assert len(exported.splitlines()) == crawls[crawl_id]["counters"]["stored"] == pages
+
+
 def test_a_crawl_gets_only_the_plugins_it_names(shop: str, shop_dir: Path, tmp_path: Path):
     # Both plugins are loaded; catch_all's rule matches every page at priority 100.
     loaded = {"CRAWLER_PLUGINS": "tests.programs.catch_all,shop_plugin"}

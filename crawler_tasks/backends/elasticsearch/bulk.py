@@ -37,7 +37,13 @@ NOT_RECORD_STATUSES = frozenset({401, 403, 404, 408, 429})
 
 def index_action(index: str, record: PageRecord) -> dict[str, Any]:
     """The bulk action that writes ``record`` as the document of its fingerprint."""
-    return {"_op_type": "index", "_index": index, "_id": record.fingerprint, "_source": record.to_dict()}
+    return {"_op_type": "index", "_index": index, "_id": doc_id(record.crawl_id, record.fingerprint),
+            "_source": record.to_dict()}
+
+
+def doc_id(crawl_id: str, fingerprint: str) -> str:
+    """A page document's id: its crawl, then its fingerprint (a crawl id holds no ``:``)."""
+    return f"{crawl_id}:{fingerprint}"
 
 
 def send(client: Elasticsearch, actions: list[dict[str, Any]], *, item_retries: int,
@@ -76,7 +82,7 @@ def item_failure(item: Mapping[str, Any]) -> RecordFailure | None:
     text = f"{type_}: {reason}"
     if isinstance(cause, Mapping):
         text += f" (caused by {cause.get('type')}: {cause.get('reason')})"
-    return RecordFailure(str(item.get("_id", "")), one_line(text, REASON_CHARS))
+    return RecordFailure(str(item.get("_id", "")).rpartition(":")[2], one_line(text, REASON_CHARS))
 
 
 def index_missing(pending: list[dict[str, Any]]) -> bool:

@@ -167,7 +167,7 @@ class ElasticsearchStore:
     # ---- writes
 
     def upsert(self, records: Sequence[PageRecord]) -> list[RecordFailure]:
-        """Write ``records`` (id = fingerprint); return those refused for good.
+        """Write ``records`` (id ``<crawl id>:<fingerprint>``); return those refused for good.
 
         Raises :class:`StoreUnavailable` when the cluster cannot be reached,
         refuses the credentials, or still rejects items (429, 5xx) after the
@@ -176,7 +176,7 @@ class ElasticsearchStore:
         failures: list[RecordFailure] = []
         actions = []
         for record in records:
-            problem = id_problem(record.fingerprint)
+            problem = id_problem(record.fingerprint) or id_problem(bulk.doc_id(record.crawl_id, record.fingerprint))
             if problem:
                 failures.append(RecordFailure(str(record.fingerprint), problem))
                 continue
@@ -228,16 +228,31 @@ class ElasticsearchStore:
             for hit in hits:
                 yield PageRecord.from_dict(hit["_source"])
 
-    def get(self, fingerprint: str) -> PageRecord | None:
-        """The record of ``fingerprint`` (real-time: no refresh needed), or None."""
-        if id_problem(fingerprint):
+    def get(self, fingerprint: str, crawl_id: str | None = None) -> PageRecord | None:
+        """The record of ``fingerprint`` in ``crawl_id`` (real-time: no refresh needed), or
+        without a crawl the latest of any crawl (a search: as of the last refresh); None."""
+        if crawl_id is None:
+            return self._latest(fingerprint)
+        doc = bulk.doc_id(crawl_id, fingerprint)
+        if id_problem(doc):
             return None
         with self._errors():
             try:
-                hit = self.client.get(index=self.index, id=fingerprint)
+                hit = self.client.get(index=self.index, id=doc)
             except elasticsearch.NotFoundError:
                 return None
         return PageRecord.from_dict(hit["_source"])
+
+    def _latest(self, fingerprint: str) -> PageRecord | None:
+        with self._errors():
+            try:
+                found = self.client.search(index=self.index, query={"term": {"fingerprint": fingerprint}},
+                                           sort=[{"fetched_at": {"order": "desc", "unmapped_type": "date"}}],
+                                           size=1)
+            except elasticsearch.NotFoundError:
+                return None
+        hits = found["hits"]["hits"]
+        return PageRecord.from_dict(hits[0]["_source"]) if hits else None
 
     def count(self, crawl_id: str | None = None) -> int:
         """How many records are stored (for one crawl), after a refresh."""

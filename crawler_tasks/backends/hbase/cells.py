@@ -156,7 +156,7 @@ def encode(record: PageRecord, cell_bytes: int, call_bytes: int) -> Encoded:
     if len(fingerprint.encode("utf-8", "surrogatepass")) > MAX_FINGERPRINT_BYTES:
         raise Refused(f"fingerprint: longer than {MAX_FINGERPRINT_BYTES} bytes")
     try:
-        row = row_key(record.url, fingerprint)
+        row = row_key(record.url, fingerprint, record.crawl_id)
     except InvalidURL as exc:
         raise Refused(f"url: {exc}") from None
     cells = {b"f:" + name.encode(): json_cell(getattr(record, name), name) for name in META_FIELDS}
@@ -171,7 +171,8 @@ def encode(record: PageRecord, cell_bytes: int, call_bytes: int) -> Encoded:
             raise Refused(f"{column.decode()}: {len(value)} bytes, over the {cell_bytes} "
                           "an HBase cell may take here")
     pieces = [Piece(row, {body_part(n): part}) for n, part in enumerate(parts)]
-    pieces += [Piece(row, cells), Piece(index_key(fingerprint), {INDEX: row})]
+    pieces += [Piece(row, cells), Piece(index_key(fingerprint), {INDEX: row}),
+               Piece(index_key(fingerprint, record.crawl_id), {INDEX: row})]
     biggest = max(piece.wire_bytes for piece in pieces)
     if biggest + CALL_WIRE > call_bytes:
         raise Refused(f"record: {biggest} bytes of metadata and text, over the {call_bytes} "

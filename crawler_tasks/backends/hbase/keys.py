@@ -1,9 +1,10 @@
 """HBase row keys: a page row keyed by its site first, an index row keyed by its fingerprint.
 
-**Page rows: the site first.** ``<reversed host>:<scheme>[:<port>]<path>[?<query>] <fingerprint>``,
-e.g. ``com.example.www:https:8443/a/b?q=1 3f78…``, built from the canonical URL
-(:func:`~crawler_tasks.core.urls.canonicalize_url`: lower-case host, no default port,
-sorted query), Apache Nutch's layout with the fingerprint appended. HBase keeps
+**Page rows: the site first.** ``<reversed host>:<scheme>[:<port>]<path>[?<query>] <fingerprint>
+<crawl id>``, e.g. ``com.example.www:https:8443/a/b?q=1 3f78… news``, built from the
+canonical URL (:func:`~crawler_tasks.core.urls.canonicalize_url`: lower-case host, no
+default port, sorted query), Apache Nutch's layout with the fingerprint and the crawl
+appended (a crawl's records are its own). HBase keeps
 rows sorted by key, so one site's pages are one contiguous range:
 :meth:`~crawler_tasks.backends.hbase.HBaseStore.scan_site` reads a host (all its
 schemes and ports) with the prefix ``com.example.www:`` and its subdomains with
@@ -18,9 +19,10 @@ never share a row, and the URL part can be cut at ``KEY_URL_BYTES`` to keep keys
 short (HBase repeats the key in every cell). A redelivered record builds the
 same key, so its write overwrites the same row.
 
-**Index rows: ``get(fingerprint)`` in the same table.** A fingerprint alone
-does not give the key, so every record also writes the row
-``~fp:<fingerprint>`` with one cell ``i:row`` (family ``i``) naming its page row.
+**Index rows: ``get(fingerprint, crawl_id)`` in the same table.** A fingerprint alone
+does not give the key, so every record also writes the rows
+``~fp:<fingerprint> <crawl id>`` and ``~fp:<fingerprint>`` (the latest of any crawl)
+with one cell ``i:row`` (family ``i``) naming its page row.
 Index rows sort after every page row (``~`` cannot start a host name), so scans
 of pages stop at ``~`` and never meet them. Keeping them in the same table (not
 a second ``<table>_fp`` table) means one table to create and one ``mutateRows``
@@ -53,8 +55,9 @@ def _site(host: str) -> str:
     return ".".join(reversed(host.split(".")))
 
 
-def row_key(url: str, fingerprint: str) -> bytes:
-    """The row key of a record: ``<reversed host>:<scheme>[:<port>]<path>[?<query>] <fingerprint>``.
+def row_key(url: str, fingerprint: str, crawl_id: str = "") -> bytes:
+    """The row key of a record: ``<reversed host>:<scheme>[:<port>]<path>[?<query>] <fingerprint>``,
+    then `` <crawl id>`` (a crawl's records are its own).
 
     Raises :class:`InvalidURL` for a URL with no host.
     """
@@ -69,12 +72,15 @@ def row_key(url: str, fingerprint: str) -> bytes:
     where = f"{_site(parts.hostname)}:{parts.scheme}" + (f":{port}" if port is not None else "")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     head = (where + path).encode("utf-8", "surrogatepass")[:KEY_URL_BYTES]
-    return head + b" " + fingerprint.encode("utf-8", "surrogatepass")
+    tail = fingerprint + (f" {crawl_id}" if crawl_id else "")
+    return head + b" " + tail.encode("utf-8", "surrogatepass")
 
 
-def index_key(fingerprint: str) -> bytes:
-    """The key of the index row that names ``fingerprint``'s page row."""
-    return INDEX_PREFIX + fingerprint.encode("utf-8", "surrogatepass")
+def index_key(fingerprint: str, crawl_id: str = "") -> bytes:
+    """The key of the index row that names ``fingerprint``'s page row in ``crawl_id`` (without
+    one: the page row written last, of any crawl)."""
+    tail = fingerprint + (f" {crawl_id}" if crawl_id else "")
+    return INDEX_PREFIX + tail.encode("utf-8", "surrogatepass")
 
 
 def site_prefix(host: str, *, subdomains: bool = False) -> bytes:

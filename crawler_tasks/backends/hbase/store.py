@@ -135,18 +135,21 @@ class HBaseStore:
             for page in self._key_pages(prefix, after(prefix)):
                 yield from self._load([key for key, _ in page])
 
-    def get(self, fingerprint: str) -> PageRecord | None:
-        """The stored record of ``fingerprint``, or None (index row, then page row)."""
+    def get(self, fingerprint: str, crawl_id: str | None = None) -> PageRecord | None:
+        """The stored record of ``fingerprint`` in ``crawl_id`` (without one: the one written
+        last, of any crawl), or None (index row, then page row)."""
         if not self._gateway.prepare(create=False):
             return None
-        index = index_key(fingerprint)
+        index = index_key(fingerprint, crawl_id or "")
         found = self._gateway.call(lambda table: table.row(index, columns=[INDEX]))
         row = found.get(INDEX)
         if not row:
             return None
         data = self._gateway.call(lambda table: table.row(row, columns=LOAD_COLUMNS))
         record = self._record(row, data)
-        return record if record is not None and record.fingerprint == fingerprint else None
+        if record is None or record.fingerprint != fingerprint or crawl_id not in (None, record.crawl_id):
+            return None
+        return record
 
     def count(self, crawl_id: str | None = None) -> int:
         """How many records are stored (for one crawl): a scan of ``f:crawl_id``."""
