@@ -122,6 +122,23 @@ def rule(pattern: str, *, host: str | None = None, follow: bool = True, priority
 
 
 @dataclass(frozen=True)
+class Hooks:
+    """A pipeline's or middleware's ``open(crawl)`` and ``close(crawl)`` (either may be None)."""
+
+    name: str
+    open: Callable[[Any], Any] | None
+    close: Callable[[Any], Any] | None
+
+    @classmethod
+    def of(cls, name: str, target: Any) -> Hooks | None:
+        """The hooks ``target`` (an object, class instance or module) has; None without."""
+        opens, closes = getattr(target, "open", None), getattr(target, "close", None)
+        if not callable(opens) and not callable(closes):
+            return None
+        return cls(name, opens if callable(opens) else None, closes if callable(closes) else None)
+
+
+@dataclass(frozen=True)
 class Pipeline:
     """An item pipeline: ``process(item, page)`` returns the item (possibly changed) or
     raises :class:`~crawler_tasks.core.errors.DropItem`."""
@@ -129,6 +146,7 @@ class Pipeline:
     name: str
     priority: int
     process: Callable[[dict[str, Any], Any], dict[str, Any]]
+    hooks: Hooks | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +159,7 @@ class Middleware:
     priority: int
     process_request: Callable[[Any], Any] | None
     process_response: Callable[[Any, Any], Any] | None
+    hooks: Hooks | None = None
 
 
 def parse_ordered(raw: str, setting: str) -> tuple[tuple[str, int], ...]:
@@ -214,6 +233,12 @@ class Program:
             return self.pipelines
         return tuple(p for p in self.pipelines if within(p.name, crawl_plugins))
 
+    def hooks_for(self, crawl_plugins: tuple[str, ...]) -> tuple[Hooks, ...]:
+        """The ``open``/``close`` hooks of a crawl's item pipelines and middlewares, in order."""
+        parts: tuple[Pipeline | Middleware, ...] = (*self.pipelines_for(crawl_plugins),
+                                                    *self.middlewares_for(crawl_plugins))
+        return tuple(p.hooks for p in parts if p.hooks is not None)
+
     def middlewares_for(self, crawl_plugins: tuple[str, ...]) -> tuple[Middleware, ...]:
         """The middlewares of a crawl naming ``crawl_plugins`` (all when it names none)."""
         if not crawl_plugins:
@@ -231,8 +256,7 @@ def load_program(plugins: tuple[str, ...], pipelines: tuple[str, ...] = (),
         sys.path.insert(0, os.getcwd())
     for name in plugins:
         _import(name, "CRAWLER_PLUGINS")
-    loaded = tuple(Pipeline(path, prio, _pipeline(path))
-                   for path, prio in parse_ordered(",".join(pipelines), PIPELINES))
+    loaded = tuple(_pipeline(path, prio) for path, prio in parse_ordered(",".join(pipelines), PIPELINES))
     chain = tuple(_middleware(path, prio) for path, prio in parse_ordered(",".join(middlewares), MIDDLEWARES))
     handler = None
     if error_handler:
@@ -310,14 +334,14 @@ def _function(name: str) -> Callable[..., Any] | None:
     return None
 
 
-def _pipeline(path: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    """The callable of a pipeline path: a function ``(item, page)``, or a class or object
-    with ``process_item(item, page)``."""
+def _pipeline(path: str, priority: int) -> Pipeline:
+    """A pipeline: a function ``(item, page)``, or a class or object with
+    ``process_item(item, page)`` (and ``open(crawl)``/``close(crawl)`` if it likes)."""
     target = _target(path, PIPELINES)
     process = getattr(target, "process_item", target)
     if not callable(process):
         raise PluginError(f"{PIPELINES}: {path!r} is neither a function nor has process_item")
-    return process
+    return Pipeline(path, priority, process, None if process is target else Hooks.of(path, target))
 
 
 def _middleware(path: str, priority: int) -> Middleware:
@@ -328,4 +352,4 @@ def _middleware(path: str, priority: int) -> Middleware:
     if not callable(request) and not callable(response):
         raise PluginError(f"{MIDDLEWARES}: {path!r} has neither process_request nor process_response")
     return Middleware(path, priority, request if callable(request) else None,
-                      response if callable(response) else None)
+                      response if callable(response) else None, Hooks.of(path, target))

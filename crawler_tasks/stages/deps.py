@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ..state.stats import Stats
     from ..state.store_queue import StoreQueue
     from ..state.unpublished import SeedCalls, Unpublished
+    from .lifecycle import Lifecycle
 
 
 class Configured(Protocol):
@@ -100,6 +101,8 @@ class Parsing(Protocol):
     def large_bodies(self) -> LargeBodies: ...
     @property
     def program(self) -> Program: ...
+    @property
+    def lifecycle(self) -> Lifecycle: ...
 
 
 class Storage(Protocol):

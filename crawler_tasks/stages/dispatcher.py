@@ -30,12 +30,14 @@ log = logging.getLogger(__name__)
 
 def housekeeping(rt: StoreDeps) -> None:
     """Once a second, in every worker process: give back the batches of dead writers, move
-    due retries, publish the seeds of seed calls that died half-way, note drained crawls
-    and send their ``on_done`` callbacks."""
+    due retries, publish the seeds of seed calls that died half-way, note drained crawls,
+    send their ``on_done`` callbacks and close them here (pipelines' and middlewares'
+    ``close``)."""
     rt.store_queue.tick()
     enqueue.recover_seed_calls(rt)
     note_finished(rt)
     call_back_done(rt)
+    rt.lifecycle.close_drained(rt.crawls.outstanding_many)
 
 
 def write_turn(rt: StoreDeps, writer: str, *, now: bool = True) -> int:
@@ -134,6 +136,7 @@ class Dispatcher:
             self._thread.join()
         if drain_s > 0:
             drain(self.rt, drain_s)
+        self.rt.lifecycle.close()  # what this process still holds open
 
 
 def drain(rt: StoreDeps, seconds: float) -> int:

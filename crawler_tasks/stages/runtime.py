@@ -43,6 +43,7 @@ from ..state.seen import make_filter
 from ..state.stats import Stats
 from ..state.store_queue import StoreQueue
 from ..state.unpublished import SeedCalls, Unpublished
+from .lifecycle import Lifecycle
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -86,6 +87,7 @@ class Runtime:
         self._limits: dict[str, tuple[object, Limits]] = {}
         self._lock = threading.Lock()
         self._program: Program | None = None
+        self._lifecycle: Lifecycle | None = None
         self._browser: Browser | None = None
 
     @property
@@ -135,6 +137,16 @@ class Runtime:
                 if self._program is None:
                     self._program = program_of(self.settings)
         return self._program
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """The crawls this process opened (the pipelines' and middlewares' ``open``/``close``)."""
+        if self._lifecycle is None:
+            program = self.program  # takes the lock itself
+            with self._lock:
+                if self._lifecycle is None:
+                    self._lifecycle = Lifecycle(program)
+        return self._lifecycle
 
     def limits(self, crawl_id: str) -> Limits:
         """The crawl's effective limits, rebuilt only when its cached configuration changes.

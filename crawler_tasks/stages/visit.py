@@ -94,6 +94,8 @@ def visiting(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool = F
     """
     holds = FetchHolds(rt, host_key(req.url), task_id, ack)
     try:
-        yield Visit(rt, task_id, rt.limits(req.crawl_id), holds, inline, Progress(req))
+        limits = rt.limits(req.crawl_id)
+        rt.lifecycle.opening(req.crawl_id, limits)
+        yield Visit(rt, task_id, limits, holds, inline, Progress(req))
     finally:
         holds.close()

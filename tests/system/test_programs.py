@@ -161,6 +161,29 @@ def test_two_crawls_of_one_site_into_one_store_keep_their_own_records(shop: str,
         assert len(exported.splitlines()) == crawls[crawl_id]["counters"]["stored"] == pages
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_pipelines_and_middlewares_open_and_close_once_on_every_worker_that_ran_them(
+        shop: str, shop_dir: Path, tmp_path: Path, workers: str):
+    log = tmp_path / "lifecycle.jsonl"
+    done = run("crawl", "--plugins", "shop_plugin,tests.programs.lifecycle", "--delay", "0", "--workers", workers,
+               "--quiet", "--store", str(tmp_path / "life.db"), shop, cwd=shop_dir,
+               CRAWLER_ITEM_PIPELINES="shop_plugin.normalise_price:100,tests.programs.lifecycle.Tally:200",
+               CRAWLER_MIDDLEWARES="tests.programs.lifecycle.Watch:100", LIFECYCLE_LOG=str(log))
+    assert done.returncode == 0, done.stdout + done.stderr
+    crawl_id = crawl_id_of(done)
+    notes = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {n["crawl_id"] for n in notes} == {crawl_id}
+    for who in ("pipeline", "middleware"):
+        mine = [n for n in notes if n["who"] == who]
+        pids = {n["pid"] for n in mine}
+        assert 1 <= len(pids) <= int(workers)
+        for pid in pids:  # every process that opened the crawl closed it, once, after
+            assert [n["event"] for n in mine if n["pid"] == pid] == ["open", "close"]
+    assert sum(n["items"] for n in notes if n["event"] == "close" and n["who"] == "pipeline") == 10
+    assert all(n["plugins"] == ["shop_plugin", "tests.programs.lifecycle"] for n in notes if n["event"] == "open"
+               and n["who"] == "pipeline")
+
+
 def test_a_crawl_gets_only_the_plugins_it_names(shop: str, shop_dir: Path, tmp_path: Path):
     # Both plugins are loaded; catch_all's rule matches every page at priority 100.
     loaded = {"CRAWLER_PLUGINS": "tests.programs.catch_all,shop_plugin"}

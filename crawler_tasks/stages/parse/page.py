@@ -188,6 +188,7 @@ def parse_claim(rt: ParseDeps, claim_id: str, req: CrawlRequest, task_id: str) -
     with rt.large_bodies.permit() as permit:  # a large body's slot, until its record is queued
         record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True, permit=permit)
         limits = rt.limits(req.crawl_id)  # once for the page
+        rt.lifecycle.opening(req.crawl_id, limits)
         children, counts = parse_page(rt, req, record, body or b"", limits)
         enqueue.complete(rt, req, task_id, enqueue.TaskEnd(children, counts, record=record), limits=limits)
     rt.claims.delete(req.crawl_id, claim_id)  # done now, or long ago (a late duplicate)
