@@ -103,12 +103,13 @@ def in_place_of(wanted: Request, parent: CrawlRequest, scope: Scope) -> CrawlReq
 
 @dataclass(frozen=True)
 class Failure:
-    """What the error handler is told of one failure.
+    """What an errback and the error handler are told of one failure.
 
     ``kind``: ``download`` (retries used up, an error not worth a retry, a redirect
-    not followed), ``middleware``, ``rule``, ``pipeline`` or ``store`` (a record its
-    store refused, or whose store stayed down); ``reason``: a short stable name
-    (``timeout``, ``http_503``, ``dns``, ``ban_page``, the exception class of user code,
+    not followed), ``http`` (a 4xx/5xx page its request did not accept), ``middleware``,
+    ``rule``, ``callback``, ``pipeline`` or ``store`` (a record its store refused, or
+    whose store stayed down); ``reason``: a short stable name (``timeout``, ``http_503``,
+    ``http_404``, ``dns``, ``ban_page``, the exception class of user code,
     ``refused``/``failed`` for stores); ``description``: the line the record keeps.
     """
 

@@ -58,7 +58,7 @@ def test_a_crawl_writes_each_page_with_its_body_to_every_store_of_the_list(rt, w
         assert "<title>Index</title>" in local[f"{site.url}/"].body
         docs = es.documents("pages")
         assert {d["url"] for d in docs.values()} == set(local)
-        assert {fp: d["body"] for fp, d in docs.items()} == {r.fingerprint: r.body for r in local.values()}
+        assert {doc_id: d["body"] for doc_id, d in docs.items()} == {f"{r.crawl_id}:{r.fingerprint}": r.body for r in local.values()}
         in_hbase = {r.url: r for r in open_store(hbase_uri).records(crawl_id)}
         assert in_hbase == local
         for uri in (f"elasticsearch://{host}/pages", hbase_uri):

@@ -259,7 +259,7 @@ def test_one_hbase_thrift_batch_per_batch():
             flush_once(rt, "w1")
             assert hbase.calls.count("mutateRows") == 1
             [call] = [c for c in hbase.requests if c.method == "mutateRows"]
-            assert len(call.args["rowBatches"]) == 100  # the last 50 pages and their index rows
+            assert len(call.args["rowBatches"]) == 150  # the last 50 pages and their two index rows each
             assert rt.stats.read("c1")["stored"] == 250
         finally:
             rt.close()
