@@ -353,19 +353,21 @@ def test_autothrottle_moves_the_delay_towards_latency_over_target_concurrency(li
 
 
 def test_many_waiting_fetches_wait_in_redis_not_in_the_workers(sites, tmp_path):
-    """20 hosts paused by a 429 (Retry-After 4 s) and 400 fetches for them: the workers hold no
-    more than their prefetch, every fetch waits in Redis, stats shows the hosts, and all are
-    fetched once the pause is over."""
+    """20 hosts paused by a 429 (Retry-After 10 s: the checks below, a CLI process among them,
+    must see the pause whole on a loaded machine) and 400 fetches for them: the workers hold
+    no more than their prefetch, every fetch waits in Redis, stats shows the hosts, and all
+    are fetched once the pause is over."""
     import json
 
     from tests.cli.test_cli import cli
 
     hosts = [site(sites, pages=20) for _ in range(20)]
-    settings = polite_settings(tmp_path, download_delay=0, host_concurrency=2, robotstxt_obey=False)
+    settings = polite_settings(tmp_path, download_delay=0, host_concurrency=2, robotstxt_obey=False,
+                               retry_backoff_max=12.0)  # the suite's 5 s would cap the Retry-After
     flush(POLITE_DB)
     rt = Runtime(settings, create_app(settings))
-    for s in hosts:  # each host just answered 429 with Retry-After: 4
-        rt.hosts.release(s.host, "-", Feedback("throttled", 429, retry_after=4))
+    for s in hosts:  # each host just answered 429 with Retry-After: 10
+        rt.hosts.release(s.host, "-", Feedback("throttled", 429, retry_after=10))
     crawl_id = f"polite-{token()}"
     workers = Workers(settings, processes=2, concurrency=SLOTS, name=f"polite{token()}@%h",
                       log_path=str(tmp_path / "workers.log")).start()
