@@ -112,7 +112,11 @@ def test_defaults_store_every_allowed_page_once_fetch_nothing_disallowed_and_tak
     assert stats.get(counters.ROBOTS_DISALLOWED, 0) == len(disallowed)
     assert_nothing_held(crawler.rt, web.hosts)
 
-    # The same crawl with robots.txt ignored and no disallowed link: the defaults cost at most 1.2x.
+    # The same crawl with robots.txt ignored and no disallowed link. The leak this guards against
+    # (slots held by fetches that ended before their download) made the defaults 3.6-15x slower;
+    # alone the two take about the same (11.9 s against 11.3 s), but the suite's other process
+    # loads the machine unevenly between the two crawls (13.4 s against 11.1 s seen), so the
+    # bound is 1.5x. Speed itself is measured in bench/, not here.
     crawler.stop()  # one cluster at a time: the machine has two cores
     (tmp_path / "plain").mkdir()
     plain = RealWeb(disallowed=False, first_ip=70).start()
@@ -124,7 +128,7 @@ def test_defaults_store_every_allowed_page_once_fetch_nothing_disallowed_and_tak
         ignoring.stop()
         plain.stop()
     print(f"realweb: defaults {took:.1f}s, robots ignored {plain_took:.1f}s")
-    assert took <= 1.2 * plain_took, f"defaults {took:.1f}s against {plain_took:.1f}s without robots.txt"
+    assert took <= 1.5 * plain_took, f"defaults {took:.1f}s against {plain_took:.1f}s without robots.txt"
 
 
 def test_a_paused_crawl_holds_no_host_back_from_another_crawl_and_completes_after_resume(crawler):
