@@ -43,12 +43,14 @@ class Lifecycle:
 
     def __init__(self, program: Program) -> None:
         self.program = program
+        #: Whether any pipeline or middleware has hooks (most programs: none, nothing to do per page).
+        self._hooked = bool(program.hooks_for(()))
         self._open: dict[str, tuple[CrawlInfo, tuple[Hooks, ...]]] = {}
         self._lock = threading.Lock()
 
     def opening(self, crawl_id: str, limits: Limits) -> None:
         """Open the crawl here (its hooks' ``open``) unless it is open already."""
-        if crawl_id in self._open:
+        if not self._hooked or crawl_id in self._open:
             return
         hooks = self.program.hooks_for(limits.plugins)
         if not hooks:

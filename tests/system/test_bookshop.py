@@ -13,14 +13,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.system.test_programs import ROOT, crawl_id_of, example_site, records, run
+from tests.system.test_programs import ROOT, crawl_id_of, example_copy, example_site, records, run
 
 BOOKSHOP = ROOT / "examples" / "bookshop"
 sys.path.insert(0, str(BOOKSHOP))
@@ -29,9 +28,7 @@ import bookshop_site as shop  # noqa: E402
 
 @pytest.fixture(scope="module")
 def shop_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("example") / "bookshop"
-    shutil.copytree(BOOKSHOP, target, ignore=shutil.ignore_patterns("__pycache__", "*.db", "*.jsonl", "logs"))
-    return target
+    return example_copy(tmp_path_factory, BOOKSHOP)
 
 
 @pytest.fixture(scope="module")

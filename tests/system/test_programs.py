@@ -68,6 +68,13 @@ def shop_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
+def example_copy(factory: pytest.TempPathFactory, folder: Path) -> Path:
+    """A copy of an example's folder, where its commands run as a user runs them."""
+    target = factory.mktemp("example") / folder.name
+    shutil.copytree(folder, target, ignore=shutil.ignore_patterns("__pycache__", "*.db", "*.jsonl", "logs"))
+    return target
+
+
 @contextlib.contextmanager
 def example_site(folder: Path, script: str, banner: str) -> Iterator[str]:
     """An example's site started as its walkthrough starts it, on a free port: its base URL

@@ -5,7 +5,6 @@ shortened) crawl the same local site and yield the same items."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.test_programs import ROOT, example_site, records, run
+from tests.system.test_programs import ROOT, example_copy, example_site, records, run
 
 QUOTES = ROOT / "examples" / "quotes"
 sys.path.insert(0, str(QUOTES))
@@ -22,9 +21,7 @@ import quotes_site  # noqa: E402
 
 @pytest.fixture(scope="module")
 def quotes_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("example") / "quotes"
-    shutil.copytree(QUOTES, target, ignore=shutil.ignore_patterns("__pycache__", "*.db", "*.jsonl", "logs"))
-    return target
+    return example_copy(tmp_path_factory, QUOTES)
 
 
 @pytest.fixture(scope="module")
