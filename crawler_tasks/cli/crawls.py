@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from ..core import counters
 from ..service.control import list_crawls
@@ -17,9 +18,16 @@ def cmd_crawls(args: argparse.Namespace) -> int:
         return 0
     width = max([8, *(len(c["crawl_id"]) for c in crawls)])
     print(f"{'crawl':<{width}}  {'state':<8}  {'started':<25}  {'finished':<25}  "
-          f"{'stored':>8}  {'failed':>7}  {'outstanding':>11}")
+          f"{'stored':>8}  {'failed':>7}  {'outstanding':>11}  settings")
     for c in crawls:
         s = c["counters"]
         print(f"{c['crawl_id']:<{width}}  {c['state']:<8}  {c['started'] or '-':<25}  {c['finished'] or '-':<25}  "
-              f"{s.get(counters.STORED, 0):>8}  {s.get(counters.FAILURES, 0):>7}  {c['outstanding']:>11}")
+              f"{s.get(counters.STORED, 0):>8}  {s.get(counters.FAILURES, 0):>7}  {c['outstanding']:>11}  "
+              f"{shown_settings(c['settings'])}".rstrip())
     return 0
+
+
+def shown_settings(settings: dict[str, Any]) -> str:
+    """A crawl's settings on one line: ``delay=0.5 max_pages=100 headers=X-Client``."""
+    return " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
+                    for k, v in sorted(settings.items())) or "-"

@@ -190,7 +190,7 @@ class CrawlWatch:
         self.crawl_id = crawl_id
         self.stall_timeout = stall_timeout
         self.say = say
-        self._last: tuple[int, dict[str, int]] | None = None
+        self._last: tuple[int, dict[str, int] | None] | None = None
         self._moved = time.monotonic()
         self._down_since: float | None = None
 

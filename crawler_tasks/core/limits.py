@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .crawl_settings import CrawlSettings
 from .settings import Settings
 from .store_uris import masked
 from .urls import domain_allowed, host_of
@@ -12,8 +13,10 @@ from .urls import domain_allowed, host_of
 
 @dataclass(frozen=True)
 class Limits:
-    """A crawl's effective limits: ``CRAWLER_ALLOWED_DOMAINS`` and ``CRAWLER_MAX_DEPTH``
-    when set, else the crawl's own (its seeds' hosts, its ``--max-depth``)."""
+    """A crawl's effective limits: ``CRAWLER_ALLOWED_DOMAINS`` when set, else the crawl's
+    own domains (its seeds' hosts, ``--allow-domain``) and its plugins' ``allowed_domains``;
+    the crawl's ``--max-depth`` and ``--max-pages``, else its plugins' ``custom_settings``,
+    else the worker's settings (:mod:`~crawler_tasks.core.crawl_settings`)."""
 
     domains: frozenset[str]
     max_depth: int
@@ -24,6 +27,11 @@ class Limits:
     plugins: tuple[str, ...] = ()
     #: ``paused`` or ``cancelled`` (crawl control); None: running as usual.
     control: str | None = None
+    #: The crawl's own delay and concurrency per host; None: the worker's settings.
+    delay: float | None = None
+    host_concurrency: int | None = None
+    #: Headers every request of the crawl sends (its plugins' ``custom_settings``).
+    headers: tuple[tuple[str, str], ...] = ()
 
     def allows(self, url: str, *, origin: str) -> bool:
         """The offsite rule: may a link or redirect found on ``origin`` go to ``url``?
@@ -33,14 +41,20 @@ class Limits:
         return domain_allowed(url, self.domains or frozenset({host_of(origin)}))
 
     @classmethod
-    def of(cls, config: CrawlConfig, settings: Settings) -> Limits:
+    def of(cls, config: CrawlConfig, settings: Settings, custom: CrawlSettings = CrawlSettings()) -> Limits:
+        """The limits of the crawl ``config`` describes, on a worker with ``settings`` whose
+        loaded plugins give the crawl ``custom``."""
+        depth = config.max_depth if config.max_depth is not None else custom.max_depth
         return cls(
-            domains=frozenset(settings.allowed_domains) or config.domains,
-            max_depth=settings.max_depth if config.max_depth is None else config.max_depth,
-            max_pages=config.max_pages,
+            domains=frozenset(settings.allowed_domains) or config.domains | custom.allowed_domains,
+            max_depth=settings.max_depth if depth is None else depth,
+            max_pages=config.max_pages or custom.max_pages or 0,
             store=masked(config.store or settings.store),
             plugins=config.plugins,
             control=config.control,
+            delay=custom.delay,
+            host_concurrency=custom.host_concurrency,
+            headers=custom.headers,
         )
 
 

@@ -172,6 +172,16 @@ def reroute(req: CrawlRequest, settings: Settings, reason: Reroute) -> Retry | N
     return Retry(retry, 0.0, reason, {counters.RETRIES: 1, counters.retry_reason(reason): 1})
 
 
+def with_headers(req: CrawlRequest, headers: tuple[tuple[str, str], ...]) -> CrawlRequest:
+    """``req`` also sending ``headers`` (its crawl's ``custom_settings``) where it does not
+    send a header of that name itself."""
+    if not headers:
+        return req
+    own = {k.lower() for k in req.headers}
+    extra = {k: v for k, v in headers if k.lower() not in own}
+    return req.replace(headers={**extra, **req.headers}) if extra else req
+
+
 def conditional(req: CrawlRequest, previous: PageRecord | None) -> CrawlRequest:
     """``req`` revalidating ``previous`` (``If-None-Match`` / ``If-Modified-Since`` from its
     ``ETag`` / ``Last-Modified``); ``req`` itself when there is nothing to revalidate."""

@@ -124,11 +124,14 @@ class PaceRules:
     proxy_bench_s: float = 300.0
 
     @classmethod
-    def of(cls, settings: Settings, crawl_delay: float | None = None) -> PaceRules:
-        """The rules ``settings`` give a host whose robots.txt says ``crawl_delay``."""
+    def of(cls, settings: Settings, crawl_delay: float | None = None, *, delay: float | None = None,
+           concurrency: int | None = None) -> PaceRules:
+        """The rules ``settings`` give a host whose robots.txt says ``crawl_delay``, for a
+        crawl whose own ``delay`` and ``concurrency`` (None: the settings') replace the settings'."""
         s = settings
-        return cls(floor=max(s.download_delay, crawl_delay or 0.0), backoff_max=s.retry_backoff_max,
-                   concurrency=s.host_concurrency, autothrottle=s.autothrottle,
+        return cls(floor=delay_floor(s.download_delay, crawl_delay, delay), backoff_max=s.retry_backoff_max,
+                   concurrency=s.host_concurrency if concurrency is None else concurrency,
+                   autothrottle=s.autothrottle,
                    target_concurrency=s.autothrottle_target_concurrency,
                    max_delay=s.autothrottle_max_delay, start_delay=s.autothrottle_start_delay,
                    ban_threshold=s.ban_threshold, proxies=len(s.proxies), proxy_bench_s=s.proxy_bench_s)
@@ -169,6 +172,12 @@ class Released:
     proxied: bool
     bench_until: float | None = None
     due: float | None = None
+
+
+def delay_floor(setting: float, crawl_delay: float | None, own: float | None = None) -> float:
+    """The least delay between two requests to a host: the crawl's ``own`` delay (else the
+    ``setting``), raised to the host's robots.txt ``crawl_delay``."""
+    return max(setting if own is None else own, crawl_delay or 0.0)
 
 
 def throttle(pace: HostPace, retry_after: float | None, rules: PaceRules, now: float) -> HostPace:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .asks import Failure
+from .crawl_settings import CrawlSettings, parse_crawl_settings
 from .errors import BadInput, PluginError
 
 #: What a rule may return: nothing, one item or request, or an iterable of them.
@@ -202,6 +203,8 @@ class Program:
     #: recording and counting only.
     error_handler: Callable[[Failure], Any] | None = None
     error_handler_name: str = ""
+    #: Each plugin's ``custom_settings`` (:mod:`~crawler_tasks.core.crawl_settings`), in order.
+    custom: tuple[tuple[str, CrawlSettings], ...] = ()
     #: Callbacks and errbacks found by name so far: name -> function (None: not found).
     _functions: dict[str, Callable[..., Any] | None] = field(default_factory=dict, repr=False, compare=False)
 
@@ -216,11 +219,11 @@ class Program:
         return self._functions[name]
 
     def idle(self) -> list[str]:
-        """The plugins that gave this process nothing: no rule, item pipeline, middleware or
-        error handler of theirs (a package's rules count once the package imports the
+        """The plugins that gave this process nothing: no rule, item pipeline, middleware,
+        error handler or ``custom_settings`` of theirs (a package's rules count once the package imports the
         modules that hold them)."""
         names = [r.name for r in self.rules] + [p.name for p in self.pipelines] + \
-            [m.name for m in self.middlewares] + [self.error_handler_name]
+            [m.name for m in self.middlewares] + [self.error_handler_name] + [p for p, _ in self.custom]
         return [p for p in self.plugins if not any(within(name, (p,)) for name in names)]
 
     def missing(self, crawl_plugins: tuple[str, ...]) -> list[str]:
@@ -239,6 +242,15 @@ class Program:
                                                     *self.middlewares_for(crawl_plugins))
         return tuple(p.hooks for p in parts if p.hooks is not None)
 
+    def settings_for(self, crawl_plugins: tuple[str, ...]) -> CrawlSettings:
+        """The ``custom_settings`` of a crawl naming ``crawl_plugins`` (all loaded plugins when
+        it names none), laid over each other in order: a later plugin's value wins."""
+        merged = CrawlSettings()
+        for plugin, own in self.custom:
+            if not crawl_plugins or within(plugin, crawl_plugins):
+                merged = own.over(merged)
+        return merged
+
     def middlewares_for(self, crawl_plugins: tuple[str, ...]) -> tuple[Middleware, ...]:
         """The middlewares of a crawl naming ``crawl_plugins`` (all when it names none)."""
         if not crawl_plugins:
@@ -254,8 +266,11 @@ def load_program(plugins: tuple[str, ...], pipelines: tuple[str, ...] = (),
     The current directory is importable, as for ``celery -A``."""
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+    custom = []
     for name in plugins:
-        _import(name, "CRAWLER_PLUGINS")
+        own = parse_crawl_settings(name, getattr(_import(name, "CRAWLER_PLUGINS"), "custom_settings", None))
+        if own:
+            custom.append((name, own))
     loaded = tuple(_pipeline(path, prio) for path, prio in parse_ordered(",".join(pipelines), PIPELINES))
     chain = tuple(_middleware(path, prio) for path, prio in parse_ordered(",".join(middlewares), MIDDLEWARES))
     handler = None
@@ -265,7 +280,7 @@ def load_program(plugins: tuple[str, ...], pipelines: tuple[str, ...] = (),
         handler = _target(error_handler, HANDLER)
         if not callable(handler):
             raise PluginError(f"{HANDLER}: {error_handler!r} is not callable")
-    return Program(plugins, RULES.of(plugins), loaded, chain, handler, error_handler)
+    return Program(plugins, RULES.of(plugins), loaded, chain, handler, error_handler, tuple(custom))
 
 
 class ProgramSettings(Protocol):

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 #: Request headers for the proxy alone, left out of the exchange a record keeps.
 HOP_SECRETS = frozenset({"proxy-authorization"})
+#: Request headers that carry credentials: a record keeps their names, never their values.
+CREDENTIALS = frozenset({"authorization", "cookie"})
+REDACTED = "[redacted]"
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,10 @@ class RawExchange:
             return None
         request_line, request_headers = _split_head(request_head)
         status_line, headers = _split_head(response_head)
-        # The proxy's credentials went to the proxy, not to the site: never into a record.
-        request_headers = [(k, v) for k, v in request_headers if k.lower() not in HOP_SECRETS]
+        # The proxy's credentials went to the proxy, not to the site: never into a record;
+        # the site's are named but not kept.
+        request_headers = [(k, REDACTED if k.lower() in CREDENTIALS else v)
+                           for k, v in request_headers if k.lower() not in HOP_SECRETS]
         return cls(request_line, request_headers, status_line, headers)
 
 

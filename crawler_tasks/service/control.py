@@ -61,16 +61,18 @@ def list_crawls(rt: Runtime | None = None, crawl_ids: Sequence[str] | None = Non
     (``running`` while work is outstanding, else ``finished``; ``paused``, ``cancelling``,
     ``cancelled``), ``started`` and ``finished`` (ISO times: its first seeds, when a worker
     last found it drained), ``outstanding`` tasks, its ``counters`` and its page budget
-    ``max_pages`` (0: none). ``rt``: this
+    ``max_pages`` (0: none), and its ``settings``: its own limits and what its plugins'
+    ``custom_settings`` set (header names only). ``rt``: this
     process's runtime of the default app when not given."""
     rt = rt or current(default_app())
     ids = rt.crawls.all_ids() if crawl_ids is None else list(crawl_ids)
     stats = rt.stats.read_many(ids)
     left = rt.crawls.outstanding_many(ids)
     life = rt.crawls.lifecycle(ids)
-    return [{"crawl_id": cid, "state": _state(life[cid][2], left[cid]),
-             "started": life[cid][0], "finished": None if left[cid] else life[cid][1],
-             "outstanding": left[cid], "counters": stats[cid], "max_pages": life[cid][3]} for cid in ids]
+    return [{"crawl_id": cid, "state": _state(life[cid].control, left[cid]),
+             "started": life[cid].started, "finished": None if left[cid] else life[cid].finished,
+             "outstanding": left[cid], "counters": stats[cid], "max_pages": life[cid].max_pages,
+             "settings": life[cid].settings} for cid in ids]
 
 
 def _state(held: str | None, outstanding: int) -> str:

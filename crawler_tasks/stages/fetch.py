@@ -38,6 +38,7 @@ from ..core.policy import (
     reroute,
     reroute_reason,
     tell_at_once,
+    with_headers,
 )
 from ..core.politeness import ALLOW, Feedback, host_key
 from ..core.responses import Download
@@ -108,11 +109,13 @@ def take_slot(v: Visit) -> Skip | Defer | None:
     robots = rt.robots.check(v.req, v.task_id) if rt.settings.robotstxt_obey else ALLOW
     if robots.wait_until is not None or not robots.allowed:
         return before_fetch(v.req, robots, None)
-    slot = v.progress.slot = rt.hosts.acquire(v.holds.host, v.task_id, crawl_delay=robots.crawl_delay)
+    own = v.limits
+    slot = v.progress.slot = rt.hosts.acquire(v.holds.host, v.task_id, crawl_delay=robots.crawl_delay,
+                                              delay=own.delay, concurrency=own.host_concurrency)
     early = before_fetch(v.req, robots, slot)
     if early is not None:
         return early
-    v.holds.acquired(robots.crawl_delay, slot.proxy)
+    v.holds.acquired(robots.crawl_delay, slot.proxy, own.delay, own.host_concurrency)
     if slot.wait:
         time.sleep(slot.wait)
     return None
@@ -139,7 +142,8 @@ def fetch(v: Visit) -> Retry | None:
     page.previous = previous(rt, v.req)
     try:
         # A large body keeps its permit until its record is in the store queue (the visit's end).
-        page.result = download(rt.session, conditional(v.req, page.previous), timeout=s.download_timeout,
+        sent = conditional(with_headers(v.req, v.limits.headers), page.previous)
+        page.result = download(rt.session, sent, timeout=s.download_timeout,
                                maxsize=s.download_maxsize, proxy=v.proxy_url, permit=v.holds.permit)
     except FetchError as err:
         page.result = err

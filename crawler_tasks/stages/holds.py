@@ -42,13 +42,20 @@ class FetchHolds:
         #: What the host is told on release; until a download says more, nothing (a slot
         #: given back unused changes none of the host's limits).
         self.feedback: Feedback = host_feedback(None)
+        #: The host's robots.txt Crawl-delay and the crawl's own delay, for the release.
         self.crawl_delay: float | None = None
+        self.delay: float | None = None
+        #: Whether the crawl brings a delay or concurrency of its own (a fetch may wait anyway).
+        self.paced = False
         self.ack = ack
         self.done = False
 
-    def acquired(self, crawl_delay: float | None, proxy: int | None) -> None:
-        """The fetch took its host's slot (through ``proxy``, None: direct)."""
-        self.crawl_delay = crawl_delay
+    def acquired(self, crawl_delay: float | None, proxy: int | None, delay: float | None = None,
+                 concurrency: int | None = None) -> None:
+        """The fetch took its host's slot (through ``proxy``, None: direct), its crawl bringing
+        its own ``delay`` and ``concurrency`` (None: the settings')."""
+        self.crawl_delay, self.delay = crawl_delay, delay
+        self.paced = delay is not None or concurrency is not None
         self.feedback = host_feedback(None, proxy=proxy)
 
     def given_back(self) -> None:
@@ -60,7 +67,7 @@ class FetchHolds:
         last round trip (the caller executes it)."""
         self.done = True
         self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay,
-                              pipe=pipe)
+                              delay=self.delay, pipe=pipe)
         if self.ack is not None:
             self.ack(pipe)
 
@@ -69,7 +76,8 @@ class FetchHolds:
         if self.done:
             return False
         self.done = True
-        return self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay)
+        return self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay,
+                                     delay=self.delay)
 
     def close(self) -> None:
         """Give back whatever is still held: the permit, then the slot (owed to the mover
@@ -81,9 +89,9 @@ class FetchHolds:
         except redis.RedisError as exc:
             log.warning("host slot of %s (%s) not released now (%s): released once Redis answers",
                         self.task_id, self.host, exc)
-            self.rt.hosts.owe(self.host, self.task_id, self.feedback, self.crawl_delay)
+            self.rt.hosts.owe(self.host, self.task_id, self.feedback, self.crawl_delay, self.delay)
         finally:
-            if self.rt.hosts.holds:  # the host's next waiting fetch may go now: the mover looks
+            if self.rt.hosts.holds or self.paced:  # the host's next waiting fetch may go: the mover looks
                 self.rt.hosts.freed.set()
 
 

@@ -11,15 +11,27 @@ is consulted, nothing is gated, counted or stored.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import requests
 
 from ..core.errors import FetchError
-from ..core.limits import Limits
+from ..core.limits import CrawlConfig, Limits
 from ..core.models import CrawlRequest, PageRecord
-from ..core.policy import HTML_TYPES, Drop, Fail, HandOn, Outcome, Redirect, Retry, Skip, decide, decode_text
+from ..core.policy import (
+    HTML_TYPES,
+    Drop,
+    Fail,
+    HandOn,
+    Outcome,
+    Redirect,
+    Retry,
+    Skip,
+    decide,
+    decode_text,
+    with_headers,
+)
 from ..core.program import Program
 from ..core.responses import Download
 from ..core.settings import Settings
@@ -55,9 +67,9 @@ class Probe:
 
 
 def limits_for(req: CrawlRequest, settings: Settings, program: Program) -> Limits:
-    """The limits of a crawl seeded with ``req`` alone."""
-    return Limits(domains=frozenset(settings.allowed_domains) or frozenset({host_of(req.url)}),
-                  max_depth=settings.max_depth, max_pages=0, store="", plugins=program.plugins)
+    """The limits of a crawl seeded with ``req`` alone, its plugins' ``custom_settings`` on."""
+    config = CrawlConfig(req.crawl_id, domains=frozenset({host_of(req.url)}), store="")
+    return replace(Limits.of(config, settings, program.settings_for(())), plugins=program.plugins)
 
 
 def probe(settings: Settings, program: Program, req: CrawlRequest, session: requests.Session) -> Probe:
@@ -68,7 +80,8 @@ def probe(settings: Settings, program: Program, req: CrawlRequest, session: requ
     if not isinstance(step, Go):
         return _ended(req, step)
     try:
-        result: Download | FetchError = download(session, step.request, timeout=settings.download_timeout,
+        result: Download | FetchError = download(session, with_headers(step.request, limits.headers),
+                                                 timeout=settings.download_timeout,
                                                  maxsize=settings.download_maxsize, proxy=step.proxy)
     except FetchError as err:
         result = err

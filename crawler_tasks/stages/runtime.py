@@ -158,7 +158,10 @@ class Runtime:
         if hit is None or hit[0] is not config:
             if len(self._limits) >= self.crawls.CACHE_SIZE:
                 self._limits.clear()
-            hit = self._limits[crawl_id] = (config, Limits.of(config, self.settings))
+            custom = self.program.settings_for(config.plugins)
+            if hit is None and custom and config.control is None:
+                self.crawls.note_custom(crawl_id, custom.shown())  # for ``crawler-tasks crawls``
+            hit = self._limits[crawl_id] = (config, Limits.of(config, self.settings, custom))
         return hit[1]
 
     def close_browser(self) -> None:

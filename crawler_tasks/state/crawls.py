@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -21,6 +22,31 @@ from .keys import Keys
 
 #: Config hash fields ``domain:<name>`` list the domains a crawl may follow links to.
 DOMAIN_FIELD = "domain:"
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """Where a crawl stands and what it was set to do, as ``crawler-tasks crawls`` shows it."""
+
+    started: str | None
+    finished: str | None
+    #: ``paused``, ``cancelled`` or ``purged`` (crawl control); None: running as usual.
+    control: str | None
+    #: Its page budget (0: none): its own, else its plugins'.
+    max_pages: int
+    #: Its own ``max_depth`` and ``max_pages`` and what its plugins set, header names only.
+    settings: dict[str, Any]
+
+
+def _lifecycle(started: bytes | None, finished: bytes | None, control: bytes | None,
+               budget: bytes | None, depth: bytes | None, custom: bytes | None) -> Lifecycle:
+    settings: dict[str, Any] = json.loads(custom) if custom else {}
+    if budget is not None and int(budget):
+        settings["max_pages"] = int(budget)
+    if depth is not None:
+        settings["max_depth"] = int(depth)
+    return Lifecycle(_text(started), _text(finished), _text(control), int(settings.get("max_pages", 0)),
+                     settings)
 
 
 class Crawls:
@@ -78,6 +104,11 @@ class Crawls:
             self._cache.clear()
         self._cache[crawl_id] = (time.monotonic(), config)
         return config
+
+    def note_custom(self, crawl_id: str, shown: dict[str, Any]) -> None:
+        """Keep what the crawl's plugins set (``custom_settings``, header values left out),
+        as the first worker to run it saw them, for ``crawler-tasks crawls``."""
+        self.client.hsetnx(self.keys.crawl(crawl_id), "custom", json.dumps(shown, sort_keys=True))
 
     def outstanding(self, crawl_id: str) -> int:
         """Tasks of the crawl queued, running or waiting on a retry."""
@@ -155,15 +186,14 @@ class Crawls:
         self.client.hset(self.keys.crawl(crawl_id), "finished", when)
         return True
 
-    def lifecycle(self, crawl_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None, str | None, int]]:
-        """(started, finished, control, max_pages) of each crawl, in one round trip
-        (``max_pages`` 0: no page budget)."""
+    def lifecycle(self, crawl_ids: Sequence[str]) -> dict[str, Lifecycle]:
+        """Each crawl's :class:`Lifecycle`, in one round trip."""
         with self.client.pipeline(transaction=False) as pipe:
             for crawl_id in crawl_ids:
-                pipe.hmget(self.keys.crawl(crawl_id), "started", "finished", "control", "max_pages")
+                pipe.hmget(self.keys.crawl(crawl_id), "started", "finished", "control", "max_pages",
+                           "max_depth", "custom")
             raw = pipe.execute()
-        return {cid: (_text(started), _text(finished), _text(held), int(budget or 0))
-                for cid, (started, finished, held, budget) in zip(crawl_ids, raw)}
+        return {cid: _lifecycle(*fields) for cid, fields in zip(crawl_ids, raw)}
 
     def outstanding_many(self, crawl_ids: Sequence[str]) -> dict[str, int]:
         """:meth:`outstanding` of each of ``crawl_ids``, in one round trip."""

@@ -44,7 +44,7 @@ import redis
 
 from ..core import counters, routing
 from ..core.models import CrawlRequest
-from ..core.politeness import LEAD_S, MARGIN_S, Feedback, Slot, host_key
+from ..core.politeness import LEAD_S, MARGIN_S, Feedback, Slot, delay_floor, host_key
 from ..core.settings import Settings
 from . import scripts
 from .keys import Keys, template
@@ -122,28 +122,34 @@ class HostLimiter:
         #: and the mover (:mod:`crawler_tasks.stages.mover`) looks without waiting out its sleep.
         self.freed = threading.Event()
         #: Releases Redis did not take (an outage), by task id: settled by :meth:`settle_owed`.
-        self._owed: dict[str, tuple[str, Feedback, float | None]] = {}
+        self._owed: dict[str, tuple[str, Feedback, float | None, float | None]] = {}
         self._owed_lock = threading.Lock()
         #: Where the mover's script finds the keys of the hosts it visits.
         self._host_keys = json.dumps({"host": template(keys.host), "slots": template(keys.host_slots),
                                       "wait": template(keys.host_wait)})
 
-    def _floor(self, crawl_delay: float | None) -> float:
-        return max(self.settings.download_delay, crawl_delay or 0.0)
+    def _floor(self, crawl_delay: float | None, delay: float | None) -> float:
+        return delay_floor(self.settings.download_delay, crawl_delay, delay)
 
     @property
     def _auto(self) -> int:
         return 1 if self.settings.autothrottle else 0
 
-    def acquire(self, host: str, task_id: str, *, crawl_delay: float | None = None) -> Slot:
-        """Take a slot of ``host`` for task ``task_id`` now, or say until when it must wait."""
+    def acquire(self, host: str, task_id: str, *, crawl_delay: float | None = None,
+                delay: float | None = None, concurrency: int | None = None) -> Slot:
+        """Take a slot of ``host`` for task ``task_id`` now, or say until when it must wait.
+
+        ``crawl_delay``: the host's robots.txt Crawl-delay; ``delay`` and ``concurrency``: the
+        fetch's crawl's own (None: the settings'). The host keeps that concurrency for the
+        fetches waiting in its room, until a fetch of another crawl says otherwise."""
         if self._owed:  # a new attempt of the task owns its slot again
             with self._owed_lock:
                 self._owed.pop(task_id, None)
         k, s = self.keys, self.settings
         answer = self._acquire(
             keys=[k.host(host), k.host_slots(host), k.hosts_recent(), k.proxies_benched()],
-            args=[task_id, self._floor(crawl_delay), s.host_concurrency, self._auto,
+            args=[task_id, self._floor(crawl_delay, delay),
+                  s.host_concurrency if concurrency is None else concurrency, self._auto,
                   self.slot_lease, host, HOST_TTL, len(s.proxies), s.autothrottle_start_delay,
                   self.recent_hosts, LEAD_S, MARGIN_S])
         if not int(answer[0]):
@@ -187,14 +193,14 @@ class HostLimiter:
         queue_script(pipe, self._route, [k.hosts_due(), k.hosts_recent(), k.hosts_arrivals()], args)
 
     def release(self, host: str, task_id: str, feedback: Feedback, *,
-                crawl_delay: float | None = None, pipe: Any = None) -> bool:
+                crawl_delay: float | None = None, delay: float | None = None, pipe: Any = None) -> bool:
         """Free the slot of task ``task_id`` and adapt ``host``'s limits to ``feedback``;
         True when the host now goes through the proxies (``pipe``: queued there, False)."""
         k, s = self.keys, self.settings
         keys = [k.host(host), k.host_slots(host), k.hosts_due(), k.proxies_benched()]
         args = [task_id, feedback.kind, feedback.status,
                 -1 if feedback.retry_after is None else feedback.retry_after,
-                feedback.latency, self._floor(crawl_delay), s.retry_backoff_max, self._auto,
+                feedback.latency, self._floor(crawl_delay, delay), s.retry_backoff_max, self._auto,
                 s.autothrottle_target_concurrency, s.autothrottle_max_delay,
                 s.autothrottle_start_delay, host, s.ban_threshold, len(s.proxies),
                 -1 if feedback.proxy is None else feedback.proxy, s.proxy_bench_s,
@@ -204,10 +210,11 @@ class HostLimiter:
             return False
         return bool(self._release(keys=keys, args=args))
 
-    def owe(self, host: str, task_id: str, feedback: Feedback, crawl_delay: float | None) -> None:
+    def owe(self, host: str, task_id: str, feedback: Feedback, crawl_delay: float | None,
+            delay: float | None = None) -> None:
         """Remember a release Redis could not take, for :meth:`settle_owed`."""
         with self._owed_lock:
-            self._owed[task_id] = (host, feedback, crawl_delay)
+            self._owed[task_id] = (host, feedback, crawl_delay, delay)
 
     @property
     def owed(self) -> int:
@@ -222,10 +229,11 @@ class HostLimiter:
             with self._owed_lock:
                 if not self._owed:
                     break
-                task_id, (host, feedback, crawl_delay) = next(iter(self._owed.items()))
-            self.release(host, task_id, feedback, crawl_delay=crawl_delay)
+                task_id, owed = next(iter(self._owed.items()))
+            host, feedback, crawl_delay, delay = owed
+            self.release(host, task_id, feedback, crawl_delay=crawl_delay, delay=delay)
             with self._owed_lock:
-                if self._owed.get(task_id) == (host, feedback, crawl_delay):
+                if self._owed.get(task_id) == owed:
                     del self._owed[task_id]
             settled += 1
         return settled

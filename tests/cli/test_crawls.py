@@ -37,6 +37,7 @@ def test_a_running_crawl_then_finished_with_its_times_and_counters(rt, worker, s
     listed = {c["crawl_id"]: c for c in json.loads(run_crawls(settings, "--json").stdout)}
     assert listed[crawl_id] == done
     table = run_crawls(settings).stdout.splitlines()
-    assert table[0].split() == ["crawl", "state", "started", "finished", "stored", "failed", "outstanding"]
+    assert table[0].split() == ["crawl", "state", "started", "finished", "stored", "failed", "outstanding",
+                                "settings"]
     [row] = [line for line in table if line.startswith(crawl_id)]
-    assert row.split()[1] == "finished" and row.split()[-3:] == ["6", "0", "0"]
+    assert row.split()[1] == "finished" and row.split()[-4:] == ["6", "0", "0", "-"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -22,6 +22,7 @@ class Hit:
     end: float
     status: int
     via: str | None  # the Via header a proxy added
+    sent: dict[str, str] = field(default_factory=dict)  # the request's headers
 
 
 class PoliteSite:
@@ -94,7 +95,7 @@ class PoliteSite:
         finally:
             with self.lock:
                 self.in_flight -= 1
-                self.hits.append(Hit(path, start, time.time(), status, h.headers.get("Via")))
+                self.hits.append(Hit(path, start, time.time(), status, h.headers.get("Via"), dict(h.headers)))
 
     def answer(self, path: str, h: BaseHTTPRequestHandler, direct: int) -> tuple[int, str, dict, float]:
         if path == "/robots.txt":

@@ -5,7 +5,8 @@
 -- KEYS[4] the benched proxies ZSET (Keys.proxies_benched)
 -- ARGV[1] task id
 -- ARGV[2] delay floor (s): the setting or the host's Crawl-delay, the larger
--- ARGV[3] concurrency per host (0 = no cap)
+-- ARGV[3] concurrency per host (0 = no cap): the setting or the fetch's crawl's own; kept
+--         in the host's field `conc` for the fetches waiting in its room
 -- ARGV[4] '1' when AutoThrottle is on
 -- ARGV[5] slot lease (s)
 -- ARGV[6] host name (host:port)
@@ -23,7 +24,7 @@
 -- include: limits.lua
 -- include: recent.lua
 local nxt, delay, conc, requests, waiting = limits(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
-                                                  tonumber(ARGV[4]), tonumber(ARGV[9]))
+                                                  tonumber(ARGV[4]), tonumber(ARGV[9]), true)
 -- The leases of killed workers expire: counted out before the cap is checked (with no cap,
 -- now and then, so that the ZSET does not grow).
 if conc > 0 or requests % 32 == 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
@@ -63,7 +64,8 @@ if n > 0 and redis.call('HGET', KEYS[1], 'proxied') == '1' then
 end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
 requests = requests + 1
-redis.call('HSET', KEYS[1], 'next', tostring(start + delay), 'delay', tostring(delay), 'requests', requests)
+redis.call('HSET', KEYS[1], 'next', tostring(start + delay), 'delay', tostring(delay), 'requests', requests,
+           'conc', ARGV[3])
 if requests % 32 == 1 then
   -- now and then, not on every request: keep the state alive and the host in the recent list
   redis.call('EXPIRE', KEYS[1], ARGV[7])
