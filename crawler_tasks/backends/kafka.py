@@ -1,4 +1,5 @@
-"""Kafka store: ``kafka://host:9092/topic`` writes each record as one JSON message.
+"""Kafka store: ``kafka://host:9092/topic`` writes each record as one JSON message, and
+each item its parser yielded as one message on ``<topic>-items`` (the items feed).
 
 The URI (several bootstrap servers, TLS with ``kafkas://``, SASL with ``user:password@``,
 the options): :mod:`crawler_tasks.core.kafka_uri`. Each record is one message, its value the
@@ -21,6 +22,15 @@ A record whose JSON is over ``max_message_bytes`` (default 1000000) goes without
 refused (the dead letters, with the reason). A topic whose own limit
 (``max.message.bytes``) is lower refuses larger messages: set ``max_message_bytes`` under it.
 
+The items feed: each item of a record is one message on ``<topic>-items`` in the same
+transaction, its value the feed row (``type``, ``url``, ``crawl_id``, ``fingerprint``,
+``position``, ``fetched_at``, ``item``) and ``of``, how many items its page had on that
+fetch; its key ``<crawl>:<fingerprint>:<position>``, so a compacted topic keeps each once.
+A page fetched again with fewer items sends those: its earlier messages at positions past
+``of`` are out of date (a consumer keeping a page's items replaces them on a newer
+``fetched_at``). Create the topic beside the records' where topics are not created on
+first use.
+
 Write-only: Kafka is read by its consumers, not by ``crawler-tasks export`` or a
 recrawl's validators (:class:`~crawler_tasks.backends.base.WriteOnly`).
 
@@ -36,12 +46,13 @@ import socket
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..core import codec
 from ..core.errors import StoreUnavailable, UnknownStore
+from ..core.items import item_rows
 from ..core.kafka_uri import BadKafkaURI, KafkaTarget, error_text, parse_kafka_uri
 from ..core.models import PageRecord
 from .base import RecordFailure, WriteOnly
@@ -72,6 +83,27 @@ def message_of(record: PageRecord, limit: int) -> tuple[bytes | None, str]:
                   f"{limit}-byte message limit (max_message_bytes)")
 
 
+class Message(NamedTuple):
+    """One message of a batch: where it goes, its key and value, and its page."""
+
+    topic: str
+    key: str
+    value: bytes
+    fingerprint: str
+
+
+#: The items topic is the records topic's name with this after it.
+ITEMS_SUFFIX = "-items"
+
+
+def item_messages(record: PageRecord) -> list[tuple[str, bytes]]:
+    """The items feed's messages of ``record`` (key, value). Each is smaller than the record's
+    own message, which carries every item: a record within the limit has its items within it."""
+    rows = item_rows(record)
+    return [(f"{row.crawl_id}:{row.fingerprint}:{row.position}", codec.dumps({**row.to_dict(), "of": len(rows)}))
+            for row in rows]
+
+
 class KafkaStore(WriteOnly):
     """Records as JSON messages keyed by fingerprint, a transaction per batch (see the module doc)."""
 
@@ -80,6 +112,7 @@ class KafkaStore(WriteOnly):
             raise UnknownStore(f"kafka store {target.display!r}: name one topic, not {len(target.topics)}")
         self.target = target
         self.topic = target.topics[0]
+        self.items_topic = self.topic + ITEMS_SUFFIX
         self.shown = f"kafka store {target.display!r}"
         self.read_with = "read the topic with a Kafka consumer"
         self._lock = threading.Lock()
@@ -102,13 +135,15 @@ class KafkaStore(WriteOnly):
         back. :class:`StoreUnavailable` when Kafka did not take the batch (none of it is
         committed)."""
         failures: list[RecordFailure] = []
-        messages: list[tuple[str, bytes]] = []
+        messages: list[Message] = []
         for record in records:
             value, problem = message_of(record, self.target.max_message_bytes)
             if value is None:
                 failures.append(RecordFailure(record.fingerprint, problem))
-            else:
-                messages.append((record.fingerprint, value))
+                continue
+            messages.append(Message(self.topic, record.fingerprint, value, record.fingerprint))
+            messages += [Message(self.items_topic, key, data, record.fingerprint)
+                         for key, data in item_messages(record)]
         if messages:
             with self._lock:
                 failures += self._send(messages)
@@ -120,7 +155,7 @@ class KafkaStore(WriteOnly):
 
     # -- sending -----------------------------------------------------------
 
-    def _send(self, messages: list[tuple[str, bytes]]) -> list[RecordFailure]:
+    def _send(self, messages: list[Message]) -> list[RecordFailure]:
         producer = self._ready()
         refused: dict[str, KafkaError] = {}
 
@@ -130,8 +165,8 @@ class KafkaStore(WriteOnly):
 
         try:
             producer.begin_transaction()
-            for key, value in messages:
-                producer.produce(self.topic, value=value, key=key, on_delivery=report)
+            for m in messages:
+                producer.produce(m.topic, value=m.value, key=m.key, on_delivery=report)
             producer.commit_transaction(self.target.timeout)
             return []
         except (KafkaException, BufferError) as exc:
@@ -142,10 +177,11 @@ class KafkaStore(WriteOnly):
         # The topic's own limit refused some. Kafka refuses a producer batch whole, so each
         # of them goes again alone: refused for good only if it is too large by itself.
         if len(messages) == 1:
-            return [RecordFailure(messages[0][0], "kafka: the topic refused the message as too large "
-                                                  "(its max.message.bytes is under the store's max_message_bytes)")]
-        failures = [f for k, v in messages if k in too_large for f in self._send([(k, v)])]
-        rest = [(k, v) for k, v in messages if k not in too_large]
+            return [RecordFailure(messages[0].fingerprint,
+                                  f"kafka: topic {messages[0].topic} refused the message as too large "
+                                  "(its max.message.bytes is under the store's max_message_bytes)")]
+        failures = [f for m in messages if m.key in too_large for f in self._send([m])]
+        rest = [m for m in messages if m.key not in too_large]
         return failures + (self._send(rest) if rest else [])
 
     def _ready(self) -> Producer:

@@ -29,6 +29,8 @@ def feed_store(uri: str | None) -> Any:
     store = open_store(uri, settings)
     if not hasattr(store, "item_rows"):
         store.close()
+        if hasattr(store, "items_topic"):
+            raise BadInput(f"{uri}: its items feed is the topic {store.items_topic}: read it with a Kafka consumer")
         raise BadInput(f"{uri}: this store keeps no items feed (read the items in its records: "
                        f"crawler-tasks export)")
     return store

@@ -38,7 +38,7 @@ def unique(uri: str) -> str:
 def store() -> Iterator[ElasticsearchStore]:
     s = ElasticsearchStore.from_uri(unique(URL), Settings.from_env())
     yield s
-    s.client.indices.delete(index=[s.index, s.stats_index], ignore_unavailable=True)
+    s.client.indices.delete(index=[s.index, s.stats_index, s.feed.pattern], ignore_unavailable=True)
     s.close()
 
 
@@ -96,3 +96,12 @@ def test_stats_are_updated_in_place(store: ElasticsearchStore) -> None:
     assert store.client.count(index=store.stats_index, query={"range": {"status.200": {"gte": 3}}})["count"] == 1
     mapping = store.client.indices.get_mapping(index=store.stats_index)[store.stats_index]["mappings"]
     assert mapping["properties"]["status"]["properties"]["200"]["type"] == "long"
+
+
+def test_the_items_feed_replaces_a_pages_items_when_it_is_stored_again(store: ElasticsearchStore) -> None:
+    first = page(900, crawl_id="feed", items=[{"n": 1}, {"n": 2, "deep": {"k": "v"}}], item_types=["Book", "item"])
+    assert store.upsert([first]) == [] and store.upsert([first]) == []
+    assert store.item_counts("feed") == {("feed", "Book"): 1, ("feed", "item"): 1}
+    again = page(900, crawl_id="feed", items=[{"n": 3}], item_types=["Review"])
+    assert store.upsert([again]) == []
+    assert [(r.type, r.item) for r in store.item_rows("feed")] == [("Review", {"n": 3})]

@@ -54,6 +54,25 @@ def test_each_record_is_one_json_message_keyed_by_its_fingerprint(kafka):
     store.close()
 
 
+def test_each_item_is_one_message_on_the_items_topic_in_the_records_transaction(kafka):
+    topic = f"pages-{token()}"
+    store = store_of(kafka, topic, "?max_message_bytes=4000")
+    shop = page(1, items=[{"title": "Dune"}, {"note": "n"}], item_types=["Book", "item"])
+    huge = page(2, items=[{"ok": 1}, {"blob": "x" * 5000}])
+    [refused] = store.upsert([shop, page(3), huge])  # its record, items and all, is over the limit
+    assert refused.fingerprint == "fp0002" and "over the 4000-byte message limit" in refused.reason
+    assert store.upsert([shop]) == []  # sent again: the same keys
+    records = read_topic(kafka.bootstrap, topic, expect=3)
+    items = read_topic(kafka.bootstrap, f"{topic}-items", expect=4)
+    assert len(records) == 3 and len(items) == 4  # none of the refused record's
+    by_key = {m.key().decode(): json.loads(m.value()) for m in items}
+    assert sorted(by_key) == ["c:fp0001:0", "c:fp0001:1"]
+    assert by_key["c:fp0001:0"] == {"type": "Book", "url": "http://a.test/1", "crawl_id": "c",
+                                    "fingerprint": "fp0001", "position": 0,
+                                    "fetched_at": "2026-11-25T00:00:00+00:00", "item": {"title": "Dune"}, "of": 2}
+    store.close()
+
+
 def test_a_record_over_the_message_limit_goes_without_its_body_and_one_still_over_is_refused(kafka):
     topic = f"pages-{token()}"
     store = store_of(kafka, topic, "?max_message_bytes=4000")

@@ -291,6 +291,9 @@ def test_export_items_and_items_say_what_is_wrong_in_one_line(tmp_path):
     done = cli("export", "--items", "--store", f"warc://{archive}")
     assert_one_line_error(done, 2)
     assert "keeps no items feed" in done.stderr
+    done = cli("items", "--store", "kafka://127.0.0.1:9/pages")
+    assert_one_line_error(done, 2)
+    assert "its items feed is the topic pages-items: read it with a Kafka consumer" in done.stderr
     from crawler_tasks.backends import open_store
 
     open_store(str(tmp_path / "empty.db")).upsert([])

@@ -1331,6 +1331,33 @@ class Cluster:
             body["_source"] = filter_source(doc.source, includes, excludes)
         return 200, body
 
+    def mget(self, call: Call) -> tuple[int, Any]:
+        """``_mget``: real-time gets of ``ids`` (of the path's index) or ``docs``, each found or not."""
+        body, default = call.json_object(), call.groups.get("index")
+        specs = [{"_index": default, "_id": i} for i in body.get("ids", [])] + list(body.get("docs", []))
+        if not specs:
+            raise ESError(400, "action_request_validation_exception", "Validation Failed: 1: no documents to get;")
+        enabled, includes, excludes = source_filter(None, call.params)
+        docs = []
+        for spec in specs:
+            name, doc_id = spec.get("_index") or default, str(spec["_id"])
+            if name is None:
+                raise ESError(400, "action_request_validation_exception", "Validation Failed: 1: index is missing;")
+            index = self.indices.get(name)
+            if index is None:
+                docs.append({"_index": name, "_id": doc_id, "error": index_not_found(name).cause()})
+                continue
+            doc = index.docs.get(doc_id)
+            if doc is None:
+                docs.append({"_index": name, "_id": doc_id, "found": False})
+                continue
+            got = {"_index": name, "_id": doc_id, "_version": doc.version, "_seq_no": doc.seq_no,
+                   "_primary_term": doc.primary_term, "found": True}
+            if enabled:
+                got["_source"] = filter_source(doc.source, includes, excludes)
+            docs.append(got)
+        return 200, {"docs": docs}
+
     def doc_exists(self, call: Call) -> tuple[int, Any]:
         index = self.indices.get(call.groups["index"])
         return (200 if index and call.groups["id"] in index.docs else 404), None
@@ -1611,6 +1638,8 @@ ROUTES: list[tuple[frozenset[str], re.Pattern, str]] = [
         ("POST", rf"/{INDEX}/_doc", "index_doc"),
         ("PUT POST", rf"/{INDEX}/_doc/{ID}", "index_doc"),
         ("GET", rf"/{INDEX}/_doc/{ID}", "get_doc"),
+        ("GET POST", r"/_mget", "mget"),
+        ("GET POST", rf"/{INDEX}/_mget", "mget"),
         ("HEAD", rf"/{INDEX}/_doc/{ID}", "doc_exists"),
         ("DELETE", rf"/{INDEX}/_doc/{ID}", "delete_doc"),
         ("PUT POST", rf"/{INDEX}/_create/{ID}", "index_doc"),

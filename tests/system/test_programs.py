@@ -156,6 +156,13 @@ def test_items_reach_elasticsearch_and_hbase_as_they_reach_sqlite(shop: str, sho
         # Items are searchable in Elasticsearch by their fields (a flattened field).
         hits = Elasticsearch(es.url).search(index="shop", query={"term": {"items.sku": "SKU-0007"}})
         assert [h["_source"]["url"] for h in hits["hits"]["hits"]] == [f"{shop}product/7"]
+        # The items feed: Elasticsearch's (an index per type) gives what SQLite's table gives.
+        def feed(uri: str) -> list[str]:
+            done = run("export", "--items", "--store", uri, "--crawl-id", crawl_id, cwd=shop_dir)
+            assert done.returncode == 0, done.stderr
+            return sorted(done.stdout.splitlines())
+        assert len(feed(sqlite)) == 10 and feed(es_uri) == feed(sqlite)
+        assert "shop-items-item" in es.index_names()
 
 
 def test_two_crawls_of_one_site_into_one_store_keep_their_own_records(shop: str, shop_dir: Path, tmp_path: Path):

@@ -56,7 +56,9 @@ def send(client: Elasticsearch, actions: list[dict[str, Any]], *, item_retries: 
         raise_on_error=False, yield_ok=False, max_retries=item_retries,
         initial_backoff=retry_backoff, max_backoff=MAX_BACKOFF, retry_on_status=RETRY_STATUSES)
     for _, result in results:
-        item = next(iter(result.values()))
+        action, item = next(iter(result.items()))
+        if action == "delete" and item.get("status") == 404:
+            continue  # a stale item already gone
         failure = item_failure(item)
         if failure is None:
             pending.append(item)
@@ -82,7 +84,18 @@ def item_failure(item: Mapping[str, Any]) -> RecordFailure | None:
     text = f"{type_}: {reason}"
     if isinstance(cause, Mapping):
         text += f" (caused by {cause.get('type')}: {cause.get('reason')})"
-    return RecordFailure(str(item.get("_id", "")).rpartition(":")[2], one_line(text, REASON_CHARS))
+    where = str(item.get("_index", ""))
+    about = f" (in {where})" if ITEMS_INFIX in where else ""
+    return RecordFailure(fingerprint_of(str(item.get("_id", ""))), one_line(text + about, REASON_CHARS))
+
+
+def fingerprint_of(document_id: str) -> str:
+    """The page fingerprint in a page's (``crawl:fp``) or an item's (``crawl:fp:n``) document id."""
+    parts = document_id.split(":")
+    return parts[1] if len(parts) == 3 else parts[-1]
+
+
+ITEMS_INFIX = "-items-"
 
 
 def index_missing(pending: list[dict[str, Any]]) -> bool:

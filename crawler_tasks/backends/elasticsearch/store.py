@@ -1,4 +1,5 @@
-"""The Elasticsearch store: page records in one index, crawl statistics in ``<index>-stats``.
+"""The Elasticsearch store: page records in one index, crawl statistics in ``<index>-stats``,
+the items feed in ``<index>-items-<type>`` (:mod:`~crawler_tasks.backends.elasticsearch.items`).
 
 What the documents are: :mod:`~crawler_tasks.backends.elasticsearch.documents`;
 how a batch is written and its failed items read:
@@ -35,6 +36,7 @@ import elasticsearch
 from elasticsearch import ApiError, Elasticsearch, TransportError, helpers
 
 from ...core.errors import BadInput, StoreUnavailable
+from ...core.items import ItemRow
 from ...core.models import PageRecord
 from ..base import RecordFailure
 from . import bulk
@@ -48,6 +50,7 @@ from .documents import (
     stats_document,
 )
 from .errors import describe, error_of
+from .items import ITEMS_MAPPING, ItemFeed, item_actions
 from .uri import Target, parse_uri
 
 if TYPE_CHECKING:
@@ -83,6 +86,7 @@ class ElasticsearchStore:
         self._client: Elasticsearch | None = None
         self._pid = 0
         self._ready: set[str] = set()
+        self.feed = ItemFeed(self.index)
 
     @classmethod
     def from_uri(cls, uri: str, settings: Settings, **options: Any) -> ElasticsearchStore:
@@ -174,17 +178,18 @@ class ElasticsearchStore:
         retries: the whole batch may then be written again.
         """
         failures: list[RecordFailure] = []
-        actions = []
+        valid = []
         for record in records:
             problem = id_problem(record.fingerprint) or id_problem(bulk.doc_id(record.crawl_id, record.fingerprint))
             if problem:
                 failures.append(RecordFailure(str(record.fingerprint), problem))
                 continue
-            actions.append(bulk.index_action(self.index, record))
-        if not actions:
+            valid.append(record)
+        if not valid:
             return failures
         with self._errors():
             self._ensure(self.index, PAGES_MAPPING)
+            actions = [bulk.index_action(self.index, record) for record in valid] + self._item_actions(valid)
             refused, pending = bulk.send(self.client, actions, item_retries=self.item_retries,
                                          retry_backoff=self.retry_backoff)
         if pending:
@@ -193,6 +198,31 @@ class ElasticsearchStore:
             raise StoreUnavailable(f"elasticsearch store {self.target.display}: "
                                    f"{bulk.unwritten(pending, len(actions), self.item_retries)}")
         return failures + refused
+
+    def _item_actions(self, records: Sequence[PageRecord]) -> list[dict[str, Any]]:
+        """The items feed's share of a batch: each record's items written, and what an earlier
+        version of its page held that they do not replace deleted."""
+        if not self.feed.may_exist(self.client, records):
+            return []
+        previous = self.feed.previous(self.client, records)
+        actions = [a for r in records
+                   for a in item_actions(self.index, r, previous.get(bulk.doc_id(r.crawl_id, r.fingerprint), ()))]
+        for index in {a["_index"] for a in actions if a["_op_type"] == "index"}:
+            self._ensure(index, ITEMS_MAPPING)
+            self.feed.noted()
+        return actions
+
+    def item_rows(self, crawl_id: str | None = None, kind: str | None = None) -> Iterator[ItemRow]:
+        """The items feed (of one crawl, of one type), by crawl, page fetch time and position."""
+        with self._errors():
+            yield from self.feed.rows(self.client, crawl_id, kind)
+
+    def item_counts(self, crawl_id: str | None = None) -> dict[tuple[str, str], int]:
+        """Items per (crawl, type), in order of crawl and type."""
+        counts: dict[tuple[str, str], int] = {}
+        for row in self.item_rows(crawl_id):
+            counts[(row.crawl_id, row.type)] = counts.get((row.crawl_id, row.type), 0) + 1
+        return dict(sorted(counts.items()))
 
     def write_stats(self, crawl_id: str, counters: Mapping[str, int]) -> None:
         """Replace the statistics document of ``crawl_id`` in ``<index>-stats`` with ``counters``.
