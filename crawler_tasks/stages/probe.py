@@ -68,8 +68,8 @@ class Probe:
 
 def limits_for(req: CrawlRequest, settings: Settings, program: Program) -> Limits:
     """The limits of a crawl seeded with ``req`` alone, its plugins' ``custom_settings`` on."""
-    config = CrawlConfig(req.crawl_id, domains=frozenset({host_of(req.url)}), store="")
-    return replace(Limits.of(config, settings, program.settings_for(())), plugins=program.plugins)
+    config = CrawlConfig(req.crawl_id, domains=frozenset({host_of(req.url)}))
+    return replace(Limits.of(config, settings, program.settings_for(())), plugins=program.plugins, store="")
 
 
 def probe(settings: Settings, program: Program, req: CrawlRequest, session: requests.Session) -> Probe:
