@@ -14,6 +14,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     rt = state_runtime()
     settings, app = rt.settings, rt.app
     ids = [args.crawl_id] if args.crawl_id else rt.crawls.all_ids()
+    waiting = rt.hosts.waiting_by_crawl()
     report = {
         "overall": rt.stats.read(),
         "queues": queue_depths(app, settings),
@@ -22,6 +23,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
                   "busiest": [{**h.to_dict(), "robots": rt.robots.state_of(h.host)}
                               for h in rt.hosts.busiest()]},
         "crawls": {cid: {**rt.stats.read(cid), "in_flight": rt.crawls.outstanding(cid),
+                         "waiting": waiting.get(cid, 0), "held": rt.crawls.held(cid),
                          "gate": rt.gate.info(cid).to_dict(),
                          "last_errors": rt.crawls.errors(cid, 3)} for cid in ids},
     }

@@ -48,6 +48,7 @@ def purge(crawl_id: str, rt: Runtime | None = None, *, force: bool = False) -> i
     if outstanding:  # forced: nothing of it may run once its keys are gone
         control.purge_pending(rt, crawl_id)
     removed = rt.crawls.purge(crawl_id)
+    rt.hosts.forget_crawl(crawl_id)
     if not known and not removed:
         raise BadInput(f"no crawl {crawl_id} in Redis")
     if outstanding:
@@ -69,13 +70,18 @@ def list_crawls(rt: Runtime | None = None, crawl_ids: Sequence[str] | None = Non
     stats = rt.stats.read_many(ids)
     left = rt.crawls.outstanding_many(ids)
     life = rt.crawls.lifecycle(ids)
-    return [{"crawl_id": cid, "state": _state(life[cid].control, left[cid]),
+    return [{"crawl_id": cid, "state": crawl_state(life[cid].control, left[cid]),
              "started": life[cid].started, "finished": None if left[cid] else life[cid].finished,
              "outstanding": left[cid], "counters": stats[cid], "max_pages": life[cid].max_pages,
              "settings": life[cid].settings} for cid in ids]
 
 
-def _state(held: str | None, outstanding: int) -> str:
+#: Every state :func:`crawl_state` names.
+CRAWL_STATES = ("running", "paused", "cancelling", "cancelled", "finished")
+
+
+def crawl_state(held: str | None, outstanding: int) -> str:
+    """A crawl's state from its control mark and its outstanding tasks."""
     if held == control.CANCELLED:
         return "cancelled" if not outstanding else "cancelling"
     if held == control.PAUSED:

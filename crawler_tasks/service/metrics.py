@@ -4,8 +4,10 @@ the whole cluster (``crawler-tasks metrics``).
 A scrape costs a bounded number of round trips whatever the crawls hold: one
 pipeline for every crawl's counters and outstanding set, two small commands per
 crawl for its gate (``SCARD``/``ZCARD`` and a sampled ``MEMORY USAGE``), one pipeline
-for the queue depths, and the busiest of the 200 hosts last active (their waiting
-rooms by ``ZCARD``); never a scan of a large key. Host labels are the top
+each for the crawls' states and held fetches, one ``HGETALL`` for the fetches waiting
+per crawl (kept by the waiting rooms' scripts), one pipeline for the queue depths, and
+the busiest of the 200 hosts last active (their waiting rooms by ``ZCARD``); never a
+scan of a large key. With Redis away a scrape still answers, ``crawler_up`` 0. Host labels are the top
 ``top_hosts`` hosts only, so the label cardinality stays bounded.
 
 Every counter read here is a name from :mod:`crawler_tasks.core.counters`.
@@ -13,18 +15,24 @@ Every counter read here is a name from :mod:`crawler_tasks.core.counters`.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+import redis
+from kombu.exceptions import OperationalError
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..broker.queues import queue_depths
 from ..core import counters, figures
+from .control import CRAWL_STATES, crawl_state
 
 if TYPE_CHECKING:
     from ..stages.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 #: Crawl counters exported as Prometheus counters: metric name -> (counter name, help).
 SIMPLE: dict[str, tuple[str, str]] = {
@@ -50,12 +58,29 @@ class CrawlCollector(Collector):
         self.last_seconds = 0.0
 
     def collect(self) -> Iterator[Metric]:
+        """Every metric, read now; with Redis away, ``crawler_up`` 0 and the scrape's time
+        only (the scrape still answers, so the alert on ``crawler_up`` fires)."""
         started = time.perf_counter()
+        try:
+            metrics = list(self._read())
+        except (redis.RedisError, OperationalError, OSError) as exc:
+            log.warning("metrics: Redis or the broker did not answer: %s", exc)
+            metrics = []
+        yield GaugeMetricFamily("crawler_up", "1 when the exporter read the crawler's state Redis "
+                                "and broker at this scrape, 0 when one did not answer",
+                                value=1 if metrics else 0)
+        yield from metrics
+        self.last_seconds = time.perf_counter() - started
+        yield GaugeMetricFamily("crawler_scrape_seconds", "seconds the exporter took to read this scrape",
+                                value=self.last_seconds)
+
+    def _read(self) -> Iterator[Metric]:
         rt = self.rt
         ids = rt.crawls.all_ids()
         stats = rt.stats.read_many(ids)
         outstanding = rt.crawls.outstanding_many(ids)
         yield from self._per_crawl(ids, stats, outstanding)
+        yield from self._backlog(ids)
         yield from self._gate(ids)
         yield from self._queues()
         yield from self._hosts()
@@ -67,9 +92,22 @@ class CrawlCollector(Collector):
         for state, n in (("pending", depth.pending), ("delayed", depth.delayed), ("taken", depth.taken)):
             store_queue.add_metric([state], n)
         yield store_queue
-        self.last_seconds = time.perf_counter() - started
-        yield GaugeMetricFamily("crawler_scrape_seconds", "seconds the exporter took to read this scrape",
-                                value=self.last_seconds)
+
+    def _backlog(self, ids: list[str]) -> Iterator[Metric]:
+        """Fetches waiting for their hosts (the backlog a polite crawl keeps out of the broker)
+        and fetches held while their crawl is paused."""
+        by_crawl = self.rt.hosts.waiting_by_crawl()
+        held = self.rt.crawls.held_many(ids)
+        waiting = GaugeMetricFamily("crawler_waiting", "fetches of the crawl waiting for their hosts "
+                                    "(in the hosts' waiting rooms)", labels=["crawl"])
+        paused = GaugeMetricFamily("crawler_held", "fetches of the crawl held while it is paused",
+                                   labels=["crawl"])
+        for cid in ids:
+            waiting.add_metric([cid], by_crawl.get(cid, 0))
+            paused.add_metric([cid], held.get(cid, 0))
+        yield from (waiting, paused)
+        yield GaugeMetricFamily("crawler_waiting_total", "fetches waiting for their hosts, every crawl",
+                                value=sum(by_crawl.values()))
 
     def _per_crawl(self, ids: list[str], stats: dict[str, dict[str, int]],
                    outstanding: dict[str, int]) -> Iterator[Metric]:
@@ -85,7 +123,9 @@ class CrawlCollector(Collector):
         simple = {name: CounterMetricFamily(name, text, labels=["crawl"]) for name, (_, text) in SIMPLE.items()}
         left = GaugeMetricFamily("crawler_outstanding", "tasks of the crawl queued, running or waiting "
                                  "(what `crawler-tasks stats` shows as in_flight)", labels=["crawl"])
-        state = GaugeMetricFamily("crawler_crawl_state", "1 for the crawl's state", labels=["crawl", "state"])
+        state = GaugeMetricFamily("crawler_crawl_state", "1 for the crawl's state, 0 for the others "
+                                  f"({', '.join(CRAWL_STATES)})", labels=["crawl", "state"])
+        life = self.rt.crawls.lifecycle(ids)
         for cid in ids:
             s = stats.get(cid, {})
             for key, n in figures.status_classes(s).items():
@@ -98,7 +138,9 @@ class CrawlCollector(Collector):
             for name, (counter, _) in SIMPLE.items():
                 simple[name].add_metric([cid], s.get(counter, 0))
             left.add_metric([cid], outstanding.get(cid, 0))
-            state.add_metric([cid, "running" if outstanding.get(cid, 0) else "drained"], 1)
+            now = crawl_state(life[cid].control, outstanding.get(cid, 0))
+            for name in CRAWL_STATES:
+                state.add_metric([cid, name], 1 if name == now else 0)
         yield from (pages, volume, failures, store_errors, *simple.values(), left, state)
 
     def _gate(self, ids: list[str]) -> Iterator[Metric]:
@@ -125,10 +167,18 @@ class CrawlCollector(Collector):
                                     f"(the {self.top_hosts} busiest hosts)", labels=["host"])
         flying = GaugeMetricFamily("crawler_host_in_flight", "requests in flight to the host "
                                    f"(the {self.top_hosts} busiest hosts)", labels=["host"])
+        delay = GaugeMetricFamily("crawler_host_delay_seconds", "the host's delay between requests, "
+                                  f"back-off and AutoThrottle included (the {self.top_hosts} busiest hosts)",
+                                  labels=["host"])
+        backoff = GaugeMetricFamily("crawler_host_backoff_seconds", "the host's back-off delay after "
+                                    f"429/503 answers, 0 when none (the {self.top_hosts} busiest hosts)",
+                                    labels=["host"])
         for h in busiest:
             waiting.add_metric([h.host], h.waiting)
             flying.add_metric([h.host], h.in_flight)
-        yield from (waiting, flying)
+            delay.add_metric([h.host], h.delay)
+            backoff.add_metric([h.host], h.backoff)
+        yield from (waiting, flying, delay, backoff)
         yield GaugeMetricFamily("crawler_in_flight", "requests in flight, over the busiest hosts",
                                 value=sum(h.in_flight for h in busiest))
 

@@ -263,9 +263,11 @@ def _queue_children(rt: EnqueueDeps, pipe: Any, children: Sequence[tuple[CrawlRe
         rt.hosts.route(pipe, children, queue.messages(children))
 
 
-def publish_moved(rt: MoverDeps, fetches: Sequence[tuple[CrawlRequest, str]], members: Sequence[str]) -> None:
+def publish_moved(rt: MoverDeps, fetches: Sequence[tuple[CrawlRequest, str]],
+                  members: Sequence[tuple[str, str]]) -> None:
     """Publish fetches the host mover took (request, task id), then forget them in the
-    waiting room (``members``): in one transaction when the broker is the state Redis."""
+    waiting room (``members``: moving entry, crawl id): in one transaction when the broker
+    is the state Redis."""
     queue = _shared(rt)
     if queue is not None:
         with rt.round_trip(atomic=True) as pipe:

@@ -45,7 +45,7 @@ def move_once(rt: MoverDeps) -> float | None:
     taken, wait = rt.hosts.take_due()
     if taken:
         enqueue.publish_moved(rt, [(item.request, item.task_id) for item in taken],
-                              [item.member for item in taken])
+                              [(item.member, item.request.crawl_id) for item in taken])
     return 0.0 if taken else wait
 
 

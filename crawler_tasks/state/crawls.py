@@ -166,6 +166,14 @@ class Crawls:
         """How many fetches of the crawl are held while it is paused."""
         return int(self.client.llen(self.keys.held(crawl_id)))
 
+    def held_many(self, crawl_ids: Sequence[str]) -> dict[str, int]:
+        """:meth:`held` of each of ``crawl_ids``, in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for crawl_id in crawl_ids:
+                pipe.llen(self.keys.held(crawl_id))
+            counts = pipe.execute()
+        return {cid: int(n) for cid, n in zip(crawl_ids, counts)}
+
     def running(self, crawl_id: str, when: str) -> None:
         """The crawl was given work (seeds, a page) at ``when`` (ISO time): it is running,
         started then unless it started before."""

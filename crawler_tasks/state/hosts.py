@@ -118,6 +118,7 @@ class HostLimiter:
         self._release = scripts.register(client, "hosts_release.lua")
         self._take_due = scripts.register(client, "hosts_take_due.lua")
         self._route = scripts.register(client, "hosts_route.lua")
+        self._leave = scripts.register(client, "hosts_leave.lua")
         #: Set when a slot of this process was freed: the host's next waiting fetch may go,
         #: and the mover (:mod:`crawler_tasks.stages.mover`) looks without waiting out its sleep.
         self.freed = threading.Event()
@@ -167,9 +168,9 @@ class HostLimiter:
         k = self.keys
         rank = routing.MAX_BAND - routing.band(request.priority)
         self._park(keys=[k.host(host), k.host_wait(host), k.hosts_due(), k.hosts_recent(),
-                         k.host_slots(host), k.hosts_arrivals()],
+                         k.host_slots(host), k.hosts_arrivals(), k.hosts_waiting_crawls()],
                    args=[member(task_id, request), rank, until, host, HOST_TTL, task_id,
-                         self.recent_hosts])
+                         self.recent_hosts, request.crawl_id])
 
     @property
     def holds(self) -> bool:
@@ -189,8 +190,9 @@ class HostLimiter:
                            s.autothrottle_start_delay, HOST_TTL, self.recent_hosts]
         for (request, task_id), (name, message) in zip(fetches, messages):
             args += [host_key(request.url), member(task_id, request),
-                     routing.MAX_BAND - routing.band(request.priority), name, message]
-        queue_script(pipe, self._route, [k.hosts_due(), k.hosts_recent(), k.hosts_arrivals()], args)
+                     routing.MAX_BAND - routing.band(request.priority), name, message, request.crawl_id]
+        queue_script(pipe, self._route, [k.hosts_due(), k.hosts_recent(), k.hosts_arrivals(),
+                                         k.hosts_waiting_crawls()], args)
 
     def release(self, host: str, task_id: str, feedback: Feedback, *,
                 crawl_delay: float | None = None, delay: float | None = None, pipe: Any = None) -> bool:
@@ -242,7 +244,7 @@ class HostLimiter:
         """Waiting fetches whose host may go now (each with a slot reserved), and seconds
         until the next host is due (None: nothing waits)."""
         k, s = self.keys, self.settings
-        raw = self._take_due(keys=[k.hosts_due(), k.hosts_moving()],
+        raw = self._take_due(keys=[k.hosts_due(), k.hosts_moving(), k.hosts_waiting_crawls()],
                              args=[self._host_keys, limit, s.download_delay, s.host_concurrency,
                                    self._auto, RESERVE_S, MOVE_LEASE_S, UNCAPPED_BATCH,
                                    s.autothrottle_start_delay, LEAD_S])
@@ -255,10 +257,25 @@ class HostLimiter:
             out.append(Moved(text, task_id, CrawlRequest.from_dict(json.loads(data))))
         return out, (None if wait < 0 else wait)
 
-    def moved(self, members: Sequence[str], pipe: Any = None) -> None:
-        """Forget fetches the mover published (``pipe``: queued there)."""
+    def moved(self, members: Sequence[tuple[str, str]], pipe: Any = None) -> None:
+        """Forget fetches the mover published, each a (moving entry, crawl id) (``pipe``:
+        queued there)."""
         if members:
-            (pipe if pipe is not None else self.redis).zrem(self.keys.hosts_moving(), *members)
+            keys = [self.keys.hosts_moving(), self.keys.hosts_waiting_crawls()]
+            args = [value for pair in members for value in pair]
+            if pipe is not None:
+                queue_script(pipe, self._leave, keys, args)
+            else:
+                self._leave(keys=keys, args=args)
+
+    def waiting_by_crawl(self) -> dict[str, int]:
+        """Fetches waiting for their hosts, per crawl (kept as they come and go: no walk)."""
+        raw = self.redis.hgetall(self.keys.hosts_waiting_crawls())
+        return {k.decode(): n for k, v in raw.items() if (n := int(v)) > 0}
+
+    def forget_crawl(self, crawl_id: str) -> None:
+        """Drop the waiting count of a purged crawl."""
+        self.redis.hdel(self.keys.hosts_waiting_crawls(), crawl_id)
 
     def waiting(self) -> int:
         """Fetches waiting for their host, over every host (walks the due hosts)."""
@@ -296,10 +313,20 @@ class HostLimiter:
         (False: the mover took it first). A room left empty is cleared by the mover's next look."""
         if not entries:
             return []
+        by_host: dict[str, list[int]] = {}
+        for n, e in enumerate(entries):
+            by_host.setdefault(e.host, []).append(n)
+        counts = self.keys.hosts_waiting_crawls()
         with self.redis.pipeline(transaction=False) as pipe:
-            for e in entries:
-                pipe.zrem(self.keys.host_wait(e.host), e.member)
-            return [bool(n) for n in pipe.execute()]
+            for host, ns in by_host.items():
+                args = [v for n in ns for v in (entries[n].member, entries[n].request.get("crawl_id", ""))]
+                self._leave(keys=[self.keys.host_wait(host), counts], args=args, client=pipe)
+            answers = pipe.execute()
+        gone = [False] * len(entries)
+        for ns, answer in zip(by_host.values(), answers):
+            for n, flag in zip(ns, answer):
+                gone[n] = bool(flag)
+        return gone
 
     def held_slots(self, hosts: Sequence[str]) -> dict[str, list[str]]:
         """The task ids holding (or reserved) a slot of each of ``hosts``, leases still running."""

@@ -208,6 +208,11 @@ class Keys:
         and is publishing (given back to their host when the lease runs out)."""
         return f"{self.hosts_stem()}moving"
 
+    def hosts_waiting_crawls(self) -> str:
+        """HASH crawl id -> its fetches waiting for their hosts (in a waiting room, or taken
+        by a mover and not yet published): kept by the scripts that fill and empty the rooms."""
+        return f"{self.hosts_stem()}waiting_crawls"
+
     def hosts_recent(self) -> str:
         """ZSET host -> Redis time of its last request or deferral (``stats`` reads the busiest)."""
         return f"{self.hosts_stem()}recent"

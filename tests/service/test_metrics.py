@@ -79,7 +79,10 @@ def test_the_exporter_shows_what_stats_shows(crawl, site, settings, exporter, rt
     assert value("crawler_bytes_total", direction="in") == mine["total_response_size"]
     assert value("crawler_bytes_total", direction="out") == mine["total_request_size"]
     assert value("crawler_outstanding") == mine["in_flight"] == 0
-    assert value("crawler_crawl_state", state="drained") == 1
+    assert value("crawler_crawl_state", state="finished") == 1
+    assert value("crawler_crawl_state", state="running") == value("crawler_crawl_state", state="paused") == 0
+    assert value("crawler_waiting") == mine["waiting"] == 0 and value("crawler_held") == mine["held"] == 0
+    assert got[("crawler_up", ())] == 1
     assert value("crawler_gate_items") == mine["gate"]["items"] == 15
     assert value("crawler_gate_bytes") == mine["gate"]["bytes"]
     # Every crawl's, and other tests' crawls may have left some in this database.

@@ -157,10 +157,13 @@ def test_a_waiting_fetch_comes_back_in_its_band_and_highest_band_first(limiter_r
         assert not slot.go  # one in flight, concurrency 1
         rt.hosts.park(host, tid, req, slot.until)
     assert rt.hosts.take_due()[0] == []  # the host is busy: nothing moves
+    assert rt.hosts.waiting_by_crawl() == {high.crawl_id: 3}
     rt.hosts.release(host, "running", Feedback())
     moved, _ = rt.hosts.take_due()
     assert [(m.task_id, m.request) for m in moved] == [("t-high", high)]
-    rt.hosts.moved([m.member for m in moved])
+    assert rt.hosts.waiting_by_crawl() == {high.crawl_id: 3}  # taken, not yet published: still waiting
+    rt.hosts.moved([(m.member, m.request.crawl_id) for m in moved])
+    assert rt.hosts.waiting_by_crawl() == {high.crawl_id: 2}
     # The fetch handed over holds a reserved slot: it goes, a newcomer waits behind the others.
     assert not rt.hosts.acquire(host, "newcomer").go
     assert rt.hosts.acquire(host, "t-high").go
@@ -174,7 +177,7 @@ def test_once_the_waiting_room_is_empty_a_newcomer_goes_straight_away(limiter_rt
     rt.hosts.park(host, "t-a", CrawlRequest("http://example.test/a"), 0)
     assert not rt.hosts.acquire(host, "newcomer").go  # t-a waits: it goes first
     [moved], _ = rt.hosts.take_due()
-    rt.hosts.moved([moved.member])
+    rt.hosts.moved([(moved.member, moved.request.crawl_id)])
     assert rt.hosts.acquire(host, "t-a").go
     rt.hosts.release(host, "t-a", Feedback())
     assert rt.hosts.take_due()[0] == []  # the mover finds the room empty
@@ -195,7 +198,7 @@ def test_a_waiting_fetch_is_handed_over_just_before_its_hosts_time_and_sent_at_t
         assert taken == [] and 1.0 - LEAD_S - 0.1 < wait <= 1.0 - LEAD_S  # due LEAD_S early
         time.sleep(wait)
         [moved], _ = rt.hosts.take_due()
-        rt.hosts.moved([moved.member])
+        rt.hosts.moved([(moved.member, moved.request.crawl_id)])
         slot = rt.hosts.acquire(host, "t-a")  # early, with its reserved slot: it goes at nxt
         assert slot.go and 0 < slot.wait <= LEAD_S + MARGIN_S
         assert float(rt.redis.hget(rt.keys.host(host), "next")) == pytest.approx(nxt + MARGIN_S + 1.0)
@@ -217,6 +220,9 @@ def test_a_mover_killed_before_publishing_loses_nothing(limiter_rt, monkeypatch)
     rt.redis.delete(rt.keys.host_slots(host))  # its reservation ran out too
     again, _ = rt.hosts.take_due()
     assert [(m.task_id, m.request) for m in again] == [("t-a", req)]
+    assert rt.hosts.waiting_by_crawl() == {req.crawl_id: 1}  # counted once through it all
+    rt.hosts.moved([(m.member, m.request.crawl_id) for m in again])
+    assert rt.hosts.waiting_by_crawl() == {}
 
 
 def test_a_fetch_that_must_wait_again_gives_its_reserved_slot_back(limiter_rt):
@@ -239,6 +245,12 @@ def test_a_parked_fetch_delivered_twice_waits_once(limiter_rt):
     rt.hosts.park(host, "t-a", req, 0)
     rt.hosts.park(host, "t-a", req, 0)
     assert rt.redis.zcard(rt.keys.host_wait(host)) == 1
+    other = CrawlRequest("http://example.test/b", crawl_id="other")
+    rt.hosts.park(host, "t-b", other, 0)
+    assert rt.hosts.waiting_by_crawl() == {req.crawl_id: 1, "other": 1}
+    [entry] = [w for w in rt.hosts.waiting_of("other")]
+    assert rt.hosts.unwait([entry]) == [True] and rt.hosts.unwait([entry]) == [False]
+    assert rt.hosts.waiting_by_crawl() == {req.crawl_id: 1}
 
 
 def test_the_recent_hosts_list_keeps_the_newest_hosts_only(limiter_rt):

@@ -6,6 +6,7 @@
 -- KEYS[4] the recent hosts ZSET (Keys.hosts_recent)
 -- KEYS[5] the host's slots ZSET (Keys.host_slots)
 -- KEYS[6] the arrivals counter (Keys.hosts_arrivals)
+-- KEYS[7] the waiting fetches per crawl HASH (Keys.hosts_waiting_crawls)
 -- ARGV[1] the waiting-room entry: task id, a tab, the request's JSON (hosts.member)
 -- ARGV[2] its band's rank (0 = the highest band)
 -- ARGV[3] earliest Redis time it may go
@@ -13,6 +14,7 @@
 -- ARGV[5] TTL of the host's state (s)
 -- ARGV[6] task id
 -- ARGV[7] recent hosts kept
+-- ARGV[8] the fetch's crawl id
 -- Returns 1.
 -- include: now.lua
 -- include: recent.lua
@@ -21,5 +23,5 @@ redis.call('ZREM', KEYS[5], ARGV[6])  -- a waiting fetch holds no slot, reserved
 local h = redis.call('HMGET', KEYS[1], 'next', 'waiting')
 local at = math.max(tonumber(ARGV[3]), tonumber(h[1]) or 0)
 wait_in_room(KEYS[1], KEYS[2], KEYS[3], KEYS[6], KEYS[4], ARGV[4], ARGV[1], tonumber(ARGV[2]), at,
-             ARGV[5], tonumber(ARGV[7]), h[2] == '1')
+             ARGV[5], tonumber(ARGV[7]), h[2] == '1', KEYS[7], ARGV[8])
 return 1

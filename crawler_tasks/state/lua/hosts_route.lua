@@ -6,6 +6,7 @@
 -- KEYS[1] the due hosts ZSET (Keys.hosts_due)
 -- KEYS[2] the recent hosts ZSET (Keys.hosts_recent)
 -- KEYS[3] the arrivals counter (Keys.hosts_arrivals)
+-- KEYS[4] the waiting fetches per crawl HASH (Keys.hosts_waiting_crawls)
 -- ARGV[1] JSON {"host": ..., "slots": ..., "wait": ...}: the templates of Keys.host,
 --         Keys.host_slots and Keys.host_wait (keys.template)
 -- ARGV[2] delay floor (s)
@@ -14,8 +15,8 @@
 -- ARGV[5] AutoThrottle start delay (s)
 -- ARGV[6] TTL of a host's state (s)
 -- ARGV[7] recent hosts kept
--- then five values per fetch: its host (host:port), its waiting-room entry (hosts.member),
--- its band's rank (0 = the highest band), its band's list, its message.
+-- then six values per fetch: its host (host:port), its waiting-room entry (hosts.member),
+-- its band's rank (0 = the highest band), its band's list, its message, its crawl id.
 -- Returns how many fetches went to a waiting room.
 -- include: now.lua
 -- include: limits.lua
@@ -25,7 +26,7 @@
 local K = cjson.decode(ARGV[1])
 local floor, cap, auto, start = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local parked = 0
-for i = 8, #ARGV, 5 do
+for i = 8, #ARGV, 6 do
   local host = ARGV[i]
   local hk, sk, wk = key_of(K.host, host), key_of(K.slots, host), key_of(K.wait, host)
   local nxt, _, conc, _, waiting = limits(hk, floor, cap, auto, start)
@@ -36,7 +37,7 @@ for i = 8, #ARGV, 5 do
   end
   if busy then
     wait_in_room(hk, wk, KEYS[1], KEYS[3], KEYS[2], host, ARGV[i + 1], tonumber(ARGV[i + 2]),
-                 math.max(now, nxt), ARGV[6], tonumber(ARGV[7]), waiting)
+                 math.max(now, nxt), ARGV[6], tonumber(ARGV[7]), waiting, KEYS[4], ARGV[i + 5])
     parked = parked + 1
   else
     redis.call('LPUSH', ARGV[i + 3], ARGV[i + 4])

@@ -5,6 +5,8 @@
 -- all of them carry the hash tag {hosts}, the slot of KEYS.
 -- KEYS[1] the due hosts ZSET, host -> when to look at it (Keys.hosts_due)
 -- KEYS[2] the moving ZSET, host TAB score TAB entry -> lease expiry (Keys.hosts_moving)
+-- KEYS[3] the waiting fetches per crawl HASH (Keys.hosts_waiting_crawls): a moving fetch
+--         still counts; one whose lease ran out and that its room holds already counts once
 -- ARGV[1] JSON {"host": ..., "slots": ..., "wait": ...}: the templates of Keys.host,
 --         Keys.host_slots and Keys.host_wait (keys.template)
 -- ARGV[2] hosts looked at per call, at most
@@ -29,7 +31,11 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0,
   local a = string.find(m, '\t', 1, true)
   local b = string.find(m, '\t', a + 1, true)
   local host = string.sub(m, 1, a - 1)
-  redis.call('ZADD', key_of(K.wait, host), 'NX', string.sub(m, a + 1, b - 1), string.sub(m, b + 1))
+  local entry = string.sub(m, b + 1)
+  if redis.call('ZADD', key_of(K.wait, host), 'NX', string.sub(m, a + 1, b - 1), entry) == 0 then
+    local crawl = cjson.decode(string.sub(entry, string.find(entry, '\t', 1, true) + 1)).crawl_id
+    redis.call('HINCRBY', KEYS[3], crawl, -1)
+  end
   redis.call('HSET', key_of(K.host, host), 'waiting', 1)
   redis.call('ZADD', KEYS[1], now, host)
   redis.call('ZREM', KEYS[2], m)

@@ -1,0 +1,134 @@
+"""What an operator watches during a real crawl with the defaults on (robots.txt obeyed, two
+requests per host, the guard; a long delay so that a backlog waits in the host's waiting
+room): the exporter's backlog, held and state metrics equal ``stats`` and ``crawls``, and a
+scrape still answers, ``crawler_up`` 0, with Redis away."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from crawler_tasks.cli.local import free_port
+from tests.fakes.polite_site import PoliteSite
+from tests.system.test_programs import CRAWLER_TASKS, env, run
+
+
+@contextlib.contextmanager
+def exporter(**extra: str) -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([CRAWLER_TASKS, "metrics", "--port", str(port)], env=env(**extra),
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        assert proc.stderr.readline().startswith("serving Prometheus metrics")
+        yield f"http://127.0.0.1:{port}/metrics"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def crawl_stats(crawl_id: str) -> dict:
+    done = run("stats", "--json", "--crawl-id", crawl_id)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["crawls"][crawl_id]
+
+
+def steady(crawl_id: str, url: str, check) -> tuple[dict, dict]:
+    """``stats`` and a scrape taken while nothing moved (stats the same before and after)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        before = crawl_stats(crawl_id)
+        got = scrape(url)
+        if crawl_stats(crawl_id) == before and check(before):
+            return before, got
+        time.sleep(0.3)
+    raise AssertionError(f"no steady moment where {check} held")
+
+
+def test_the_backlog_held_fetches_and_state_as_stats_shows_them():
+    site = PoliteSite(pages=60, latency=0.05)
+    site.extra_links = [f"/p/{n}" for n in range(3, 40)]
+    crawl_id = f"ops-{int(time.time() * 1000)}"
+    proc = subprocess.Popen([CRAWLER_TASKS, "crawl", "--crawl-id", crawl_id, "--delay", "4", "--workers", "1",
+                             "--quiet", f"{site.url}/p/0"], env=env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        with exporter() as url:
+            def value(got: dict, name: str, **labels: str) -> float:
+                return got[(name, tuple(sorted({"crawl": crawl_id, **labels}.items())))]
+
+            mine, got = steady(crawl_id, url, lambda s: s["waiting"] >= 10)
+            assert value(got, "crawler_waiting") == mine["waiting"] >= 10
+            assert got[("crawler_waiting_total", ())] >= mine["waiting"]
+            assert value(got, "crawler_outstanding") == mine["in_flight"] >= mine["waiting"]
+            assert value(got, "crawler_crawl_state", state="running") == 1
+            assert value(got, "crawler_crawl_state", state="paused") == 0
+            host = ("host", site.host)
+            assert got[("crawler_host_waiting", (host,))] == mine["waiting"]
+            assert got[("crawler_host_delay_seconds", (host,))] == 4
+            assert got[("crawler_up", ())] == 1
+
+            assert run("pause", crawl_id).returncode == 0
+            mine, got = steady(crawl_id, url, lambda s: s["held"] >= 10 and s["waiting"] == 0)
+            assert value(got, "crawler_held") == mine["held"] and value(got, "crawler_waiting") == 0
+            assert value(got, "crawler_crawl_state", state="paused") == 1
+            assert value(got, "crawler_crawl_state", state="running") == 0
+            assert run("cancel", crawl_id).returncode == 0
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        site.stop()
+    with exporter() as url:
+        got = scrape(url)
+        assert got[(("crawler_crawl_state"), (("crawl", crawl_id), ("state", "cancelled")))] == 1
+        assert got[("crawler_waiting", (("crawl", crawl_id),))] == 0
+    assert run("purge", "--crawl-id", crawl_id).returncode == 0
+
+
+def test_with_redis_away_a_scrape_answers_crawler_up_0(tmp_path):
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+
+    def redis_server() -> subprocess.Popen:
+        proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                return proc
+            time.sleep(0.05)
+        raise AssertionError("redis-server did not start")
+
+    server = redis_server()
+    try:
+        with exporter(CRAWLER_BROKER_URL=url, CRAWLER_REDIS_URL=url) as metrics:
+            assert scrape(metrics)[("crawler_up", ())] == 1
+            server.terminate()
+            server.wait(10)
+            started = time.monotonic()
+            got = scrape(metrics)  # answers (no HTTP 500), at once
+            assert time.monotonic() - started < 15
+            assert got[("crawler_up", ())] == 0
+            assert {name for name, _ in got} == {"crawler_up", "crawler_scrape_seconds"}
+            server = redis_server()
+            assert scrape(metrics)[("crawler_up", ())] == 1
+    finally:
+        server.terminate()
+        server.wait(10)
