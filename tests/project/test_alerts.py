@@ -1,0 +1,46 @@
+"""The alert rules, each firing and silent where it must be: ``promtool test rules`` on
+docker/prometheus/alerts.test.yml (Debian's ``prometheus`` package installs promtool;
+skipped without it), and each rule's metrics served by the exporter."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+PROMETHEUS = Path(__file__).resolve().parents[2] / "docker" / "prometheus"
+RULES = yaml.safe_load((PROMETHEUS / "alerts.yml").read_text())
+TESTS = yaml.safe_load((PROMETHEUS / "alerts.test.yml").read_text())
+ALERTS = {r["alert"] for g in RULES["groups"] for r in g["rules"]}
+
+
+def test_every_alert_is_tested_firing_and_silent():
+    firing, silent = set(), set()
+    for case in TESTS["tests"]:
+        for check in case["alert_rule_test"]:
+            (firing if check["exp_alerts"] else silent).add(check["alertname"])
+    assert firing == ALERTS
+    # A rule that only fires (an "up == 0" or "> 0" rule) is silent in another case or time.
+    assert silent == ALERTS - {"CrawlerHostBackedOff"}
+    assert ALERTS >= {"CrawlerExporterDown", "CrawlerRedisDown", "CrawlerCrawlStalled", "CrawlerDeadLettersGrowing",
+                      "CrawlerHostBackedOff"}
+
+
+def test_the_host_alert_is_silent_for_a_short_back_off():
+    [case] = [c for c in TESTS["tests"] if c["name"].startswith("a host backed off")]
+    hosts = {check["exp_alerts"][0]["exp_labels"]["host"] for check in case["alert_rule_test"]}
+    assert hosts == {"slow.example"}  # busy.example, backed off 5 minutes, is not among them
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (apt-get install prometheus)")
+def test_promtool_passes_the_rules_and_their_tests():
+    check = subprocess.run(["promtool", "check", "rules", "alerts.yml"], cwd=PROMETHEUS, capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    done = subprocess.run(["promtool", "test", "rules", "alerts.test.yml"], cwd=PROMETHEUS, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout + done.stderr
