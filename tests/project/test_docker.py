@@ -46,8 +46,9 @@ DOCKER = ROOT / "docker"
 #: What compose needs set to interpolate the file (it refuses to go on without them).
 SECRETS = {"FLOWER_BASIC_AUTH": "admin:test-secret", "GRAFANA_ADMIN_PASSWORD": "grafana-secret"}
 PROFILES = {"elasticsearch": {"elasticsearch"}, "hbase": {"hbase"}, "kafka": {"kafka", "kafka-feed"},
-            "pools": {"fetcher", "parser", "storer"}}
-CORE = {"redis", "worker", "render", "beat", "flower", "metrics", "prometheus", "grafana"}
+            "pools": {"fetcher", "parser", "storer"}, "render": {"render"}}
+CORE = {"redis", "worker", "beat", "flower", "metrics", "prometheus", "alertmanager", "grafana"}
+STORES = {"elasticsearch", "hbase", "kafka"}
 POOLS = PROFILES["pools"]
 
 
@@ -246,10 +247,11 @@ def test_every_service_has_a_healthcheck_and_starts_once_what_it_needs_is_health
             assert how["required"] is inside, (name, dep)
     for name, service in crawler_services().items():
         assert "redis" in service["depends_on"], name
-    assert set(all_services["prometheus"]["depends_on"]) == {"metrics"}
+    assert set(all_services["prometheus"]["depends_on"]) == {"metrics", "alertmanager"}
     assert set(all_services["grafana"]["depends_on"]) == {"prometheus"}
-    for name in ("worker", "render", *POOLS):  # the workers wait for the stores that run
+    for name in ("worker", *POOLS):  # the workers wait for the stores that run
         assert set(all_services[name]["depends_on"]) == {"redis", "elasticsearch", "hbase", "kafka"}
+    assert set(all_services["render"]["depends_on"]) == {"redis"}
     assert set(all_services["kafka-feed"]["depends_on"]) == {"redis", "kafka"}
 
 
@@ -258,6 +260,54 @@ def test_the_crawler_healthchecks_run_tools_the_image_has():
         test = service["healthcheck"]["test"]
         first = shlex.split(test[1])[0] if test[0] == "CMD-SHELL" else test[1]
         assert first in ("celery", "python", "crawler-tasks"), (name, first)
+
+
+#: What each image the compose file runs has to check its health with (what its base ships).
+HEALTH_TOOLS = {"redis:": {"redis-cli"}, "prom/prometheus:": {"wget"}, "prom/alertmanager:": {"wget"},
+                "grafana/grafana:": {"wget"}, "docker.elastic.co/elasticsearch/": {"curl"},
+                "harisekhon/hbase:": {"bash"}, "apache/kafka:": {"/opt/kafka/bin/kafka-broker-api-versions.sh"}}
+
+
+def test_every_healthcheck_runs_a_binary_its_image_ships():
+    for name, service in services().items():
+        if service.get("build"):
+            continue  # the crawler's own image: test_the_crawler_healthchecks_run_tools_the_image_has
+        test = service["healthcheck"]["test"]
+        first = shlex.split(test[1])[0] if test[0] == "CMD-SHELL" else test[1]
+        [tools] = [t for prefix, t in HEALTH_TOOLS.items() if service["image"].startswith(prefix)]
+        assert first in tools, (name, first)
+
+
+def test_workers_outlive_a_download_when_stopped():
+    timeout = Settings().download_timeout
+    for name, service in services().items():
+        if is_worker(service):
+            grace = service.get("stop_grace_period", "10s")
+            assert grace.endswith("s") and float(grace[:-1]) > timeout, (name, grace)
+
+
+def test_the_render_workers_get_redis_alone():
+    render = services()["render"]
+    assert render["profiles"] == ["render"]
+    assert set(render["environment"]) == {"CRAWLER_BROKER_URL", "CRAWLER_DENY_PRIVATE_NETWORKS", "CRAWLER_PIPELINE"}
+    assert render["environment"]["CRAWLER_PIPELINE"] == "split"  # the DOM goes back through Redis
+    assert render["volumes"] == []  # no data volume
+    assert set(render.get("networks") or {"default"}) == {"default"}
+    for name in STORES:  # the stores are on their own network, which render is not on
+        assert set(services()[name]["networks"]) == {"stores"}
+    writers = {n for n, s in services().items() if "stores" in (s.get("networks") or ())} - STORES
+    assert writers == {"worker", "kafka-feed", *POOLS}
+    for name in writers:  # and on the default one, where Redis is
+        assert set(services()[name]["networks"]) == {"default", "stores"}
+
+
+def test_alerts_go_to_the_alertmanager_the_cluster_runs():
+    config = yaml.safe_load((DOCKER / "prometheus" / "prometheus.yml").read_text())
+    [target] = config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+    assert target == "alertmanager:9093" and services()["alertmanager"]["ports"][0]["target"] == 9093
+    manager = yaml.safe_load((DOCKER / "alertmanager" / "alertmanager.yml").read_text())
+    receivers = {r["name"] for r in manager["receivers"]}
+    assert manager["route"]["receiver"] in receivers
 
 
 def test_exactly_one_beat():
@@ -498,7 +548,8 @@ def test_the_dashboard_and_the_alerts_read_metrics_the_exporter_serves(rt):
     for wanted in ("pages/s", "status", "queue", "gate", "hosts", "store errors", "dead letters"):
         assert wanted in titles
     assert {r["alert"] for g in rules["groups"] for r in g["rules"]} == {
-        "CrawlerThroughputZero", "CrawlerDeadLetters", "CrawlerCrawlStalled"}
+        "CrawlerExporterDown", "CrawlerRedisDown", "CrawlerThroughputZero", "CrawlerCrawlStalled",
+        "CrawlerDeadLetters", "CrawlerDeadLettersGrowing", "CrawlerHostBackedOff"}
 
 
 # --- the image -----------------------------------------------------------------------------
