@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 import uuid
@@ -25,6 +26,7 @@ from ..core.store_uris import masked, split_uris, sqlite_path
 from ..core.urls import host_of
 from ..net.render import browser_problem
 from ..service.celery_app import create_app
+from ..service.control import list_crawls
 from ..stages.runtime import current
 from ..stages.seed import build_requests, submit_requests
 from ..stages.statistics import flush_stats
@@ -32,6 +34,7 @@ from ..state.connection import safe_url
 from .common import absolute_store
 from .demo_site import DemoSite
 from .local import CrawlWatch, EmbeddedRedis, Workers, unreachable, wait_drained
+from .progress import Progress, Rate, ending, progress_line, summary_rows
 from .top import TTY_INTERVAL, LiveView
 
 #: Pages one render worker of ``crawler-tasks crawl`` renders at once (one browser).
@@ -183,7 +186,8 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
             embedded = EmbeddedRedis().start()
             settings = settings.replace(broker_url=embedded.url, redis_url=embedded.url)
         log_path = worker_log(getattr(args, "log_file", None), settings.store, crawl_id)
-        workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h", log_path=log_path)
+        workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h", log_path=log_path,
+                          loglevel="INFO")
         app = create_app(settings)
         rt = current(app)
         renderers = _Renderers(settings, app, crawl_id, say=lambda line: print(line, file=sys.stderr),
@@ -212,6 +216,7 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
                                      "is fetched again)") from None
         elapsed = time.monotonic() - started
         stats = rt.stats.read(crawl_id)
+        [listed] = list_crawls(rt, [crawl_id])
         _flush_stats(rt, crawl_id)
     except KeyboardInterrupt:
         print(f"\nstopping: running tasks finish, the rest stays queued (a second signal "
@@ -219,9 +224,12 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
         raise
     finally:
         _shut_down(settings, workers, embedded, renderers)
+    first = split_uris(settings.store)[0]
     return {"crawl_id": crawl_id, "seeds_accepted": accepted, "elapsed": elapsed,
             "store": masked(settings.store), "stats": stats, "embedded": embedded is not None, "log": log_path,
-            "redis": "embedded (gone with the crawl)" if embedded is not None else safe_url(settings.redis_url)}
+            "redis": "embedded (gone with the crawl)" if embedded is not None else safe_url(settings.redis_url),
+            "ended": ending(stats, listed["state"]),
+            "export": f"crawler-tasks export --store {shlex.quote(masked(first))} --crawl-id {crawl_id}"}
 
 
 def worker_log(asked: str | None, store: str, crawl_id: str) -> str:
@@ -294,6 +302,8 @@ class _Progress:
         self.tty = sys.stderr.isatty()
         self.view = LiveView(rt, crawl_id, Console(stderr=True)) if self.tty and not quiet else None
         self.last = 0.0 if self.tty else started
+        self.rate = Rate()
+        self.rate.add(started, 0)
 
     def __enter__(self) -> _Progress:
         if self.view is not None:
@@ -323,13 +333,15 @@ class _Progress:
             return
         try:
             s = self.rt.stats.read(self.crawl_id)
-            in_flight = self.rt.crawls.outstanding(self.crawl_id)
+            [listed] = list_crawls(self.rt, [self.crawl_id])
+            waiting = self.rt.hosts.waiting_by_crawl().get(self.crawl_id, 0)
+            fetching = sum(h.in_flight for h in self.rt.hosts.busiest(50))
         except redis.RedisError:  # the watch says so; no progress line meanwhile
             return
         stored = s.get(counters.STORED, 0)
-        print(f"stored {stored} · in flight {in_flight}"
-              f" · failed {s.get(counters.FAILURES, 0)} · duplicates {s.get(counters.DUPLICATES, 0)}"
-              f" · {stored / max(now - self.started, 1e-6):.1f} pages/s", file=sys.stderr, flush=True)
+        line = Progress(self.crawl_id, stored, s.get(counters.FAILURES, 0), self.rate.add(now, stored),
+                        fetching, waiting, listed["outstanding"], listed["max_pages"])
+        print(progress_line(line, time.time()), file=sys.stderr, flush=True)
 
     def _refresh(self) -> None:
         assert self.view is not None
@@ -340,22 +352,7 @@ class _Progress:
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    s = summary["stats"]
-    elapsed = summary["elapsed"]
-    rows = [
-        ("crawl", summary["crawl_id"]),
-        ("pages stored", s.get(counters.STORED, 0)),
-        ("failed", s.get(counters.FAILURES, 0)),
-        ("duplicates skipped", s.get(counters.DUPLICATES, 0)),
-        ("retries", s.get(counters.RETRIES, 0)),
-        ("redirects", s.get(counters.REDIRECTS, 0)),
-        ("elapsed", f"{elapsed:.1f}s"),
-        ("pages/s", f"{s.get(counters.STORED, 0) / max(elapsed, 1e-6):.1f}"),
-        ("store", summary["store"]),
-        ("worker log", summary["log"]),
-        ("redis", summary["redis"]),
-    ]
-    for name, value in rows:
+    for name, value in summary_rows(summary):
         print(f"{name:<20}{value}")
 
 

@@ -106,3 +106,20 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
         return None
     now = time.time() if now is None else now
     return max(0.0, when.timestamp() - now)
+
+
+def byte_size(n: int) -> str:
+    """``512 B``, ``20.1 KB``, ``3.4 MB`` (powers of 1,000)."""
+    for unit, scale in (("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def page_line(method: str, url: str, result: Download | Exception) -> str:
+    """The worker's log line of one download: ``fetched 200 GET <url> 123 ms 20.1 KB``, or
+    ``fetch failed GET <url>: <why>``."""
+    if isinstance(result, Download):
+        return (f"fetched {result.status} {method} {url} {result.elapsed * 1000:.0f} ms "
+                f"{byte_size(len(result.body))}{' (truncated)' if result.truncated else ''}")
+    return f"fetch failed {method} {url}: {getattr(result, 'description', None) or result}"

@@ -144,6 +144,14 @@ SPECS: tuple[Spec, ...] = (
          "none). The crawl's other tasks keep no results."),
     Spec("CRAWLER_MAX_ITEMS_PER_PAGE", "max_items_per_page", int, 1000,
          "Items kept from one page; the rest are counted (`items/over_cap`), not stored.", ge=0),
+    Spec("CRAWLER_LOG_PAGES", "log_pages", _bool, True,
+         "Log a line per response at INFO in the worker (`fetched 200 GET <url> 123 ms 20.1 KB`, "
+         "as Scrapy's `Crawled (200)`), and per download failure; Celery's two INFO lines per "
+         "task (received, succeeded) are then left out. `crawler-tasks crawl` workers log at "
+         "INFO to the crawl's worker log."),
+    Spec("CRAWLER_LOG_STATS_S", "log_stats_s", _number, 60.0,
+         "Seconds between a worker process's INFO lines of its pages per minute (Scrapy's "
+         "LogStats); 0 = none.", ge=0),
     Spec("CRAWLER_STATS_FLUSH_S", "stats_flush_s", _number, 30.0,
          "Seconds between Beat's writes of each crawl's counters to the stores that keep "
          "statistics (Elasticsearch: `<index>-stats`).", gt=0),

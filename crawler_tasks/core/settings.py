@@ -48,6 +48,8 @@ class Settings:
     warc_max_bytes: int = _DEFAULTS["warc_max_bytes"]
     store_body: bool = _DEFAULTS["store_body"]
     stats_flush_s: float = _DEFAULTS["stats_flush_s"]
+    log_pages: bool = _DEFAULTS["log_pages"]
+    log_stats_s: float = _DEFAULTS["log_stats_s"]
     download_timeout: float = _DEFAULTS["download_timeout"]  # None: derived, see __post_init__
     max_depth: int = _DEFAULTS["max_depth"]
     max_retries: int = _DEFAULTS["max_retries"]

@@ -116,7 +116,20 @@ def start() -> None:
     """Start this process's store dispatcher and mover (once per process), on the worker's own app."""
     if os.getpid() not in _running:
         rt = current(current_app._get_current_object())
+        if rt.settings.log_pages:
+            quiet_task_lines()
         _running[os.getpid()] = (Dispatcher(rt).start(), Mover(rt).start())
+
+
+#: Celery's loggers of a line per task received and per task ended, at INFO.
+TASK_LINE_LOGGERS = ("celery.app.trace", "celery.worker.strategy")
+
+
+def quiet_task_lines() -> None:
+    """With a line per response of the crawler's own (``CRAWLER_LOG_PAGES``), Celery's two
+    INFO lines per task (received, succeeded) say less and are left out; warnings stay."""
+    for name in TASK_LINE_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 @signals.worker_process_shutdown.connect

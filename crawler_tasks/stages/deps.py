@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ..state.store_queue import StoreQueue
     from ..state.unpublished import SeedCalls, Unpublished
     from .lifecycle import Lifecycle
+    from .page_log import PageLog
 
 
 class Configured(Protocol):
@@ -116,6 +117,8 @@ class Storage(Protocol):
     def dead_letters(self) -> DeadLetters: ...
 
     def store(self, uri: str) -> Store: ...
+    @property
+    def page_log(self) -> PageLog: ...
 
 
 class Fetching(Protocol):

@@ -32,12 +32,13 @@ def housekeeping(rt: StoreDeps) -> None:
     """Once a second, in every worker process: give back the batches of dead writers, move
     due retries, publish the seeds of seed calls that died half-way, note drained crawls,
     send their ``on_done`` callbacks and close them here (pipelines' and middlewares'
-    ``close``)."""
+    ``close``), and log this process's pace when due."""
     rt.store_queue.tick()
     enqueue.recover_seed_calls(rt)
     note_finished(rt)
     call_back_done(rt)
     rt.lifecycle.close_drained(rt.crawls.outstanding_many)
+    rt.page_log.tick()
 
 
 def write_turn(rt: StoreDeps, writer: str, *, now: bool = True) -> int:

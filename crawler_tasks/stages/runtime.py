@@ -44,6 +44,7 @@ from ..state.stats import Stats
 from ..state.store_queue import StoreQueue
 from ..state.unpublished import SeedCalls, Unpublished
 from .lifecycle import Lifecycle
+from .page_log import PageLog
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -79,6 +80,8 @@ class Runtime:
         #: Which addresses downloads may connect to (and seeds may name).
         self.addresses = AddressPolicy.of(settings)
         self.large_bodies = LargeBodies(settings.download_large_bodies)
+        #: This process's per-page log lines and pace line.
+        self.page_log = PageLog(settings)
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
         self._stores: dict[str, Store] = {}

@@ -1,0 +1,122 @@
+"""What ``crawler-tasks crawl`` tells a person off a terminal: the progress line every few
+seconds and the summary at the end. Pure: the figures come in, the text goes out."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import counters, figures
+
+#: Seconds the current rate is measured over.
+RATE_WINDOW_S = 30.0
+
+
+class Rate:
+    """Pages stored per second over the last :data:`RATE_WINDOW_S` seconds."""
+
+    def __init__(self, window: float = RATE_WINDOW_S) -> None:
+        self.window = window
+        self._seen: deque[tuple[float, int]] = deque()
+
+    def add(self, now: float, stored: int) -> float:
+        """Note ``stored`` at ``now`` (monotonic seconds); the rate over the window so far."""
+        self._seen.append((now, stored))
+        while len(self._seen) > 2 and now - self._seen[1][0] >= self.window:
+            self._seen.popleft()
+        first_at, first = self._seen[0]
+        return (stored - first) / (now - first_at) if now > first_at else 0.0
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One progress line's figures."""
+
+    crawl_id: str
+    stored: int
+    failed: int
+    #: Pages per second over the last seconds (:class:`Rate`).
+    rate: float
+    #: Requests being downloaded now (slots in use at the crawl's hosts).
+    fetching: int
+    #: Fetches waiting for their hosts (the hosts' waiting rooms).
+    waiting: int
+    #: Tasks of the crawl not done: queued, running, waiting.
+    outstanding: int
+    #: The page budget (0: none).
+    budget: int = 0
+
+
+def eta_seconds(p: Progress) -> float | None:
+    """Seconds left at the current rate: to the budget, else to the end of the frontier known
+    now (the outstanding tasks: the crawl may find more); None without a rate."""
+    if p.rate <= 0:
+        return None
+    left = max(0, p.budget - p.stored) if p.budget else p.outstanding
+    return left / p.rate
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``3m05s``, ``2h04m``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def progress_line(p: Progress, when: float) -> str:
+    """``2026-11-27 10:05:03 crawl-…  stored 72/500 · 3.4 pages/s · fetching 2 · waiting 120
+    · outstanding 128 · failed 0 · eta 2m05s`` (``when``: the wall-clock time)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+    stored = f"{p.stored}/{p.budget}" if p.budget else str(p.stored)
+    eta = eta_seconds(p)
+    tail = f" · eta {duration(eta)}{'' if p.budget else ' (frontier)'}" if eta is not None and p.outstanding else ""
+    return (f"{stamp} {p.crawl_id}  stored {stored} · {p.rate:.1f} pages/s · fetching {p.fetching}"
+            f" · waiting {p.waiting} · outstanding {p.outstanding} · failed {p.failed}{tail}")
+
+
+#: Why a crawl ended, as the summary says it.
+DRAINED, BUDGET, CANCELLED = "drained: nothing left to fetch", "page budget reached", "cancelled"
+
+
+def ending(stats: dict[str, int], state: str) -> str:
+    """Why the crawl ended: cancelled, its budget reached (URLs refused over it), or drained."""
+    if state in ("cancelled", "cancelling"):
+        return CANCELLED
+    if stats.get(counters.GATE_OVER_BUDGET, 0):
+        return BUDGET
+    return DRAINED
+
+
+def status_mix(stats: dict[str, int]) -> str:
+    """``200: 60, 404: 2, 500: 1`` (by code), ``-`` with none."""
+    codes = sorted((int(k.removeprefix(counters.STATUS.prefix)), n) for k, n in stats.items()
+                   if k.startswith(counters.STATUS.prefix) and k.removeprefix(counters.STATUS.prefix).isdigit())
+    return ", ".join(f"{code}: {n}" for code, n in codes) or "-"
+
+
+def summary_rows(summary: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The end summary, a (name, value) per line."""
+    s = summary["stats"]
+    elapsed = summary["elapsed"]
+    rows: list[tuple[str, Any]] = [
+        ("crawl", summary["crawl_id"]),
+        ("ended", summary["ended"]),
+        ("pages stored", s.get(counters.STORED, 0)),
+        ("statuses", status_mix(s)),
+        ("failed", s.get(counters.FAILURES, 0)),
+        ("duplicates skipped", s.get(counters.DUPLICATES, 0)),
+        ("retries", s.get(counters.RETRIES, 0)),
+        ("redirects", s.get(counters.REDIRECTS, 0)),
+        ("elapsed", f"{elapsed:.1f}s"),
+        ("pages/s", f"{s.get(counters.STORED, 0) / max(elapsed, 1e-6):.1f}"),
+    ]
+    if figures.failure_reasons(s):
+        rows.insert(5, ("failure reasons", ", ".join(f"{k}: {n}" for k, n in figures.failure_reasons(s).items())))
+    rows += [("store", summary["store"]), ("worker log", summary["log"]), ("redis", summary["redis"]),
+             ("export", summary["export"])]
+    return rows
