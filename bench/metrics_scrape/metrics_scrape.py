@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What one scrape of ``crawler-tasks metrics`` costs on a busy cluster's Redis.
 
-    bench/metrics_scrape/metrics_scrape.py [--crawls 100] [--hosts 1000] [--seen 5000] [--scrapes 20]
+    bench/metrics_scrape/metrics_scrape.py [--crawls 100] [--hosts 10000] [--seen 5000] [--scrapes 20]
 
 Fills a private redis-server with ``--crawls`` crawls (each with its counters, an
 outstanding set and an exact gate of ``--seen`` URLs) and ``--hosts`` hosts with
@@ -56,6 +56,12 @@ def fill(client, keys: Keys, crawls: int, hosts: int, seen: int) -> None:
         pipe.zadd(keys.hosts_recent(), {host: now - h})
         pipe.zadd(keys.host_wait(host), {f"task{h}-{i}\t{{}}": i for i in range(5)})
         pipe.hset(keys.host(host), mapping={"delay": 1, "requests": 100})
+    # The waiting fetches per crawl, as the waiting rooms' scripts keep them; a tenth of the
+    # crawls paused, each holding 500 fetches.
+    pipe.hset(keys.hosts_waiting_crawls(), mapping={f"crawl{c:03d}": hosts * 5 // crawls for c in range(crawls)})
+    for c in range(0, crawls, 10):
+        pipe.hset(keys.crawl(f"crawl{c:03d}"), "control", "paused")
+        pipe.rpush(keys.held(f"crawl{c:03d}"), *[f"held-{i}" for i in range(500)])
     pipe.execute()
 
 
@@ -66,7 +72,7 @@ def commands(client) -> int:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--crawls", type=int, default=100)
-    p.add_argument("--hosts", type=int, default=1000)
+    p.add_argument("--hosts", type=int, default=10_000)
     p.add_argument("--seen", type=int, default=5000)
     p.add_argument("--scrapes", type=int, default=20)
     args = p.parse_args()
