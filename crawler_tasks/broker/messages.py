@@ -27,6 +27,12 @@ from ..core.routing import TRACKED_HEADER, fetch_route
 _NO_EMBED: Mapping[str, Any] = {}
 
 
+def shown_crawl(crawl_id: str) -> str:
+    """What Flower shows as a crawl task's keyword arguments: its crawl (the request itself
+    travels as the one positional argument)."""
+    return repr({"crawl": crawl_id})
+
+
 def fetch_message(request: Mapping[str, Any], task_id: str, *, url: str, priority: int,
                   delivery_tag: str | None = None) -> bytes:
     """The JSON of a ``crawl.fetch`` message (``crawl.render`` when it says ``render``) for
@@ -36,7 +42,8 @@ def fetch_message(request: Mapping[str, Any], task_id: str, *, url: str, priorit
     return dumps({
         "body": dumps([[request], {}, _NO_EMBED]).decode(),
         "content-type": "application/json",
-        "headers": {"task": task, "id": task_id, "argsrepr": repr([url]), TRACKED_HEADER: 1},
+        "headers": {"task": task, "id": task_id, "argsrepr": repr([url]),
+                    "kwargsrepr": shown_crawl(str(request.get("crawl_id", ""))), TRACKED_HEADER: 1},
         "properties": {"correlation_id": task_id, "priority": priority,
                        "delivery_info": {"exchange": "", "routing_key": queue},
                        "delivery_tag": delivery_tag or uuid.uuid4().hex},

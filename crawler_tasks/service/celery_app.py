@@ -154,8 +154,9 @@ def _refuse(message: str) -> None:
 
 
 #: Flower's task list shows these columns unless told otherwise: the arguments (a page's
-#: URL) among them, which Flower leaves out by default.
-FLOWER_TASKS_COLUMNS = "name,uuid,state,args,received,started,runtime,worker"
+#: URL), the keyword arguments (its crawl) and the result (what became of the fetch:
+#: ``fetched 200``, ``cancelled``...), which Flower leaves out by default.
+FLOWER_TASKS_COLUMNS = "name,uuid,state,args,kwargs,result,received,started,runtime,worker"
 
 
 def _flower_defaults() -> None:

@@ -49,42 +49,47 @@ from . import delivery
 log = logging.getLogger(__name__)
 @shared_task(name=routing.FETCH_TASK, bind=True, base=delivery.CrawlTask, own_retries_setting="max_retries")
 @delivery.shaped
-def fetch_page(self: Task, request: dict[str, Any]) -> None:
+def fetch_page(self: Task, request: dict[str, Any]) -> str | None:
     """Download one request; parse and store it, or retry it demoted after a backoff. A
-    request to render goes on to ``crawl.render`` under the same task id."""
-    _fetch(self, request, renderer=False)
+    request to render goes on to ``crawl.render`` under the same task id. Returns what
+    became of it (Flower's result column: ``fetched 200``, ``cancelled``...)."""
+    return _fetch(self, request, renderer=False)
 
 
 @shared_task(name=routing.RENDER_TASK, bind=True, base=delivery.CrawlTask, own_retries_setting="max_retries")
 @delivery.shaped
-def render_page(self: Task, request: dict[str, Any]) -> None:
+def render_page(self: Task, request: dict[str, Any]) -> str | None:
     """Download one request and render it in this process's browser; parse its DOM and
-    store it, or retry it demoted after a backoff."""
-    _fetch(self, request, renderer=True)
+    store it, or retry it demoted after a backoff. Returns what became of it."""
+    return _fetch(self, request, renderer=True)
 
 
-def _fetch(task: Task, request: dict[str, Any], *, renderer: bool) -> None:
+def _fetch(task: Task, request: dict[str, Any], *, renderer: bool) -> str | None:
     req = delivery.request_of(request)
     if req is None:
-        return
+        return "refused: not a request"
     rt = current(task.app)
     if renderer and not req.render:
         req = req.replace(render=True)
+    told: list[str] = []
 
     def step() -> fetch.Answer:
         if delivery.worker_lost_too_often(task, rt, req) or not delivery.tracked(task, rt, req):
+            told.append("given up or not tracked")
             return None
         if not renderer and render.needs_render(rt, req, rt.limits(req.crawl_id)):
             # Fetch workers never start a browser: the page goes to the render workers.
             enqueue.publish_fetch(rt, req.replace(render=True), task.request.id)
             log.info("%s goes to the render workers", req.url)
+            told.append("sent to the render workers")
             return None
-        return fetch.fetch_page(rt, req, task.request.id, ack=delivery.in_band_ack(task, rt))
+        return fetch.fetch_page(rt, req, task.request.id, ack=delivery.in_band_ack(task, rt), told=told.append)
 
     outcome = delivery.run_step(rt, req.url, step)
     if isinstance(outcome, Retry):
         prio = routing.broker_priority(outcome.request.priority, redis=rt.settings.broker_is_redis)
         delivery.resend(task, args=[outcome.request.to_dict()], countdown=outcome.countdown, priority=prio)
+    return told[-1] if told else None
 
 
 #: What ``crawl.page`` does with a page to render, delivered to a worker that does not render.
@@ -154,17 +159,27 @@ def parse_page(self: Task, claim_id: str, request: dict[str, Any]) -> None:
 
 @shared_task(name=routing.STORE_BATCH_TASK, bind=True, ignore_result=True)
 @delivery.shaped
-def store_batch(self: Task, writer: str) -> int:
+def store_batch(self: Task, writer: str) -> str:
     """Write one batch of the store queue to its stores (the writer ``writer``), then send
-    the next store task if another batch is due already. Returns how many records it took."""
+    the next store task if another batch is due already. Returns what it wrote, as Flower
+    shows it: ``12 records: crawl-a 10, crawl-b 2``."""
     rt = current(self.app)
+    crawls: dict[str, int] = {}
 
     def turn() -> int:
-        taken = dispatcher.write_turn(rt, writer)
+        taken = dispatcher.write_turn(rt, writer, crawls=crawls)
         dispatcher.dispatch(rt)
         return taken
 
-    return delivery.run_step(rt, f"store batch {writer}", turn)
+    taken = delivery.run_step(rt, f"store batch {writer}", turn)
+    return batch_label(taken or 0, crawls)
+
+
+def batch_label(taken: int, crawls: dict[str, int]) -> str:
+    """``12 records: crawl-a 10, crawl-b 2``; ``no records`` for an empty turn."""
+    if not taken:
+        return "no records"
+    return f"{taken} record{'s' if taken != 1 else ''}: " + ", ".join(f"{c} {n}" for c, n in sorted(crawls.items()))
 
 
 def _claimed_step(task: Task, claim_id: str, request: dict[str, Any],

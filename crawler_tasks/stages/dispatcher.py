@@ -41,15 +41,18 @@ def housekeeping(rt: StoreDeps) -> None:
     rt.page_log.tick()
 
 
-def write_turn(rt: StoreDeps, writer: str, *, now: bool = True) -> int:
+def write_turn(rt: StoreDeps, writer: str, *, now: bool = True, crawls: dict[str, int] | None = None) -> int:
     """One store task's work: take a batch onto ``writer``'s list (``now``: whatever waits,
     as its task was sent because a batch was due; else only a due batch) and write it, or,
-    if nothing is left for it, give up its lease. Returns how many entries it took."""
+    if nothing is left for it, give up its lease. Returns how many entries it took
+    (``crawls``: filled with the batch's records per crawl)."""
     s = rt.settings
     raw = rt.store_queue.take(writer, s.store_batch, s.store_flush_s, s.store_lease_s, now=now,
                               max_bytes=s.store_batch_bytes)
     if raw:
-        write_batch(rt, writer, raw)
+        per_crawl = write_batch(rt, writer, raw)
+        if crawls is not None:
+            crawls.update(per_crawl)
     else:
         rt.store_queue.release(writer)
     return len(raw)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from kombu.exceptions import OperationalError
 
+from ..broker.messages import shown_crawl
 from ..broker.queues import waiting_fetches
 from ..core import counters, routing
 from ..core.errors import BrokerUnavailable, QueueFull
@@ -344,7 +345,7 @@ def publish_fetch(rt: EnqueueDeps, request: CrawlRequest, task_id: str, *, count
     task, queue = routing.fetch_route(request.render)
     rt.app.send_task(
         task, args=[request.to_dict()], task_id=task_id, countdown=countdown or None, queue=queue,
-        argsrepr=_shown(request), kwargsrepr="{}", headers=_TRACKED,
+        argsrepr=_shown(request), kwargsrepr=shown_crawl(request.crawl_id), headers=_TRACKED,
         priority=routing.broker_priority(request.priority, redis=rt.settings.broker_is_redis),
     )
 
@@ -383,6 +384,6 @@ def publish_stage(rt: EnqueueDeps, task_name: str, claim_id: str, request: Crawl
     """Send the parse or store step of the page ``claim_id`` (tracked by the caller)."""
     rt.app.send_task(
         task_name, args=[claim_id, request.to_dict()], task_id=stage_task_id(claim_id, task_name),
-        **routing.ROUTES[task_name], argsrepr=_shown(request, claim_id), kwargsrepr="{}",
+        **routing.ROUTES[task_name], argsrepr=_shown(request, claim_id), kwargsrepr=shown_crawl(request.crawl_id),
         priority=routing.pipeline_priority(redis=rt.settings.broker_is_redis),
     )

@@ -35,6 +35,7 @@ from ..core.policy import (
     before_fetch,
     conditional,
     decide,
+    outcome_label,
     reroute,
     reroute_reason,
     tell_at_once,
@@ -59,7 +60,8 @@ Answer = Retry | Defer | PageRecord | None
 
 
 def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool = False,
-               ack: Callable[[Any], None] | None = None) -> Answer:
+               ack: Callable[[Any], None] | None = None,
+               told: Callable[[str], None] | None = None) -> Answer:
     """Fetch ``req`` as task ``task_id``: its visit goes through :data:`STEPS` until one
     answers, and the answer is applied (:func:`apply`).
 
@@ -73,9 +75,13 @@ def fetch_page(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool =
     handed on comes back as its record. ``ack`` queues the task message's ack onto
     the page's last round trip with the slot's release (the broker is the state Redis).
     Whatever the fetch holds is given back once, on every way out (:func:`~.visit.visiting`).
+    ``told`` hears what became of it (:func:`~crawler_tasks.core.policy.outcome_label`).
     """
     with visiting(rt, req, task_id, inline=inline, ack=ack) as visit:
-        return apply(visit, first_answer(visit, STEPS))
+        outcome = first_answer(visit, STEPS)
+        if told is not None:
+            told(outcome_label(outcome))
+        return apply(visit, outcome)
 
 
 Step = Callable[[Visit], Outcome | None]

@@ -47,15 +47,18 @@ def write(rt: StoreDeps, uri: str, records: Sequence[PageRecord]) -> list[Record
     return rt.store(uri).upsert(records) or []
 
 
-def write_batch(rt: StoreDeps, consumer: str, raw: Sequence[bytes]) -> None:
+def write_batch(rt: StoreDeps, consumer: str, raw: Sequence[bytes]) -> dict[str, int]:
     """Write the store entries ``raw`` that ``consumer`` took, one upsert per store URI,
     then settle each: written, refused for good (kept in the dead letters with the
     backend's reason), put back with backoff while its store is down, or, past
     ``CRAWLER_STORE_MAX_RETRIES``, kept in the dead letters; each counted once. Only
-    then is the taken list released."""
+    then is the taken list released. Returns the batch's records per crawl."""
     settled = _Settled()
     unreadable: list[bytes] = []
+    crawls: dict[str, int] = {}
     for part in _decoded_parts(raw, rt.settings.store_batch_bytes, unreadable):
+        for entry in part:
+            crawls[entry.crawl_id] = crawls.get(entry.crawl_id, 0) + 1
         # A backend's request for a large record costs several times its body: it counts
         # as one of the process's large bodies.
         with rt.large_bodies.permit() as permit:
@@ -68,6 +71,7 @@ def write_batch(rt: StoreDeps, consumer: str, raw: Sequence[bytes]) -> None:
         _set_aside(rt, item, settled)
     settled.apply(rt)
     rt.store_queue.release(consumer)
+    return crawls
 
 
 def _write_part(rt: StoreDeps, consumer: str, entries: list[StoreEntry], settled: _Settled) -> None:

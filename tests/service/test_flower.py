@@ -140,6 +140,23 @@ def test_flower_started_first_names_every_task_and_the_metrics_equal_stats(site,
             fetches = [x for x in tasks.values() if x["name"] == "crawl.fetch"]
             assert {eval(x["args"])[0] for x in fetches} == urls  # noqa: S307 - Flower shows a repr
             assert {x["name"] for x in tasks.values()} == {"crawl.fetch", "crawl.store_batch"}
+            # Each shows its crawl, and what became of it; a store batch, what it wrote for whom.
+            assert {x["kwargs"] for x in fetches} == {repr({"crawl": crawl_id})}
+            assert {x["result"] for x in fetches} == {repr("fetched 200")}
+            batches = [x for x in tasks.values() if x["name"] == "crawl.store_batch" and x["result"] != "'no records'"]
+            assert batches and all(crawl_id in x["result"] for x in batches)
+            assert sum(int(x["result"].strip("'").split()[0]) for x in batches) == pages
+            # The fetches of a cancelled crawl end as such, not as fetched pages.
+            cancelled = f"fl-cancelled-{t}"
+            rt.crawls.set_control(cancelled, "cancelled")
+            submit_requests(rt, build_requests([f"{site.url}/page/{t}-{i}" for i in range(3)], crawl_id=cancelled))
+            wait_drained(lambda: rt.crawls.outstanding(cancelled) == 0, timeout=60, workers=workers)
+
+            def ended() -> list:
+                tasks = requests.get(f"{flower}/api/tasks", params={"limit": 10000}, timeout=10).json()
+                mine = [x for x in tasks.values() if x.get("kwargs") == repr({"crawl": cancelled})]
+                return mine if len(mine) == 3 and all(x["state"] == "SUCCESS" for x in mine) else []
+            assert {x["result"] for x in poll(ended, 30)} == {repr("cancelled")}
 
             stats = stats_json(s, crawl_id)["crawls"][crawl_id]
             got = scrape(exporter)
