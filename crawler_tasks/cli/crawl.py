@@ -302,7 +302,7 @@ class _Progress:
         self.tty = sys.stderr.isatty()
         self.view = LiveView(rt, crawl_id, Console(stderr=True)) if self.tty and not quiet else None
         self.last = 0.0 if self.tty else started
-        self.rate = Rate()
+        self.rate, self.frontier = Rate(), Rate()
         self.rate.add(started, 0)
 
     def __enter__(self) -> _Progress:
@@ -340,7 +340,8 @@ class _Progress:
             return
         stored = s.get(counters.STORED, 0)
         line = Progress(self.crawl_id, stored, s.get(counters.FAILURES, 0), self.rate.add(now, stored),
-                        fetching, waiting, listed["outstanding"], listed["max_pages"])
+                        fetching, waiting, listed["outstanding"], listed["max_pages"],
+                        shrinking=-self.frontier.add(now, listed["outstanding"]))
         print(progress_line(line, time.time()), file=sys.stderr, flush=True)
 
     def _refresh(self) -> None:

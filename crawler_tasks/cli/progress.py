@@ -9,25 +9,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import counters, figures
+from ..core.figures import duration
 
 #: Seconds the current rate is measured over.
 RATE_WINDOW_S = 30.0
 
 
 class Rate:
-    """Pages stored per second over the last :data:`RATE_WINDOW_S` seconds."""
+    """A figure's change per second over the last :data:`RATE_WINDOW_S` seconds (pages
+    stored; outstanding tasks)."""
 
     def __init__(self, window: float = RATE_WINDOW_S) -> None:
         self.window = window
         self._seen: deque[tuple[float, int]] = deque()
 
-    def add(self, now: float, stored: int) -> float:
-        """Note ``stored`` at ``now`` (monotonic seconds); the rate over the window so far."""
-        self._seen.append((now, stored))
+    def add(self, now: float, value: int) -> float:
+        """Note ``value`` at ``now`` (monotonic seconds); its change per second over the window so far."""
+        self._seen.append((now, value))
         while len(self._seen) > 2 and now - self._seen[1][0] >= self.window:
             self._seen.popleft()
         first_at, first = self._seen[0]
-        return (stored - first) / (now - first_at) if now > first_at else 0.0
+        return (value - first) / (now - first_at) if now > first_at else 0.0
 
 
 @dataclass(frozen=True)
@@ -47,25 +49,14 @@ class Progress:
     outstanding: int
     #: The page budget (0: none).
     budget: int = 0
+    #: Outstanding tasks done per second, the frontier's growth counted in (negative: it grows).
+    shrinking: float = 0.0
 
 
 def eta_seconds(p: Progress) -> float | None:
-    """Seconds left at the current rate: to the budget, else to the end of the frontier known
-    now (the outstanding tasks: the crawl may find more); None without a rate."""
-    if p.rate <= 0:
-        return None
-    left = max(0, p.budget - p.stored) if p.budget else p.outstanding
-    return left / p.rate
-
-
-def duration(seconds: float) -> str:
-    """``45s``, ``3m05s``, ``2h04m``."""
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    """Seconds left (:func:`~crawler_tasks.core.figures.time_left`): to the budget at the
+    current rate, else until the outstanding tasks are done at the pace they shrink."""
+    return figures.time_left(p.stored, p.budget, p.outstanding, p.rate, p.shrinking)
 
 
 def progress_line(p: Progress, when: float) -> str:
@@ -75,6 +66,8 @@ def progress_line(p: Progress, when: float) -> str:
     stored = f"{p.stored}/{p.budget}" if p.budget else str(p.stored)
     eta = eta_seconds(p)
     tail = f" · eta {duration(eta)}{'' if p.budget else ' (frontier)'}" if eta is not None and p.outstanding else ""
+    if eta is None and not p.budget and p.shrinking < 0:
+        tail = " · frontier growing"
     return (f"{stamp} {p.crawl_id}  stored {stored} · {p.rate:.1f} pages/s · fetching {p.fetching}"
             f" · waiting {p.waiting} · outstanding {p.outstanding} · failed {p.failed}{tail}")
 

@@ -90,7 +90,7 @@ class LiveView:
         except redis.RedisError as exc:
             self.live.update(Group(Text(_unavailable(self.rt, exc), "bold red"), self.shown), refresh=True)
             return
-        self.shown = render(snapshot, self.rates.update(snapshot), hosts=self.hosts)
+        self.shown = render(snapshot, self.rates.update(snapshot), hosts=self.hosts, shrinking=self.rates.shrinking)
         self.live.update(self.shown, refresh=True)
 
     def say(self, message: str) -> None:

@@ -5,6 +5,7 @@ plain line. Pure: no Redis, no terminal; the pages-per-second rates come from
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -15,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core import counters, figures, routing
+from ..core.figures import duration
 from ..service.snapshot import CrawlFigures, Snapshot
 from ..state.hosts import HostState
 
@@ -34,101 +36,120 @@ class Rates:
 
     def __init__(self, window: float = RATE_WINDOW) -> None:
         self.window = window
-        self._samples: dict[str, deque[tuple[float, int]]] = {}
+        self._samples: dict[str, deque[tuple[float, int, int]]] = {}
+        #: Outstanding tasks each crawl sheds per second over the same window (negative: its
+        #: frontier grows; None until a second snapshot shows it).
+        self.shrinking: dict[str, float | None] = {}
 
     def update(self, snapshot: Snapshot) -> dict[str, float | None]:
         """Each crawl's rate as of ``snapshot`` (None until a second snapshot shows it)."""
         rates: dict[str, float | None] = {}
+        self.shrinking = {}
         for crawl in snapshot.crawls:
             samples = self._samples.setdefault(crawl.crawl_id, deque())
-            samples.append((snapshot.at, crawl.stored))
+            samples.append((snapshot.at, crawl.stored, crawl.outstanding))
             # The oldest sample kept is the newest one at least a window old.
             while len(samples) > 2 and snapshot.at - samples[1][0] >= self.window:
                 samples.popleft()
-            since, before = samples[0]
-            rates[crawl.crawl_id] = (crawl.stored - before) / (snapshot.at - since) if snapshot.at > since else None
+            since, before, left = samples[0]
+            span = snapshot.at - since
+            rates[crawl.crawl_id] = (crawl.stored - before) / span if span > 0 else None
+            self.shrinking[crawl.crawl_id] = (left - crawl.outstanding) / span if span > 0 else None
         for gone in self._samples.keys() - rates.keys():
             del self._samples[gone]
         return rates
 
 
-def time_left(crawl: CrawlFigures, rate: float | None) -> float | None:
-    """Seconds until ``crawl`` has stored its page budget at ``rate`` (None: no budget, or
-    no pace to tell by; 0 once used up)."""
-    if not crawl.max_pages:
-        return None
-    left = max(crawl.max_pages - crawl.stored, 0)
-    if not left:
-        return 0.0
-    return left / rate if rate else None
+def time_left(crawl: CrawlFigures, rate: float | None, shrinking: float | None = None) -> float | None:
+    """:func:`~crawler_tasks.core.figures.time_left` of ``crawl``."""
+    return figures.time_left(crawl.stored, crawl.max_pages, crawl.outstanding, rate, shrinking)
 
 
-def render(snapshot: Snapshot, rates: Mapping[str, float | None], *, hosts: int = 10) -> RenderableType:
+def render(snapshot: Snapshot, rates: Mapping[str, float | None], *, hosts: int = 10,
+           shrinking: Mapping[str, float | None] | None = None) -> RenderableType:
     """The screen: the one crawl of ``snapshot``, or every running crawl with the cluster's
-    totals; then the queues, store queue, errors and the top ``hosts`` busiest and waiting hosts."""
-    top, mix, errors = _one_crawl(snapshot, rates) if snapshot.crawl_id is not None else \
-        _every_crawl(snapshot, rates)
+    totals; then the backlog (when there is one), store queue, errors and the top ``hosts``
+    busiest and waiting hosts. ``shrinking``: :attr:`Rates.shrinking`, for the time left
+    of a crawl with no budget."""
+    shrinking = shrinking or {}
+    top, mix, errors = _one_crawl(snapshot, rates, shrinking) if snapshot.crawl_id is not None else \
+        _every_crawl(snapshot, rates, shrinking)
+    backlog = _backlog(snapshot)
+    middle = [(mix, 18), *([(backlog, None)] if backlog is not None else []), (_store_queue(snapshot), 17),
+              (errors, None)]
     return Group(*top,
-                 _ByWidth(lambda width: _row(width, (mix, 18), (_queues(snapshot.queues), None),
-                                             (_store_queue(snapshot), 17), (errors, None))),
-                 _ByWidth(lambda width: _row(width, (_busiest(snapshot.hosts, hosts), None),
+                 _ByWidth(lambda width: _row(width, *middle)),
+                 _ByWidth(lambda width: _row(width, (_busiest(snapshot, hosts), None),
                                              (_waiting(snapshot.hosts, hosts), None))))
 
 
-def _one_crawl(snapshot: Snapshot, rates: Mapping[str, float | None]) -> tuple[list[RenderableType], Panel, Panel]:
+def _one_crawl(snapshot: Snapshot, rates: Mapping[str, float | None],
+               shrinking: Mapping[str, float | None]) -> tuple[list[RenderableType], Panel, Panel]:
     """The crawl's header and budget, its status mix and errors."""
     crawl = snapshot.crawls[0]
     rate = rates.get(crawl.crawl_id)
-    top: list[RenderableType] = [_crawl_header(crawl, rate), *([_budget(crawl, rate)] if crawl.max_pages else [])]
+    top: list[RenderableType] = [_crawl_header(crawl, rate, snapshot.wall, time_left(crawl, rate,
+                                                                                     shrinking.get(crawl.crawl_id))),
+                                 *([_budget(crawl, rate)] if crawl.max_pages else [])]
     dead = [("dead letters", f"{crawl.counters.get(counters.STORE_DEAD_LETTERS, 0):,}"),
             ("waiting, all crawls", f"{snapshot.dead_letters:,}")]
     return top, _status_mix(crawl.counters), _errors(crawl.counters, dead, crawl.last_error)
 
 
-def _every_crawl(snapshot: Snapshot, rates: Mapping[str, float | None]) -> tuple[list[RenderableType], Panel, Panel]:
+def _every_crawl(snapshot: Snapshot, rates: Mapping[str, float | None],
+                 shrinking: Mapping[str, float | None]) -> tuple[list[RenderableType], Panel, Panel]:
     """The cluster's header, a row per crawl, their status mix and errors summed."""
     crawls = snapshot.crawls
     top: list[RenderableType] = [_cluster_header(snapshot, rates),
-                                 _ByWidth(lambda width: _crawl_table(crawls, rates, width))]
+                                 _ByWidth(lambda width: _crawl_table(crawls, rates, width, shrinking))]
     total = _sum(c.counters for c in crawls)
     return top, _status_mix(total), _errors(total, [("dead letters waiting", f"{snapshot.dead_letters:,}")], None)
 
 
 def plain_line(snapshot: Snapshot, rates: Mapping[str, float | None]) -> str:
-    """The figures in one line, for a log or a pipe."""
+    """The figures in one line, for a log or a pipe (the time of day first)."""
+    stamp = f"{_clock(snapshot.wall)} " if snapshot.wall else ""
     fetch = snapshot.queues.get(routing.FETCH_QUEUE, {}).get("total", 0)
     render = snapshot.queues.get(routing.RENDER_QUEUE, {}).get("total", 0)
-    tail = (f"queued {fetch:,}{f' (+{render:,} to render)' if render else ''}"
+    tail = (f"waiting {sum(snapshot.waiting.values()):,} · queued {fetch:,}"
+            f"{f' (+{render:,} to render)' if render else ''}"
             f" · store queue {snapshot.store_queue.pending:,}"
             f" · dead letters {snapshot.dead_letters:,}")
     if snapshot.crawl_id is None:
         total = _sum(c.counters for c in snapshot.crawls)
-        return (f"{len(snapshot.crawls)} crawl(s) running · stored {total.get(counters.STORED, 0):,}"
+        return (f"{stamp}{len(snapshot.crawls)} crawl(s) running · stored {total.get(counters.STORED, 0):,}"
                 f" · {_rate(_total_rate(snapshot, rates))} pages/s · {_mix_text(total)}"
                 f" · outstanding {sum(c.outstanding for c in snapshot.crawls):,} · {tail}")
     crawl = snapshot.crawls[0]
     rate = rates.get(crawl.crawl_id)
     budget = f" · {_budget_text(crawl, rate)}" if crawl.max_pages else ""
-    return (f"crawl {crawl.crawl_id} {crawl.state} · stored {crawl.stored:,} · {_rate(rate)} pages/s"
+    return (f"{stamp}crawl {crawl.crawl_id} {crawl.state} · stored {crawl.stored:,} · {_rate(rate)} pages/s"
             f" · {_mix_text(crawl.counters)} · outstanding {crawl.outstanding:,}{budget} · {tail}")
 
 
 # -- the parts -----------------------------------------------------------------------------
 
-def _crawl_header(crawl: CrawlFigures, rate: float | None) -> Text:
+def _crawl_header(crawl: CrawlFigures, rate: float | None, wall: float, left: float | None) -> Text:
     text = Text.assemble(("crawl ", "bold"), (crawl.crawl_id, "bold cyan"), "  ", (crawl.state, _state_style(crawl)))
     text.append(f" · stored {crawl.stored:,} · {_rate(rate)} pages/s · outstanding {crawl.outstanding:,}")
+    if not crawl.max_pages and left is not None and crawl.state == "running":
+        text.append(f" · about {duration(left)} left (frontier)")
     if crawl.started:
         text.append(f" · started {crawl.started[:19].replace('T', ' ')}", "dim")
+    if wall:
+        text.append(f" · {_clock(wall)}", "dim")
     return text
 
 
 def _cluster_header(snapshot: Snapshot, rates: Mapping[str, float | None]) -> Text:
     stored = sum(c.stored for c in snapshot.crawls)
     left = sum(c.outstanding for c in snapshot.crawls)
-    return Text.assemble((f"{len(snapshot.crawls)} crawl(s) running", "bold"),
+    text = Text.assemble((f"{len(snapshot.crawls)} crawl(s) running", "bold"),
                          f" · stored {stored:,} · {_rate(_total_rate(snapshot, rates))} pages/s"
                          f" · outstanding {left:,}")
+    if snapshot.wall:
+        text.append(f" · {_clock(snapshot.wall)}", "dim")
+    return text
 
 
 def _budget(crawl: CrawlFigures, rate: float | None) -> Table:
@@ -148,11 +169,12 @@ def _budget_text(crawl: CrawlFigures, rate: float | None) -> str:
     elif left is None:
         when = "time left unknown"
     else:
-        when = f"about {_duration(left)} left"
+        when = f"about {duration(left)} left"
     return f"{crawl.stored:,} of {crawl.max_pages:,} pages ({share:.0%}) · {when}"
 
 
-def _crawl_table(crawls: Iterable[CrawlFigures], rates: Mapping[str, float | None], width: int) -> Table:
+def _crawl_table(crawls: Iterable[CrawlFigures], rates: Mapping[str, float | None], width: int,
+                 shrinking: Mapping[str, float | None]) -> Table:
     """A row per crawl; on a console narrower than :data:`WIDE_TABLE` without 3xx, 4xx, 5xx
     and the budget's bar."""
     wide = width >= WIDE_TABLE
@@ -166,13 +188,14 @@ def _crawl_table(crawls: Iterable[CrawlFigures], rates: Mapping[str, float | Non
     for c in crawls:
         mix = figures.status_classes(c.counters)
         rate = rates.get(c.crawl_id)
-        budget: RenderableType = "-"
+        frontier = time_left(c, rate, shrinking.get(c.crawl_id))
+        budget: RenderableType = "-" if frontier is None else f"~{duration(frontier)}"
         if c.max_pages:
             left = time_left(c, rate)
             budget = Table.grid(padding=(0, 1))
             budget.add_row(*([ProgressBar(total=c.max_pages, completed=min(c.stored, c.max_pages), width=12)]
                              if wide else []),
-                           f"{min(c.stored / c.max_pages, 1):.0%}", "" if left is None else _duration(left))
+                           f"{min(c.stored / c.max_pages, 1):.0%}", "" if left is None else duration(left))
         table.add_row(c.crawl_id, Text(c.state, _state_style(c)), f"{c.stored:,}", _rate(rate),
                       *(f"{mix.get(k, 0):,}" for k in classes),
                       f"{c.counters.get(counters.FAILURES, 0):,}", f"{c.outstanding:,}", budget)
@@ -199,12 +222,22 @@ def _errors(stats: Mapping[str, int], dead_letters: Sequence[tuple[str, str]],
     return Panel(body, title="errors", title_align="left")
 
 
-def _queues(queues: Mapping[str, Mapping[str, int]]) -> Panel:
-    rows = []
-    for queue, bands in queues.items():
+def _backlog(snapshot: Snapshot) -> Panel | None:
+    """What waits: for its hosts (the hosts' waiting rooms), held while paused, and in the
+    broker's queues by band (9 first); only the lines with something in them, and no panel
+    when nothing waits."""
+    rows: list[tuple[RenderableType, ...]] = []
+    waiting, held = sum(snapshot.waiting.values()), sum(snapshot.held.values())
+    if waiting:
+        rows.append(("waiting for hosts", f"{waiting:,}", ""))
+    if held:
+        rows.append(("held (paused)", f"{held:,}", ""))
+    for queue, bands in snapshot.queues.items():
+        if not bands.get("total", 0):
+            continue
         busy = "  ".join(f"{band.removeprefix('band ')}:{n:,}" for band, n in bands.items() if band != "total" and n)
-        rows.append((queue, f"{bands.get('total', 0):,}", busy))
-    return _panel("queued, by band (9 first)", rows)
+        rows.append((queue, f"{bands['total']:,}", busy))
+    return _panel("backlog", rows) if rows else None
 
 
 def _store_queue(snapshot: Snapshot) -> Panel:
@@ -213,13 +246,18 @@ def _store_queue(snapshot: Snapshot) -> Panel:
                                   ("taken", f"{depth.taken:,}"), ("writers", f"{depth.writers:,}")])
 
 
-def _busiest(hosts: Iterable[HostState], n: int) -> Panel:
-    busy = sorted((h for h in hosts if h.in_flight or h.requests), key=lambda h: (h.in_flight, h.requests),
-                  reverse=True)[:n]
+def _busiest(snapshot: Snapshot, n: int) -> Panel:
+    """The hosts with the most requests in flight (every crawl's: a host's slots are shared),
+    and the requests sent to each: by the crawl shown, or by every crawl."""
+    own = snapshot.crawl_requests
+    sent = {h.host: (own.get(h.host, 0) if own is not None else h.requests) for h in snapshot.hosts}
+    busy = sorted((h for h in snapshot.hosts if h.in_flight or sent[h.host]),
+                  key=lambda h: (h.in_flight, sent[h.host]), reverse=True)[:n]
     table = _host_table("in flight", "requests", "delay")
     for h in busy:
-        table.add_row(h.host, f"{h.in_flight:,}", f"{h.requests:,}", f"{h.delay:g} s")
-    return Panel(table, title="busiest hosts", title_align="left")
+        table.add_row(h.host, f"{h.in_flight:,}", f"{sent[h.host]:,}", f"{h.delay:g} s")
+    whose = "this crawl's" if own is not None else "every crawl's"
+    return Panel(table, title=f"busiest hosts ({whose} requests)", title_align="left")
 
 
 def _waiting(hosts: Iterable[HostState], n: int) -> Panel:
@@ -305,15 +343,10 @@ def _state_style(crawl: CrawlFigures) -> str:
     return {"running": "green", "paused": "yellow", "cancelling": "red", "cancelled": "red"}.get(crawl.state, "dim")
 
 
+def _clock(wall: float) -> str:
+    """``10:05:03``, local time."""
+    return time.strftime("%H:%M:%S", time.localtime(wall))
+
+
 def _rate(rate: float | None) -> str:
     return "-" if rate is None else f"{rate:.1f}"
-
-
-def _duration(seconds: float) -> str:
-    """``45s``, ``3m 07s``, ``2h 05m``."""
-    s = round(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    return f"{s // 3600}h {s % 3600 // 60:02d}m"

@@ -34,3 +34,27 @@ def failure_reasons(stats: Mapping[str, int]) -> dict[str, int]:
 def store_errors(stats: Mapping[str, int]) -> int:
     """Records a store refused or whose store stayed down."""
     return stats.get(counters.STORE_FAILED, 0) + stats.get(counters.STORE_REFUSED, 0)
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``3m 07s``, ``2h 05m``: a time left or taken, as a person writes it."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
+def time_left(stored: int, budget: int, outstanding: int, rate: float | None,
+              shrinking: float | None) -> float | None:
+    """Seconds a crawl has left: to its page ``budget`` at ``rate`` pages per second (0 once
+    used up); with no budget, until its ``outstanding`` tasks are done at the pace they are
+    ``shrinking`` per second (the frontier's growth counted in: none while it grows). None:
+    no pace to tell by."""
+    if not budget:
+        return outstanding / shrinking if shrinking and shrinking > 0 and outstanding else None
+    left = max(budget - stored, 0)
+    if not left:
+        return 0.0
+    return left / rate if rate else None

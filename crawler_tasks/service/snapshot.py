@@ -4,9 +4,10 @@ and dead letters.
 
 A read costs a bounded number of round trips, as a scrape of the exporter
 (:mod:`crawler_tasks.service.metrics`) does: one pipeline each for the crawls' counters,
-outstanding sets, and times and budgets, one for the queue depths, two for the store
-queue, two for the 200 hosts last active, one ``LLEN`` for the dead letters; never a
-scan of a large key.
+outstanding sets, times and budgets, and held fetches, one for the queue depths, two for
+the store queue, two for the 200 hosts last active (and one ``HMGET`` of one crawl's
+requests to them), one ``HGETALL`` for the fetches waiting per crawl, one ``LLEN`` for
+the dead letters; never a scan of a large key.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ class Snapshot:
     hosts: tuple[HostState, ...] = ()
     #: Records waiting in the dead letters (every crawl's).
     dead_letters: int = 0
+    #: Wall-clock time of the read (``time.time()``).
+    wall: float = 0.0
+    #: Fetches waiting for their hosts, and held while paused, per crawl of the snapshot.
+    waiting: dict[str, int] = field(default_factory=dict)
+    held: dict[str, int] = field(default_factory=dict)
+    #: For one crawl: the requests it sent to each of :attr:`hosts` (its own, not every crawl's).
+    crawl_requests: dict[str, int] | None = None
 
 
 def read_snapshot(rt: Runtime, crawl_id: str | None = None) -> Snapshot:
@@ -79,7 +87,11 @@ def read_snapshot(rt: Runtime, crawl_id: str | None = None) -> Snapshot:
                                 counters=c["counters"], max_pages=c["max_pages"],
                                 started=c["started"], finished=c["finished"], last_error=last)
                    for c in list_crawls(rt, ids))
+    hosts = tuple(rt.hosts.busiest(RECENT_HOSTS, RECENT_HOSTS))
+    waiting = rt.hosts.waiting_by_crawl()
     return Snapshot(at=time.monotonic(), crawl_id=crawl_id, crawls=crawls,
                     queues=queue_depths(rt.app, rt.settings), store_queue=rt.store_queue.depth(),
-                    hosts=tuple(rt.hosts.busiest(RECENT_HOSTS, RECENT_HOSTS)),
-                    dead_letters=rt.dead_letters.count())
+                    hosts=hosts, dead_letters=rt.dead_letters.count(), wall=time.time(),
+                    waiting={cid: waiting.get(cid, 0) for cid in ids}, held=rt.crawls.held_many(ids),
+                    crawl_requests=None if crawl_id is None else
+                    rt.crawls.host_requests(crawl_id, [h.host for h in hosts]))

@@ -153,6 +153,7 @@ def fetch(v: Visit) -> Retry | None:
                                maxsize=s.download_maxsize, proxy=v.proxy_url, permit=v.holds.permit)
     except FetchError as err:
         page.result = err
+    v.holds.requested = True
     rt.page_log.response(sent.method, sent.url, page.result)
     feedback = v.holds.feedback = host_feedback(page.result, rt.proxies, v.pool_proxy)
     proxied = tell_at_once(feedback, len(rt.proxies)) and v.holds.now()

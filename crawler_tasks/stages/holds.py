@@ -36,8 +36,8 @@ class FetchHolds:
     """The host slot and the large-body permit of one fetch (task ``task_id`` of ``host``)."""
 
     def __init__(self, rt: FetchDeps, host: str, task_id: str,
-                 ack: Callable[[Any], None] | None = None) -> None:
-        self.rt, self.host, self.task_id = rt, host, task_id
+                 ack: Callable[[Any], None] | None = None, crawl_id: str = "") -> None:
+        self.rt, self.host, self.task_id, self.crawl_id = rt, host, task_id, crawl_id
         self.permit = rt.large_bodies.permit()
         #: What the host is told on release; until a download says more, nothing (a slot
         #: given back unused changes none of the host's limits).
@@ -47,6 +47,8 @@ class FetchHolds:
         self.delay: float | None = None
         #: Whether the crawl brings a delay or concurrency of its own (a fetch may wait anyway).
         self.paced = False
+        #: Whether a request went out to the host (counted for the crawl on release).
+        self.requested = False
         self.ack = ack
         self.done = False
 
@@ -68,6 +70,8 @@ class FetchHolds:
         self.done = True
         self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay,
                               delay=self.delay, pipe=pipe)
+        if self.requested and self.crawl_id:
+            self.rt.crawls.count_host(self.crawl_id, self.host, pipe)
         if self.ack is not None:
             self.ack(pipe)
 
@@ -76,6 +80,8 @@ class FetchHolds:
         if self.done:
             return False
         self.done = True
+        if self.requested and self.crawl_id:
+            self.rt.crawls.count_host(self.crawl_id, self.host)
         return self.rt.hosts.release(self.host, self.task_id, self.feedback, crawl_delay=self.crawl_delay,
                                      delay=self.delay)
 

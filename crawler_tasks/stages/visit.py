@@ -92,7 +92,7 @@ def visiting(rt: FetchDeps, req: CrawlRequest, task_id: str, *, inline: bool = F
     ``ack`` queues the task message's ack onto the page's last round trip, with the
     host slot's release (the broker is the state Redis).
     """
-    holds = FetchHolds(rt, host_key(req.url), task_id, ack)
+    holds = FetchHolds(rt, host_key(req.url), task_id, ack, crawl_id=req.crawl_id)
     try:
         limits = rt.limits(req.crawl_id)
         rt.lifecycle.opening(req.crawl_id, limits)

@@ -110,6 +110,17 @@ class Crawls:
         as the first worker to run it saw them, for ``crawler-tasks crawls``."""
         self.client.hsetnx(self.keys.crawl(crawl_id), "custom", json.dumps(shown, sort_keys=True))
 
+    def count_host(self, crawl_id: str, host: str, pipe: Any = None) -> None:
+        """One more request of the crawl went to ``host`` (``pipe``: queued there)."""
+        (pipe if pipe is not None else self.client).hincrby(self.keys.crawl_hosts(crawl_id), host, 1)
+
+    def host_requests(self, crawl_id: str, hosts: Sequence[str]) -> dict[str, int]:
+        """Requests the crawl sent to each of ``hosts``."""
+        if not hosts:
+            return {}
+        counts = self.client.hmget(self.keys.crawl_hosts(crawl_id), list(hosts))
+        return {h: int(n or 0) for h, n in zip(hosts, counts)}
+
     def outstanding(self, crawl_id: str) -> int:
         """Tasks of the crawl queued, running or waiting on a retry."""
         return int(self.client.scard(self.keys.outstanding(crawl_id)))

@@ -124,6 +124,10 @@ class Keys:
         ``finished`` (ISO times: first seeds, last found drained)."""
         return self._crawl(crawl_id, "config")
 
+    def crawl_hosts(self, crawl_id: str) -> str:
+        """HASH host -> requests the crawl sent it (``top`` shows a crawl's own figures)."""
+        return self._crawl(crawl_id, "hosts")
+
     def stats(self, crawl_id: str) -> str:
         """HASH of one crawl's counters (the overall figures are their sum)."""
         return self._crawl(crawl_id, "stats")

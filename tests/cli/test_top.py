@@ -5,6 +5,7 @@ view itself (a page budget's bar and time left) rendered to a recorded console; 
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import termios
 import threading
+import time
 
 from rich.console import Console
 
@@ -66,7 +68,7 @@ def test_off_a_terminal_a_plain_line_each_interval_until_interrupted(crawl, site
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and err == "", err
     for line in lines:
-        assert line.startswith(f"crawl {crawl_id} finished · stored 3 · "), line
+        assert re.match(rf"\d\d:\d\d:\d\d crawl {crawl_id} finished · stored 3 · ", line), line
         assert "2xx 3 3xx 0 4xx 0 5xx 0 · failed 0 · outstanding 0" in line
     assert "\x1b[" not in "".join(lines)  # no terminal codes in a pipe
 
@@ -191,3 +193,39 @@ def _drain(fd: int, into: list[bytes]) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def test_the_backlog_shows_what_waits_and_goes_when_nothing_does():
+    busy = dataclasses.replace(snapshot(1.0, figures(50)), waiting={"c1": 120}, held={"c1": 0},
+                               queues={"crawl.fetch": {"band 5": 0, "total": 0}, "crawl.store": {"total": 0}})
+    text = " ".join(text_of(render(busy, {"c1": None})).split())
+    assert "backlog" in text and "waiting for hosts 120" in text
+    assert "crawl.fetch" not in text and "held" not in text  # lines with nothing in them are left out
+    idle = dataclasses.replace(busy, waiting={"c1": 0})
+    assert "backlog" not in text_of(render(idle, {"c1": None}))  # no box of zeros
+    assert "waiting 120 · queued 0" in plain_line(busy, {"c1": None})
+
+
+def test_one_crawl_shows_its_own_requests_to_each_host_and_the_time_of_day():
+    wall = time.mktime((2026, 11, 27, 10, 5, 3, 0, 0, -1))
+    mine = dataclasses.replace(snapshot(1.0, figures(50)), wall=wall,
+                               crawl_requests={"slow.example": 7, "fast.example": 30})
+    text = text_of(render(mine, {"c1": None}))
+    assert "busiest hosts (this crawl's requests)" in text
+    assert "fast.example 8 30 0 s" in " ".join(text.split())  # not the 900 of every crawl
+    assert text.splitlines()[0].rstrip().endswith("· 10:05:03")
+    assert plain_line(mine, {"c1": None}).startswith("10:05:03 crawl c1 running")
+    every = snapshot(1.0, figures(50, crawl_id="a"), one=False)
+    assert "busiest hosts (every crawl's requests)" in text_of(render(every, {"a": None}))
+
+
+def test_with_no_budget_the_time_left_comes_from_the_frontier_s_pace():
+    rates = Rates(window=5)
+    rates.update(snapshot(100.0, dataclasses.replace(figures(30), outstanding=100)))
+    now = snapshot(104.0, dataclasses.replace(figures(50), outstanding=80))
+    shown = rates.update(now)
+    assert rates.shrinking == {"c1": 5.0}  # 20 tasks fewer in 4 s
+    assert time_left(now.crawls[0], shown["c1"], rates.shrinking["c1"]) == 16.0
+    assert "about 16s left (frontier)" in text_of(render(now, shown, shrinking=rates.shrinking))
+    rates.update(snapshot(108.0, dataclasses.replace(figures(60), outstanding=120)))
+    assert rates.shrinking["c1"] < 0 and time_left(figures(60), 2.5, rates.shrinking["c1"]) is None
