@@ -44,3 +44,20 @@ def test_promtool_passes_the_rules_and_their_tests():
                           text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout + done.stderr
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (apt-get install prometheus)")
+def test_every_dashboard_query_is_valid_promql(tmp_path):
+    """Each Grafana query, its crawl selector set to every crawl, checked by promtool as a
+    recording rule's expression."""
+    import json
+
+    dashboard = json.loads((PROMETHEUS.parent / "grafana" / "dashboards" / "crawler.json").read_text())
+    exprs = [t["expr"].replace("$crawl", ".*") for p in dashboard["panels"] for t in p["targets"]]
+    rules = {"groups": [{"name": "dashboard", "rules": [{"record": f"dashboard:query{i}", "expr": e}
+                                                         for i, e in enumerate(exprs)]}]}
+    (tmp_path / "dashboard.yml").write_text(yaml.safe_dump(rules))
+    done = subprocess.run(["promtool", "check", "rules", "dashboard.yml"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(exprs)} rules found" in done.stdout

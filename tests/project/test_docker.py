@@ -545,8 +545,20 @@ def test_the_dashboard_and_the_alerts_read_metrics_the_exporter_serves(rt):
     used = {name for e in exprs for name in re.findall(r"\bcrawler_[a-z_]+", e)}
     assert used and used <= served, used - served
     titles = " ".join(p["title"] for p in dashboard["panels"]).lower()
-    for wanted in ("pages/s", "status", "queue", "gate", "hosts", "store errors", "dead letters"):
+    for wanted in ("pages/s", "status", "queue", "gate", "hosts", "store errors", "dead letters", "backlog",
+                   "crawl state", "stored", "errors", "redis answers"):
         assert wanted in titles
+    # A crawl selector, and every per-crawl series filtered by it.
+    [variable] = dashboard["templating"]["list"]
+    assert variable["name"] == "crawl" and variable["multi"] and variable["includeAll"]
+    per_crawl = {"crawler_pages_total", "crawler_stored_total", "crawler_waiting", "crawler_held",
+                 "crawler_failures_total", "crawler_errors_total", "crawler_outstanding", "crawler_crawl_state",
+                 "crawler_gate_items", "crawler_bytes_total"}
+    for expr in (t["expr"] for p in dashboard["panels"] for t in p["targets"]):
+        for name in per_crawl & set(re.findall(r"\bcrawler_[a-z_]+", expr)):
+            assert re.search(rf'{name}\{{crawl=~"\$crawl"', expr), expr
+    [backlog] = [p for p in dashboard["panels"] if p["title"].startswith("Backlog")]
+    assert any("crawler_waiting" in t["expr"] for t in backlog["targets"])
     assert {r["alert"] for g in rules["groups"] for r in g["rules"]} == {
         "CrawlerExporterDown", "CrawlerRedisDown", "CrawlerThroughputZero", "CrawlerCrawlStalled",
         "CrawlerDeadLetters", "CrawlerDeadLettersGrowing", "CrawlerHostBackedOff"}
