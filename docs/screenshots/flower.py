@@ -140,7 +140,7 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=1.0,
                         help="seconds the demo site takes per page (default: %(default)s)")
     parser.add_argument("--concurrency", type=int, default=8, help="worker threads (default: %(default)s)")
-    parser.add_argument("--width", type=int, default=1280, help="browser window width (default: %(default)s)")
+    parser.add_argument("--width", type=int, default=1900, help="browser window width (default: %(default)s)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the logs (Flower, worker, Chromium)")
     args = parser.parse_args()
 
