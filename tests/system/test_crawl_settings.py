@@ -5,6 +5,7 @@ its delay and its headers, shown by ``crawler-tasks crawls`` with no header valu
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -60,3 +61,8 @@ def test_a_plugins_own_settings_pace_limit_and_dress_its_crawl(tmp_path: Path):
     assert SECRET not in Path(store).read_bytes().decode("latin-1")
     [log] = [line[20:] for line in done.stdout.splitlines() if line.startswith("worker log")]
     assert SECRET not in Path(log).read_text() and SECRET not in done.stdout + done.stderr
+    # What a person reads: a worker line per response, and why the crawl ended.
+    assert re.search(rf"INFO/\w+\] fetched 200 GET {re.escape(site.url)}/p/0 \d+ ms [\d.]+ [KM]?B\n",
+                     Path(log).read_text())
+    assert "page budget reached" in done.stdout
+    assert f"crawler-tasks export --store {store} --crawl-id {crawl_id}" in done.stdout
