@@ -9,9 +9,9 @@ import pytest
 from crawler_tasks.core.crawl_settings import CrawlSettings, parse_crawl_settings
 from crawler_tasks.core.errors import PluginError
 from crawler_tasks.core.limits import CrawlConfig, Limits
+from crawler_tasks.core.models import CrawlRequest
 from crawler_tasks.core.policy import with_headers
 from crawler_tasks.core.politeness import PaceRules, delay_floor
-from crawler_tasks.core.models import CrawlRequest
 from crawler_tasks.core.program import Program, load_program
 from crawler_tasks.core.settings import Settings
 

@@ -10,13 +10,11 @@ import json
 import socket
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from crawler_tasks.cli.local import free_port
 from tests.fakes.polite_site import PoliteSite
+from tests.service.test_metrics import scrape
 from tests.system.test_programs import CRAWLER_TASKS, env, run
 
 
@@ -34,12 +32,6 @@ def exporter(**extra: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def crawl_stats(crawl_id: str) -> dict:

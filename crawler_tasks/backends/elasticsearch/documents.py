@@ -61,7 +61,8 @@ STATS_SUFFIX = "-stats"
 TOTALS = (TOTAL_NUM, TOTAL_REQUEST_SIZE, TOTAL_RESPONSE_SIZE)
 
 
-def _keyword() -> dict[str, Any]:
+def keyword() -> dict[str, Any]:
+    """A keyword field that keeps a value too long for a term in ``_source`` only."""
     return {"type": "keyword", "ignore_above": KEYWORD_LIMIT}
 
 
@@ -69,14 +70,14 @@ def _keyword() -> dict[str, Any]:
 PAGES_MAPPING: dict[str, Any] = {
     "dynamic": False,
     "properties": {
-        "url": _keyword(),
-        "fingerprint": _keyword(),
-        "crawl_id": _keyword(),
-        "content_type": _keyword(),
-        "method": _keyword(),
-        "encoding": _keyword(),
-        "redirect_to": _keyword(),
-        "proxy": _keyword(),
+        "url": keyword(),
+        "fingerprint": keyword(),
+        "crawl_id": keyword(),
+        "content_type": keyword(),
+        "method": keyword(),
+        "encoding": keyword(),
+        "redirect_to": keyword(),
+        "proxy": keyword(),
         "status": {"type": "integer"},
         "depth": {"type": "integer"},
         "size": {"type": "long"},
@@ -88,9 +89,9 @@ PAGES_MAPPING: dict[str, Any] = {
         "body": {"type": "text", "index": False},
         "headers": {"type": "flattened", "ignore_above": KEYWORD_LIMIT},
         "meta": {"type": "flattened", "ignore_above": KEYWORD_LIMIT},
-        "links": {**_keyword(), "doc_values": False},
+        "links": {**keyword(), "doc_values": False},
         "items": {"type": "flattened", "ignore_above": KEYWORD_LIMIT},
-        "rule": _keyword(),
+        "rule": keyword(),
     },
 }
 

@@ -26,24 +26,20 @@ from elasticsearch import Elasticsearch, helpers
 from ...core.items import DICT_TYPE, ItemRow, item_rows
 from ...core.models import PageRecord
 from .bulk import ITEMS_INFIX, doc_id
-from .documents import KEYWORD_LIMIT
+from .documents import KEYWORD_LIMIT, keyword
 
 #: Seconds between two looks for an items index, while none was found.
 LOOK_EVERY_S = 60.0
-
-
-def _keyword() -> dict[str, Any]:
-    return {"type": "keyword", "ignore_above": KEYWORD_LIMIT}
 
 
 #: An items index's mapping.
 ITEMS_MAPPING: dict[str, Any] = {
     "dynamic": False,
     "properties": {
-        "type": _keyword(),
-        "url": _keyword(),
-        "crawl_id": _keyword(),
-        "fingerprint": _keyword(),
+        "type": keyword(),
+        "url": keyword(),
+        "crawl_id": keyword(),
+        "fingerprint": keyword(),
         "position": {"type": "integer"},
         "fetched_at": {"type": "date"},
         "item": {"type": "flattened", "ignore_above": KEYWORD_LIMIT},
