@@ -122,28 +122,6 @@ class Controlled:
 Outcome = HandOn | Redirect | Retry | Fail | Defer | Skip | Drop | Controlled
 
 
-def outcome_label(outcome: Outcome) -> str:
-    """What became of a fetch, in a few words: its task's result, as Flower shows it
-    (``fetched 200``, ``skipped: disallowed by robots.txt``, ``waiting for its host``,
-    ``cancelled``...)."""
-    match outcome:
-        case HandOn(record=record):
-            return f"fetched {record.status}"
-        case Redirect(record=record):
-            return f"redirected {record.status}"
-        case Retry(request=again, reason=reason):
-            return f"retry {again.retries}: {reason}"
-        case Fail(reason=reason):
-            return f"failed: {reason}"
-        case Defer():
-            return "waiting for its host"
-        case Skip(record=record):
-            return f"skipped: {record.description}"
-        case Drop():
-            return "dropped by a middleware"
-        case Controlled(control=state):
-            return {"paused": "held: crawl paused"}.get(state, state)
-
 
 def before_fetch(req: CrawlRequest, robots: RobotsVerdict, slot: Slot | None) -> Skip | Defer | None:
     """What to do before downloading ``req``: skip it (robots.txt), let it wait (robots.txt

@@ -35,7 +35,6 @@ from ..core.policy import (
     before_fetch,
     conditional,
     decide,
-    outcome_label,
     reroute,
     reroute_reason,
     tell_at_once,
@@ -311,3 +310,26 @@ def _told(v: Visit, failed: Fail) -> tuple[list[CrawlRequest], dict[str, int]]:
     failure = failures.failure_of(failed.kind, failed.reason, description, v.req, failed.record.status)
     follow, told = failures.tell(v.rt.program, failure, v.req, v.limits)
     return follow, {**failed.counts, **told}
+
+
+def outcome_label(outcome: Outcome) -> str:
+    """What became of a fetch, in a few words: its task's result, as Flower shows it
+    (``fetched 200``, ``skipped: disallowed by robots.txt``, ``waiting for its host``,
+    ``cancelled``...)."""
+    match outcome:
+        case HandOn(record=record):
+            return f"fetched {record.status}"
+        case Redirect(record=record):
+            return f"redirected {record.status}"
+        case Retry(request=again, reason=reason):
+            return f"retry {again.retries}: {reason}"
+        case Fail(reason=reason):
+            return f"failed: {reason}"
+        case Defer():
+            return "waiting for its host"
+        case Skip(record=record):
+            return f"skipped: {record.description}"
+        case Drop():
+            return "dropped by a middleware"
+        case Controlled(control=state):
+            return {"paused": "held: crawl paused"}.get(state, state)

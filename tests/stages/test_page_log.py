@@ -42,3 +42,20 @@ def test_the_pace_line_comes_once_a_period_with_the_pages_per_minute():
     assert pages.tick(start + 90) is None
     assert pages.tick(start + 120) == "fetched 30 pages (at 0 pages/min), 1 failed, 3.0 MB in this process"
     assert PageLog(Settings(log_stats_s=0)).tick(start + 1e6) is None
+
+
+def test_a_fetch_s_result_says_what_became_of_it():
+    from crawler_tasks.core.models import CrawlRequest, PageRecord
+    from crawler_tasks.core.policy import Controlled, Defer, Fail, HandOn, Retry, Skip
+    from crawler_tasks.stages.fetch import outcome_label
+
+    req = CrawlRequest("http://a.test/x")
+    record = PageRecord(url=req.url, fingerprint="fp", crawl_id="c", depth=0, fetched_at="t", status=404,
+                        description="disallowed by robots.txt")
+    assert outcome_label(HandOn(record, None)) == "fetched 404"
+    assert outcome_label(Retry(req.replace(retries=2), 4.0, "http_503")) == "retry 2: http_503"
+    assert outcome_label(Fail(record, reason="timeout")) == "failed: timeout"
+    assert outcome_label(Skip(record)) == "skipped: disallowed by robots.txt"
+    assert outcome_label(Defer(req, 0.0)) == "waiting for its host"
+    assert [outcome_label(Controlled(s)) for s in ("paused", "cancelled", "purged")] == [
+        "held: crawl paused", "cancelled", "purged"]

@@ -35,9 +35,11 @@ def exporter(**extra: str) -> Iterator[str]:
 
 
 def crawl_stats(crawl_id: str) -> dict:
+    """``stats --json`` of the crawl, with the busiest hosts as ``hosts`` (by name)."""
     done = run("stats", "--json", "--crawl-id", crawl_id)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)["crawls"][crawl_id]
+    report = json.loads(done.stdout)
+    return {**report["crawls"][crawl_id], "hosts": {h["host"]: h for h in report["hosts"]["busiest"]}}
 
 
 def steady(crawl_id: str, url: str, check) -> tuple[dict, dict]:
@@ -70,9 +72,11 @@ def test_the_backlog_held_fetches_and_state_as_stats_shows_them():
             assert value(got, "crawler_outstanding") == mine["in_flight"] >= mine["waiting"]
             assert value(got, "crawler_crawl_state", state="running") == 1
             assert value(got, "crawler_crawl_state", state="paused") == 0
-            host = ("host", site.host)
-            assert got[("crawler_host_waiting", (host,))] == mine["waiting"]
-            assert got[("crawler_host_delay_seconds", (host,))] == 4
+            host, shown = ("host", site.host), mine["hosts"][site.host]
+            assert got[("crawler_host_waiting", (host,))] == shown["waiting"] == mine["waiting"]
+            assert got[("crawler_host_in_flight", (host,))] == shown["in_flight"] <= 2  # the default cap
+            assert got[("crawler_host_delay_seconds", (host,))] == shown["delay"] == 4
+            assert got[("crawler_host_backoff_seconds", (host,))] == shown["backoff"] == 0
             assert got[("crawler_up", ())] == 1
 
             assert run("pause", crawl_id).returncode == 0
