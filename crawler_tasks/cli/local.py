@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from ..broker.lists import wake_list
 from ..core import routing
 from ..core.errors import BrokerRefused, BrokerUnavailable, CrawlerError, CrawlStalled, CrawlStateLost
 from ..core.settings import Settings
@@ -132,6 +133,7 @@ class Workers:
                                     pool=pool, concurrency=concurrency, queues=queues, loglevel=loglevel)
                      for i in range(1, processes + 1)]
         self.env = {**os.environ, **settings.to_env(), **(extra_env or {})}
+        self.settings, self.queues = settings, queues
         self.log_path = log_path
         self.procs: list[subprocess.Popen] = []
 
@@ -162,6 +164,7 @@ class Workers:
         running = [p for p in self.procs if p.poll() is None]
         for proc in running:
             proc.send_signal(signal.SIGTERM)
+        self._wake(len(running))
         deadline = time.monotonic() + timeout
         for proc in running:
             try:
@@ -172,6 +175,20 @@ class Workers:
         for proc in self.procs:  # pool children left behind by a worker that exited
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+    def _wake(self, n: int) -> None:
+        """One wake token for each of ``n`` stopping workers: a worker of a Redis broker that
+        found its queues empty waits on their wake list (up to a second) before it sees
+        its stop; a token ends that wait (a token no worker takes is dropped by the next take)."""
+        if not n or not self.settings.broker_is_redis:
+            return
+        with contextlib.suppress(redis.RedisError):
+            client = redis_from_url(self.settings.broker_url)
+            try:
+                client.lpush(wake_list(self.queues[0]), *[1] * n)
+            finally:
+                client.close()
 
 
 class CrawlWatch:
@@ -239,11 +256,17 @@ class CrawlWatch:
                 f"(e.g. {sample}) and nothing moved for {still:.0f}s{last}")
 
 
+#: Seconds ``wait_drained`` looks every 50 ms before it settles to its ``poll``: a short
+#: crawl ends when it drains, not up to a poll later.
+QUICK_LOOK_S = 3.0
+
+
 def wait_drained(is_drained: Callable[[], bool], *, timeout: float | None = None,
                  poll: float = 0.25, tick: Callable[[], None] | None = None,
                  workers: Workers | None = None) -> None:
     """Block until ``is_drained()``; :class:`CrawlerError` if the workers die or time runs out."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
     while not is_drained():
         if tick is not None:
             tick()
@@ -251,4 +274,4 @@ def wait_drained(is_drained: Callable[[], bool], *, timeout: float | None = None
             raise CrawlerError("the worker processes exited before the crawl drained")
         if deadline is not None and time.monotonic() > deadline:
             raise CrawlerError(f"crawl did not drain within {timeout}s")
-        time.sleep(poll)
+        time.sleep(min(poll, 0.05) if time.monotonic() - started < QUICK_LOOK_S else poll)
