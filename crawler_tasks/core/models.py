@@ -129,6 +129,17 @@ class CrawlRequest:
     def replace(self, **changes: Any) -> CrawlRequest:
         return dataclasses.replace(self, **changes)
 
+    def followed(self, url: str, *, meta: dict[str, Any], notify: dict[str, Any] | None) -> CrawlRequest:
+        """The request for a link found on this request's page, one level deeper in its
+        crawl, carrying ``meta`` and ``notify`` (what this request passes on, checked with it):
+        equal to ``CrawlRequest(url=url, depth=..., crawl_id=..., meta=meta, notify=notify)``,
+        with only the link's URL checked (:class:`InvalidURL`) instead of every field, as a
+        page's links are many."""
+        child = object.__new__(CrawlRequest)
+        child.__dict__.update(_LINK_DEFAULTS, url=validate_url(url), headers={}, cb_kwargs={},
+                              depth=self.depth + 1, crawl_id=self.crawl_id, meta=meta, notify=notify)
+        return child
+
     def to_dict(self) -> dict[str, Any]:
         """The message form: fields at their default are left out (smaller broker messages)."""
         values = self.__dict__
@@ -200,6 +211,8 @@ def inherited_notify(parent: CrawlRequest) -> dict[str, Any] | None:
 _REQUEST_DEFAULTS: dict[str, Any] = {
     f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
     for f in dataclasses.fields(CrawlRequest)}
+#: The immutable defaults a followed link starts from (its dicts are made for each).
+_LINK_DEFAULTS: dict[str, Any] = {k: v for k, v in _REQUEST_DEFAULTS.items() if not isinstance(v, dict)}
 
 
 @dataclass

@@ -86,7 +86,7 @@ def follow(req: CrawlRequest, links: list[str], limits: Limits,
         if not limits.allows(link, origin=req.url):
             continue
         try:
-            child = CrawlRequest(url=link, depth=depth, crawl_id=req.crawl_id, meta=meta, notify=notify)
+            child = req.followed(link, meta=meta, notify=notify)
         except InvalidURL:
             continue
         if max_url_length and len(child.url) > max_url_length:  # percent-encoding made it longer
