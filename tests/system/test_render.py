@@ -121,6 +121,28 @@ def test_a_rule_that_renders_crawls_the_scripted_links_and_stores_their_items(po
     assert stats[counters.RENDERED] == 6 and stats[counters.STORED] == 6
 
 
+def test_a_render_worker_as_compose_runs_it_with_redis_alone_renders_and_the_workers_store(pool, js):
+    """docker/compose.yml's render service: no plugin, no store it could write to, the split
+    pipeline; the DOM goes back through a claim check to the fetch workers, which parse it
+    with the crawl's rules and store it."""
+    pool.renderers.stop()
+    bare = Workers(pool.settings, concurrency=2, name=f"render-bare-{token()}@%h", queues=(routing.RENDER_QUEUE,),
+                   log_path=str(pool.logs / "render-bare.log"), loglevel="INFO",
+                   extra_env={"CRAWLER_PIPELINE": "split", "CRAWLER_PLUGINS": "",
+                              "CRAWLER_STORE": "/nonexistent/render-workers-have-no-store.db"}).start()
+    try:
+        crawl_id, records = pool.crawl([js.url + "/"], plugins=(RULES,))
+    finally:
+        bare.stop()
+        pool.renderers = pool.render_worker().start()
+    catalogue = records[js.url + "/"]
+    assert catalogue.title == "Catalogue (built)" and catalogue.rendered["settled"]
+    assert items(records) == expected()  # the rules ran on the rendered DOM, on the fetch workers
+    stats = pool.rt.stats.read(crawl_id)
+    assert stats[counters.RENDERED] == 6 and stats[counters.STORED] == 6
+    assert pool.rt.dead_letters.count() == 0
+
+
 def test_requests_that_say_render_are_rendered_and_their_items_stored(pool, js):
     crawl_id, records = pool.crawl([{"url": js.url + "/", "render": True}], plugins=(REQUESTS,))
     assert items(records) == expected()
