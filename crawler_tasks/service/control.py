@@ -69,7 +69,7 @@ def list_crawls(rt: Runtime | None = None, crawl_ids: Sequence[str] | None = Non
     ids = rt.crawls.all_ids() if crawl_ids is None else list(crawl_ids)
     stats = rt.stats.read_many(ids)
     left = rt.crawls.outstanding_many(ids)
-    life = rt.crawls.lifecycle(ids)
+    life = rt.crawls.standings(ids)
     return [{"crawl_id": cid, "state": crawl_state(life[cid].control, left[cid]),
              "started": life[cid].started, "finished": None if left[cid] else life[cid].finished,
              "outstanding": left[cid], "counters": stats[cid], "max_pages": life[cid].max_pages,

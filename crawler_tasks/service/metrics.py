@@ -125,7 +125,7 @@ class CrawlCollector(Collector):
                                  "(what `crawler-tasks stats` shows as in_flight)", labels=["crawl"])
         state = GaugeMetricFamily("crawler_crawl_state", "1 for the crawl's state, 0 for the others "
                                   f"({', '.join(CRAWL_STATES)})", labels=["crawl", "state"])
-        life = self.rt.crawls.lifecycle(ids)
+        life = self.rt.crawls.standings(ids)
         for cid in ids:
             s = stats.get(cid, {})
             for key, n in figures.status_classes(s).items():

@@ -25,7 +25,7 @@ DOMAIN_FIELD = "domain:"
 
 
 @dataclass(frozen=True)
-class Lifecycle:
+class Standing:
     """Where a crawl stands and what it was set to do, as ``crawler-tasks crawls`` shows it."""
 
     started: str | None
@@ -38,14 +38,14 @@ class Lifecycle:
     settings: dict[str, Any]
 
 
-def _lifecycle(started: bytes | None, finished: bytes | None, control: bytes | None,
-               budget: bytes | None, depth: bytes | None, custom: bytes | None) -> Lifecycle:
+def _standing(started: bytes | None, finished: bytes | None, control: bytes | None,
+               budget: bytes | None, depth: bytes | None, custom: bytes | None) -> Standing:
     settings: dict[str, Any] = json.loads(custom) if custom else {}
     if budget is not None and int(budget):
         settings["max_pages"] = int(budget)
     if depth is not None:
         settings["max_depth"] = int(depth)
-    return Lifecycle(_text(started), _text(finished), _text(control), int(settings.get("max_pages", 0)),
+    return Standing(_text(started), _text(finished), _text(control), int(settings.get("max_pages", 0)),
                      settings)
 
 
@@ -205,14 +205,14 @@ class Crawls:
         self.client.hset(self.keys.crawl(crawl_id), "finished", when)
         return True
 
-    def lifecycle(self, crawl_ids: Sequence[str]) -> dict[str, Lifecycle]:
-        """Each crawl's :class:`Lifecycle`, in one round trip."""
+    def standings(self, crawl_ids: Sequence[str]) -> dict[str, Standing]:
+        """Each crawl's :class:`Standing`, in one round trip."""
         with self.client.pipeline(transaction=False) as pipe:
             for crawl_id in crawl_ids:
                 pipe.hmget(self.keys.crawl(crawl_id), "started", "finished", "control", "max_pages",
                            "max_depth", "custom")
             raw = pipe.execute()
-        return {cid: _lifecycle(*fields) for cid, fields in zip(crawl_ids, raw)}
+        return {cid: _standing(*fields) for cid, fields in zip(crawl_ids, raw)}
 
     def outstanding_many(self, crawl_ids: Sequence[str]) -> dict[str, int]:
         """:meth:`outstanding` of each of ``crawl_ids``, in one round trip."""
