@@ -332,8 +332,8 @@ class _Progress:
             self._refresh()
             return
         try:
-            s = self.rt.stats.read(self.crawl_id)
             [listed] = list_crawls(self.rt, [self.crawl_id])
+            s = listed["counters"]
             waiting = self.rt.hosts.waiting_by_crawl().get(self.crawl_id, 0)
             fetching = sum(h.in_flight for h in self.rt.hosts.busiest(50))
         except redis.RedisError:  # the watch says so; no progress line meanwhile

@@ -24,12 +24,19 @@ class Rate:
         self._seen: deque[tuple[float, int]] = deque()
 
     def add(self, now: float, value: int) -> float:
-        """Note ``value`` at ``now`` (monotonic seconds); its change per second over the window so far."""
+        """Note ``value`` at ``now`` (monotonic seconds); its change per second over the
+        window so far (0 until a later sample than the first)."""
+        rate = self.per_s(now, value)
+        return 0.0 if rate is None else rate
+
+    def per_s(self, now: float, value: int) -> float | None:
+        """:meth:`add`, saying None until a later sample than the first."""
         self._seen.append((now, value))
+        # The oldest sample kept is the newest one at least a window old.
         while len(self._seen) > 2 and now - self._seen[1][0] >= self.window:
             self._seen.popleft()
         first_at, first = self._seen[0]
-        return (value - first) / (now - first_at) if now > first_at else 0.0
+        return (value - first) / (now - first_at) if now > first_at else None
 
 
 @dataclass(frozen=True)

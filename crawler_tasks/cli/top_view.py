@@ -6,7 +6,6 @@ plain line. Pure: no Redis, no terminal; the pages-per-second rates come from
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -19,6 +18,7 @@ from ..core import counters, figures, routing
 from ..core.figures import duration
 from ..service.snapshot import CrawlFigures, Snapshot
 from ..state.hosts import HostState
+from .progress import Rate
 
 #: Seconds of history behind a pages-per-second rate.
 RATE_WINDOW = 5.0
@@ -32,11 +32,11 @@ STYLES = {"2xx": "green", "3xx": "cyan", "4xx": "yellow", "5xx": "red", "failed"
 
 class Rates:
     """Pages stored per second of each crawl over the last ``window`` seconds, from the
-    snapshots given to :meth:`update` in turn."""
+    snapshots given to :meth:`update` in turn (a :class:`~.progress.Rate` per figure)."""
 
     def __init__(self, window: float = RATE_WINDOW) -> None:
         self.window = window
-        self._samples: dict[str, deque[tuple[float, int, int]]] = {}
+        self._rates: dict[str, tuple[Rate, Rate]] = {}
         #: Outstanding tasks each crawl sheds per second over the same window (negative: its
         #: frontier grows; None until a second snapshot shows it).
         self.shrinking: dict[str, float | None] = {}
@@ -46,17 +46,12 @@ class Rates:
         rates: dict[str, float | None] = {}
         self.shrinking = {}
         for crawl in snapshot.crawls:
-            samples = self._samples.setdefault(crawl.crawl_id, deque())
-            samples.append((snapshot.at, crawl.stored, crawl.outstanding))
-            # The oldest sample kept is the newest one at least a window old.
-            while len(samples) > 2 and snapshot.at - samples[1][0] >= self.window:
-                samples.popleft()
-            since, before, left = samples[0]
-            span = snapshot.at - since
-            rates[crawl.crawl_id] = (crawl.stored - before) / span if span > 0 else None
-            self.shrinking[crawl.crawl_id] = (left - crawl.outstanding) / span if span > 0 else None
-        for gone in self._samples.keys() - rates.keys():
-            del self._samples[gone]
+            stored, left = self._rates.setdefault(crawl.crawl_id, (Rate(self.window), Rate(self.window)))
+            rates[crawl.crawl_id] = stored.per_s(snapshot.at, crawl.stored)
+            grown = left.per_s(snapshot.at, crawl.outstanding)
+            self.shrinking[crawl.crawl_id] = None if grown is None else -grown
+        for gone in self._rates.keys() - rates.keys():
+            del self._rates[gone]
         return rates
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,11 +179,7 @@ class Crawls:
 
     def held_many(self, crawl_ids: Sequence[str]) -> dict[str, int]:
         """:meth:`held` of each of ``crawl_ids``, in one round trip."""
-        with self.client.pipeline(transaction=False) as pipe:
-            for crawl_id in crawl_ids:
-                pipe.llen(self.keys.held(crawl_id))
-            counts = pipe.execute()
-        return {cid: int(n) for cid, n in zip(crawl_ids, counts)}
+        return self._each(crawl_ids, "llen", self.keys.held)
 
     def running(self, crawl_id: str, when: str) -> None:
         """The crawl was given work (seeds, a page) at ``when`` (ISO time): it is running,
@@ -216,9 +212,13 @@ class Crawls:
 
     def outstanding_many(self, crawl_ids: Sequence[str]) -> dict[str, int]:
         """:meth:`outstanding` of each of ``crawl_ids``, in one round trip."""
+        return self._each(crawl_ids, "scard", self.keys.outstanding)
+
+    def _each(self, crawl_ids: Sequence[str], command: str, key: Callable[[str], str]) -> dict[str, int]:
+        """``command`` (a count: ``scard``, ``llen``) on ``key`` of each crawl, in one round trip."""
         with self.client.pipeline(transaction=False) as pipe:
             for crawl_id in crawl_ids:
-                pipe.scard(self.keys.outstanding(crawl_id))
+                getattr(pipe, command)(key(crawl_id))
             counts = pipe.execute()
         return {cid: int(n) for cid, n in zip(crawl_ids, counts)}
 
