@@ -83,6 +83,7 @@ class PoliteSite:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             direct = [x for x in self.hits if x.via is None and x.path != "/robots.txt"]
+        status, done = 0, False
         try:
             status, body, headers, sleep = self.answer(path, h, len(direct))
             time.sleep(sleep)
@@ -91,11 +92,19 @@ class PoliteSite:
             for k, v in {"Content-Type": "text/html", "Content-Length": str(len(data)), **headers}.items():
                 h.send_header(k, v)
             h.end_headers()
+            # Out of flight before the body leaves: once the client has it, it may send its
+            # next request before this thread runs again, and that would count as an overlap.
+            self._done(path, start, status, h)
+            done = True
             h.wfile.write(data)
         finally:
-            with self.lock:
-                self.in_flight -= 1
-                self.hits.append(Hit(path, start, time.time(), status, h.headers.get("Via"), dict(h.headers)))
+            if not done:
+                self._done(path, start, status, h)
+
+    def _done(self, path: str, start: float, status: int, h: BaseHTTPRequestHandler) -> None:
+        with self.lock:
+            self.in_flight -= 1
+            self.hits.append(Hit(path, start, time.time(), status, h.headers.get("Via"), dict(h.headers)))
 
     def answer(self, path: str, h: BaseHTTPRequestHandler, direct: int) -> tuple[int, str, dict, float]:
         if path == "/robots.txt":
