@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 from entry import ROOT, ensure_project_python  # noqa: E402
@@ -58,6 +60,56 @@ def layer_of(frames: list[str]) -> str:
             if path.startswith(marks):
                 return f"{name} (json)" if json_below else name
     return "stdlib, no library caller (threads, idle loops)"
+
+
+#: A page's parts, for the decomposition: a sample counts for the innermost frame that
+#: names a part (function and file, as py-spy shows them); a sample whose innermost
+#: crawler_tasks frame names none is "other crawler_tasks"; Celery's and kombu's own work
+#: is what is left under a task or the consumer with no crawler_tasks frame inside.
+PARTS = (
+    ("visible text", ("_visible_text (crawler_tasks/",)),
+    ("links (extract, canonicalise, requests)", ("_links (crawler_tasks/", "crawler_tasks/stages/parse/links.py",
+                                                 "followed (crawler_tasks/core/models.py")),
+    ("HTML tree and title", ("crawler_tasks/stages/parse/",)),
+    ("download (requests, urllib3)", ("crawler_tasks/net/download.py", "crawler_tasks/net/transport.py")),
+    ("host slot: acquire (1 round trip)", ("acquire (crawler_tasks/state/hosts.py",)),
+    ("gate: complete (1 round trip)", ("complete (crawler_tasks/state/gate.py",)),
+    ("page's last round trip (children, store entry, release, ack)", ("crawler_tasks/state/round_trip.py",
+                                                                     "crawler_tasks/broker/fetch_queue.py",
+                                                                     "crawler_tasks/state/store_queue.py")),
+    ("store (batch task, SQLite)", ("crawler_tasks/stages/store.py", "crawler_tasks/backends/", "sqlite3/")),
+    ("broker take and ack (transport)", ("crawler_tasks/broker/",)),
+    ("logging", ("logging/", "crawler_tasks/stages/page_log.py")),
+    ("JSON codec", ("crawler_tasks/core/codec.py",)),
+)
+
+
+def part_of(frames: list[str]) -> str:
+    """The part of a page a sample belongs to (:data:`PARTS`)."""
+    for frame in reversed(frames):
+        where = frame.rpartition("(")[2]
+        for name, marks in PARTS:
+            if any(mark in frame for mark in marks):
+                return name
+        if where.startswith("crawler_tasks/"):
+            return "other crawler_tasks (tasks, policy, records)"
+    if any(f.rpartition("(")[2].startswith(("celery/", "kombu/")) for f in frames):
+        return "Celery and kombu (consumer, trace, request)"
+    return "threads, idle loops"
+
+
+def part_table(raw: Path, pages: int, cpu_ms: float | None) -> str:
+    """Markdown table: the share of samples per part of a page (:data:`PARTS`), and as ms
+    of a page's CPU when ``cpu_ms`` (the process's CPU per page) is known."""
+    own: collections.Counter[str] = collections.Counter()
+    for frames, n in samples(raw):
+        own[part_of(frames)] += n
+    total = sum(own.values())
+    rows = ["| part of a page | % of samples | ms per page |", "|---|---|---|"]
+    for name, n in own.most_common():
+        ms = f"{cpu_ms * n / total:.2f}" if cpu_ms else "–"
+        rows.append(f"| {name} | {100 * n / total:.1f} | {ms} |")
+    return "\n".join(rows)
 
 
 def samples(raw: Path) -> Iterator[tuple[list[str], int]]:
@@ -103,7 +155,7 @@ def top_table(raw: Path, limit: int = 20) -> str:
 
 
 def report(raw: Path) -> str:
-    return f"{layer_table(raw)}\n\n{top_table(raw)}\n"
+    return f"{layer_table(raw)}\n\n{top_table(raw)}\n\n{part_table(raw, 0, None)}\n"
 
 
 def main() -> int:
@@ -157,22 +209,29 @@ def profile(args: argparse.Namespace, site, url: str, rt, settings, workers) -> 
                             "--format", "raw", "--output", str(raw), "--nonblocking"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1)
+    worker = psutil.Process(workers.proc.pid)
+    cpu_before = sum(worker.cpu_times()[:2])
     started = time.monotonic()
     submit_requests(rt, build_requests(url, crawl_id="profile"))
     wait_drained(lambda: rt.crawls.outstanding("profile") == 0, poll=0.2, workers=workers)
     elapsed = time.monotonic() - started
+    cpu_s = sum(worker.cpu_times()[:2]) - cpu_before
     spy.send_signal(2)
     spy.wait(30)
     stored = rt.stats.read("profile").get("stored", 0)
     table = top_table(raw)
+    parts = part_table(raw, stored, 1000 * cpu_s / max(stored, 1))
     (args.out / "top20.md").write_text(
         f"# Where a worker's CPU goes\n\n{stored} pages of the generated site "
         f"({site.mean_page_kb:.0f} KB, {args.pages} pages) in {elapsed:.1f}s, one worker process "
         f"({settings.worker_pool}, {settings.worker_concurrency}). py-spy samples of the thread holding the GIL (--gil) "
         f", i.e. where the CPU goes; self = in that function, total = "
         f"in it or below. Flame graph: `py-spy record --format flamegraph` on the same run.\n\n"
-        f"{layer_table(raw)}\n\n{table}\n")
+        f"{layer_table(raw)}\n\n{table}\n\n"
+        f"A page's CPU by part ({1000 * cpu_s / max(stored, 1):.2f} ms of the worker process's CPU "
+        f"per page in this run, shared out by samples):\n\n{parts}\n")
     print(layer_table(raw))
+    print(parts)
     print(table)
     return 0
 

@@ -49,13 +49,20 @@ class ByteLRU(Generic[K, V]):
         return len(self._data)
 
     def get(self, key: K, default: Any = None) -> V | Any:
-        """The value under ``key`` (now the most recently used), or ``default``."""
-        with self._lock:
-            hit = self._data.get(key, _MISSING)
-            if hit is _MISSING:
-                return default
+        """The value under ``key`` (now the most recently used), or ``default``.
+
+        Without the lock: the dict's ``get`` and ``move_to_end`` are each one step under
+        the GIL (keys are strings and tuples of strings, hashed and compared in C); a key
+        another thread evicts in between is a hit all the same.
+        """
+        hit = self._data.get(key, _MISSING)
+        if hit is _MISSING:
+            return default
+        try:
             self._data.move_to_end(key)
-            return hit[0]
+        except KeyError:
+            pass
+        return hit[0]
 
     def put(self, key: K, value: V, weight: int) -> bool:
         """Keep ``value`` under ``key``, evicting the least recently used entries to fit.

@@ -45,6 +45,8 @@ def without_credentials(url: str) -> str:
     """``url`` without a user name or password: a request never carries them, so they
     reach no message, record, log line or error (HTTP auth belongs in headers the
     worker sets, not in URLs that are shown and stored)."""
+    if "@" not in url:  # most URLs: no user information to look for
+        return url
     return _USERINFO.sub(r"\1", url, count=1)
 
 

@@ -86,14 +86,22 @@ def test_the_weight_counts_characters_and_the_entry_overhead():
 def test_threads_share_one_cache_safely():
     cache: ByteLRU[int, int] = ByteLRU(50 * 64, max_entry=64)
 
+    errors: list[BaseException] = []
+
     def churn(offset: int) -> None:
-        for i in range(5000):
-            cache.put(offset + i % 200, i, 64)
-            cache.get(offset + (i * 7) % 200)
+        try:
+            for i in range(5000):
+                cache.put(offset + i % 200, i, 64)
+                got = cache.get(offset + (i * 7) % 200)  # often evicted by another thread meanwhile
+                assert got is None or isinstance(got, int)
+                cache.get(((offset + 1000) % 8000) + i % 200)  # another thread's keys, as they go
+        except BaseException as exc:  # noqa: BLE001 - a thread's error fails the test
+            errors.append(exc)
 
     threads = [threading.Thread(target=churn, args=(n * 1000,)) for n in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert not errors
     assert cache.bytes == 64 * len(cache) <= 50 * 64
