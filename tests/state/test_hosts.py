@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 import pytest
@@ -434,3 +435,22 @@ def test_with_no_delay_and_no_cap_every_new_fetch_goes_to_the_broker(tmp_path):
     assert not rt.hosts.holds  # nothing can hold a fetch: no per-host look-up at all
     rt.close()
 
+
+
+def test_with_no_delay_fetches_taking_slots_back_to_back_never_wait(tmp_path):
+    # Many threads' fetches of one host reach Redis microseconds apart: with no delay (and no
+    # cap) none of them may be told to wait. The host's next time is kept to the microsecond:
+    # rounded up, it was a little after the next fetch's "now", which then waited in the room,
+    # and every fetch after it waited behind it.
+    flush(POLITE_DB)
+    s = polite_settings(tmp_path, download_delay=0.0, host_concurrency=0)
+    rt = Runtime(s, create_app(s))
+    host = "example.test:80"
+
+    def take(n: int) -> list[str]:
+        return [f"t{n}-{i}" for i in range(300) if not rt.hosts.acquire(host, f"t{n}-{i}").go]
+
+    with ThreadPoolExecutor(8) as pool:
+        told_to_wait = [tid for waited in pool.map(take, range(8)) for tid in waited]
+    assert told_to_wait == []
+    rt.close()

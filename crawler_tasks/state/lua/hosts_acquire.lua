@@ -64,7 +64,7 @@ if n > 0 and redis.call('HGET', KEYS[1], 'proxied') == '1' then
 end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
 requests = requests + 1
-redis.call('HSET', KEYS[1], 'next', tostring(start + delay), 'delay', tostring(delay), 'requests', requests,
+redis.call('HSET', KEYS[1], 'next', kept_time(start + delay), 'delay', tostring(delay), 'requests', requests,
            'conc', ARGV[3])
 if requests % 32 == 1 then
   -- now and then, not on every request: keep the state alive and the host in the recent list

@@ -39,7 +39,7 @@ if kind == KIND_THROTTLED then
   local pause = b
   if ra >= 0 then pause = math.min(ra, tonumber(ARGV[7])) end
   if now + pause > nxt then nxt = now + pause end
-  redis.call('HSET', KEYS[1], 'backoff', tostring(b), 'next', tostring(nxt))
+  redis.call('HSET', KEYS[1], 'backoff', tostring(b), 'next', kept_time(nxt))
   redis.call('HINCRBY', KEYS[1], 'throttled', 1)
 elseif kind == KIND_TIMEOUT then
   strikes = strikes + 1
@@ -77,7 +77,7 @@ if since >= 0 then
   -- written only when it holds the next request back (a time already past changes nothing)
   if now - since + delay > nxt and delay > since then
     nxt = now - since + delay
-    redis.call('HSET', KEYS[1], 'next', tostring(nxt))
+    redis.call('HSET', KEYS[1], 'next', kept_time(nxt))
   end
 end
 if h[9] == '1' then  -- fetches wait in the host's room (room.lua)
