@@ -39,11 +39,22 @@ def fetch_message(request: Mapping[str, Any], task_id: str, *, url: str, priorit
     ``request`` (its dict) as task ``task_id``, tracked, with broker ``priority`` (the Redis
     step, :func:`~crawler_tasks.core.routing.broker_priority`)."""
     task, queue = fetch_route(bool(request.get("render")))
+    return task_message(task, [request], {}, task_id, queue=queue, priority=priority, argsrepr=repr([url]),
+                        kwargsrepr=shown_crawl(str(request.get("crawl_id", ""))), headers={TRACKED_HEADER: 1},
+                        delivery_tag=delivery_tag)
+
+
+def task_message(task: str, args: list[Any], kwargs: Mapping[str, Any], task_id: str, *, queue: str,
+                 priority: int = 0, argsrepr: str | None = None, kwargsrepr: str | None = None,
+                 headers: Mapping[str, Any] | None = None, delivery_tag: str | None = None) -> bytes:
+    """The JSON of a message of ``task`` (any app's, by name) with ``args`` and ``kwargs``
+    as task ``task_id`` on ``queue``, as :func:`fetch_message` writes it (the module
+    docstring): what ``send_task`` would put on a Redis broker, less what Celery fills in."""
     return dumps({
-        "body": dumps([[request], {}, _NO_EMBED]).decode(),
+        "body": dumps([args, kwargs, _NO_EMBED]).decode(),
         "content-type": "application/json",
-        "headers": {"task": task, "id": task_id, "argsrepr": repr([url]),
-                    "kwargsrepr": shown_crawl(str(request.get("crawl_id", ""))), TRACKED_HEADER: 1},
+        "headers": {"task": task, "id": task_id, "argsrepr": repr(args) if argsrepr is None else argsrepr,
+                    "kwargsrepr": repr(kwargs) if kwargsrepr is None else kwargsrepr, **(headers or {})},
         "properties": {"correlation_id": task_id, "priority": priority,
                        "delivery_info": {"exchange": "", "routing_key": queue},
                        "delivery_tag": delivery_tag or uuid.uuid4().hex},

@@ -32,12 +32,16 @@ def page_summary(entry: StoreEntry) -> dict[str, Any]:
 
 def call_back(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> set[str]:
     """Send the page callbacks ``due`` (token -> callback and payload), each taken from the
-    staged ones as soon as it is sent: a worker killed part-way leaves only the callbacks it
-    had not sent (and at most the one it was sending) to the next delivery of its batch.
-    One the broker refuses is logged (its page is stored all the same). Returns the tokens
-    taken."""
-    taken = set()
+    staged ones as it is sent. When the broker is the state Redis, they go out and are
+    taken in one transaction: sent once, whenever a worker dies. Otherwise each is taken
+    as soon as it is sent: a worker killed part-way leaves only the callbacks it had not
+    sent (and at most the one it was sending) to the next delivery of its batch. One the
+    broker refuses is logged (its page is stored all the same). Returns the tokens taken."""
+    joined = {t: c for t, c in due.items() if enqueue.joinable_callback(rt, c["callback"])}
+    taken = _call_back_together(rt, crawl_id, joined) if joined else set()
     for token, call in due.items():
+        if token in joined:
+            continue
         try:
             enqueue.publish_callback(rt, call["callback"], call["page"], f"{token}.page")
         except Exception as exc:  # noqa: BLE001 - a broker error must not undo the batch
@@ -46,6 +50,20 @@ def call_back(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> s
         rt.callbacks.take(crawl_id, [token])
         taken.add(token)
     return taken
+
+
+def _call_back_together(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> set[str]:
+    """Send ``due`` and take them in one transaction on the Redis that is broker and state;
+    the tokens taken (none when Redis refused them: logged, as a refused send is)."""
+    try:
+        with rt.round_trip(atomic=True) as pipe:
+            for token, call in due.items():
+                enqueue.queue_callback(pipe, call["callback"], call["page"], f"{token}.page")
+            rt.callbacks.take(crawl_id, list(due), pipe=pipe)
+    except redis.RedisError as exc:
+        log.error("%s page callbacks of crawl %s not sent: %s", len(due), crawl_id, exc)
+        return set()
+    return set(due)
 
 
 def note_finished(rt: StoreDeps) -> int:

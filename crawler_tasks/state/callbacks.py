@@ -39,10 +39,11 @@ class Callbacks:
             added = pipe.execute()
         return {token for token, new in zip(staged, added) if not new}
 
-    def take(self, crawl_id: str, tokens: Sequence[str]) -> None:
-        """Forget the staged callbacks of ``tokens`` (sent, or not to send)."""
+    def take(self, crawl_id: str, tokens: Sequence[str], pipe: Any = None) -> None:
+        """Forget the staged callbacks of ``tokens`` (sent, or not to send); ``pipe``: queued
+        there, with the sends."""
         if tokens:
-            self.client.hdel(self.keys.callbacks(crawl_id), *tokens)
+            (pipe if pipe is not None else self.client).hdel(self.keys.callbacks(crawl_id), *tokens)
 
     def await_done(self, crawl_id: str, spec: dict[str, Any]) -> None:
         """Send ``spec`` when the crawl next drains."""
