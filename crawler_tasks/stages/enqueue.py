@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from kombu.exceptions import OperationalError
 
-from ..broker.lists import redis_list, wake
-from ..broker.messages import shown_crawl, task_message
+from ..broker.messages import shown_crawl
 from ..broker.queues import waiting_fetches
 from ..core import counters, routing
 from ..core.errors import BrokerUnavailable, QueueFull
@@ -358,23 +357,6 @@ def publish_callback(rt: EnqueueDeps, spec: dict[str, Any], payload: dict[str, A
     options = {"queue": routing.CALLBACK_QUEUE, **spec.get("options", {}), "priority": 0}
     rt.app.send_task(spec["task"], args=[payload, *spec.get("args", [])], kwargs=spec.get("kwargs", {}),
                      task_id=task_id, **options)
-
-
-def joinable_callback(rt: EnqueueDeps, spec: dict[str, Any]) -> bool:
-    """Whether a callback of ``spec`` can be queued on a state round trip
-    (:func:`queue_callback`): the broker is the state Redis, and the signature's options
-    name at most its queue."""
-    return _shared(rt) is not None and set(spec.get("options", {})) <= {"queue"}
-
-
-def queue_callback(pipe: Any, spec: dict[str, Any], payload: dict[str, Any], task_id: str) -> None:
-    """Queue on ``pipe`` (a round trip on the Redis that is also the broker) the callback
-    :func:`publish_callback` would send: the same task, arguments, queue and priority, so
-    that it goes out in the same transaction as whatever else ``pipe`` carries."""
-    queue = spec.get("options", {}).get("queue", routing.CALLBACK_QUEUE)
-    pipe.lpush(redis_list(queue, 0), task_message(spec["task"], [payload, *spec.get("args", [])],
-                                                  spec.get("kwargs", {}), task_id, queue=queue))
-    wake(pipe, queue)
 
 
 def publish_writer(rt: EnqueueDeps, writer: str) -> None:

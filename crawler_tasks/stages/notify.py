@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from ..broker.lists import redis_list, wake
+from ..broker.messages import task_message
+from ..core import routing
 from ..core.errors import BrokerUnavailable, QueueFull
 from ..core.models import CrawlRequest
 from ..core.store_uris import masked
@@ -37,7 +40,7 @@ def call_back(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> s
     as soon as it is sent: a worker killed part-way leaves only the callbacks it had not
     sent (and at most the one it was sending) to the next delivery of its batch. One the
     broker refuses is logged (its page is stored all the same). Returns the tokens taken."""
-    joined = {t: c for t, c in due.items() if enqueue.joinable_callback(rt, c["callback"])}
+    joined = {t: c for t, c in due.items() if _joinable(rt, c["callback"])}
     taken = _call_back_together(rt, crawl_id, joined) if joined else set()
     for token, call in due.items():
         if token in joined:
@@ -58,12 +61,28 @@ def _call_back_together(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, A
     try:
         with rt.round_trip(atomic=True) as pipe:
             for token, call in due.items():
-                enqueue.queue_callback(pipe, call["callback"], call["page"], f"{token}.page")
+                _queue_callback(pipe, call["callback"], call["page"], f"{token}.page")
             rt.callbacks.take(crawl_id, list(due), pipe=pipe)
     except redis.RedisError as exc:
         log.error("%s page callbacks of crawl %s not sent: %s", len(due), crawl_id, exc)
         return set()
     return set(due)
+
+
+def _joinable(rt: StoreDeps, spec: dict[str, Any]) -> bool:
+    """Whether a callback of ``spec`` can join a state round trip: the broker is the state
+    Redis, and the signature's options name at most its queue."""
+    queue = rt.fetch_queue
+    return queue is not None and queue.shared and set(spec.get("options", {})) <= {"queue"}
+
+
+def _queue_callback(pipe: Any, spec: dict[str, Any], payload: dict[str, Any], task_id: str) -> None:
+    """Queue on ``pipe`` (a round trip on the Redis that is also the broker) the message
+    :func:`~.enqueue.publish_callback` would send: same task, arguments, queue and priority."""
+    queue = spec.get("options", {}).get("queue", routing.CALLBACK_QUEUE)
+    pipe.lpush(redis_list(queue, 0), task_message(spec["task"], [payload, *spec.get("args", [])],
+                                                  spec.get("kwargs", {}), task_id, queue=queue))
+    wake(pipe, queue)
 
 
 def note_finished(rt: StoreDeps) -> int:
