@@ -17,6 +17,8 @@ before new fetches start.
 
 from __future__ import annotations
 
+from typing import Any
+
 from kombu import Exchange, Queue
 
 FETCH_QUEUE = "crawl.fetch"
@@ -105,3 +107,13 @@ def broker_priority(priority: int, *, redis: bool) -> int:
 def pipeline_priority(*, redis: bool) -> int:
     """Message priority of parse and store tasks (the top band)."""
     return MAX_BAND - PIPELINE_BAND if redis else PIPELINE_BAND
+
+
+def callback_call(spec: dict[str, Any], payload: dict[str, Any]) -> tuple[str, list[Any], dict[str, Any],
+                                                                       dict[str, Any]]:
+    """The task, arguments, keyword arguments and send options of a callback into the
+    calling app (a signature ``spec``) told ``payload``: ``payload`` first, then the
+    signature's own arguments; on :data:`CALLBACK_QUEUE` unless the signature names a queue;
+    with no priority, so a worker of any configuration reads it."""
+    options = {"queue": CALLBACK_QUEUE, **spec.get("options", {}), "priority": 0}
+    return spec["task"], [payload, *spec.get("args", [])], spec.get("kwargs", {}), options

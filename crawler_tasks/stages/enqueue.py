@@ -351,12 +351,10 @@ def publish_fetch(rt: EnqueueDeps, request: CrawlRequest, task_id: str, *, count
 
 
 def publish_callback(rt: EnqueueDeps, spec: dict[str, Any], payload: dict[str, Any], task_id: str) -> None:
-    """Send a callback into the calling app: its task with ``payload`` first, then the
-    signature's own arguments; on ``crawl.callbacks`` unless the signature names a queue;
-    with no priority, so a worker of any configuration reads it."""
-    options = {"queue": routing.CALLBACK_QUEUE, **spec.get("options", {}), "priority": 0}
-    rt.app.send_task(spec["task"], args=[payload, *spec.get("args", [])], kwargs=spec.get("kwargs", {}),
-                     task_id=task_id, **options)
+    """Send a callback into the calling app as :func:`~crawler_tasks.core.routing.callback_call`
+    says: its task with ``payload`` first, on ``crawl.callbacks`` unless it names a queue."""
+    task, args, kwargs, options = routing.callback_call(spec, payload)
+    rt.app.send_task(task, args=args, kwargs=kwargs, task_id=task_id, **options)
 
 
 def publish_writer(rt: EnqueueDeps, writer: str) -> None:

@@ -78,10 +78,10 @@ def _joinable(rt: StoreDeps, spec: dict[str, Any]) -> bool:
 
 def _queue_callback(pipe: Any, spec: dict[str, Any], payload: dict[str, Any], task_id: str) -> None:
     """Queue on ``pipe`` (a round trip on the Redis that is also the broker) the message
-    :func:`~.enqueue.publish_callback` would send: same task, arguments, queue and priority."""
-    queue = spec.get("options", {}).get("queue", routing.CALLBACK_QUEUE)
-    pipe.lpush(redis_list(queue, 0), task_message(spec["task"], [payload, *spec.get("args", [])],
-                                                  spec.get("kwargs", {}), task_id, queue=queue))
+    :func:`~.enqueue.publish_callback` would send (:func:`~crawler_tasks.core.routing.callback_call`)."""
+    task, args, kwargs, options = routing.callback_call(spec, payload)
+    queue, priority = options["queue"], options["priority"]
+    pipe.lpush(redis_list(queue, priority), task_message(task, args, kwargs, task_id, queue=queue, priority=priority))
     wake(pipe, queue)
 
 
