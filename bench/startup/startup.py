@@ -4,7 +4,8 @@ beside Scrapy's, and the time a worker takes to be ready for tasks.
 
     bench/startup/startup.py [--runs 5] [--before CHECKOUT]
 
-The site is one page served on loopback (and a 404 for robots.txt). Rows:
+The site is the quick start's demo site cut to one page that links only to itself, on
+loopback (and a 404 for robots.txt). Rows:
 
 - ``crawler-tasks crawl URL`` as a user types it (its defaults: one worker process per core,
   robots.txt obeyed), on a private redis-server that is broker and state;
@@ -18,13 +19,11 @@ The site is one page served on loopback (and a 404 for robots.txt). Rows:
 from __future__ import annotations
 
 import argparse
-import http.server
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -36,6 +35,8 @@ ensure_project_python("bench/startup/startup.py")
 from harness import ensure_scrapy_venv  # noqa: E402
 from servers import private_redis  # noqa: E402
 
+from crawler_tasks.cli.demo_site import DemoSite  # noqa: E402
+
 SPIDER = '''import scrapy
 class One(scrapy.Spider):
     name = "one"
@@ -43,22 +44,6 @@ class One(scrapy.Spider):
     def parse(self, response):
         yield {{"url": response.url, "title": response.css("title::text").get()}}
 '''
-
-
-class _Page(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
-        if self.path != "/":
-            self.send_error(404)
-            return
-        body = b"<html><head><title>one</title></head><body>one page</body></html>"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def timed(cmd: list[str], env: dict[str, str], cwd: str) -> float:
@@ -91,12 +76,10 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--before", help="another checkout of the project, for rows beside these")
     args = p.parse_args()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
     scrapy = ensure_scrapy_venv().parent / "scrapy"
     rows: dict[str, list[float]] = {}
-    with private_redis("startup") as redis, tempfile.TemporaryDirectory() as work:
+    with DemoSite(pages=1) as site, private_redis("startup") as redis, tempfile.TemporaryDirectory() as work:
+        url = f"{site.url}page/0"  # links only to itself
         Path(work, "one.py").write_text(SPIDER.format(url=url))
         base = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLER_") and k != "PYTHONPATH"}
         env = {**base, "CRAWLER_BROKER_URL": redis.url, "CRAWLER_REDIS_URL": redis.url}
@@ -116,7 +99,6 @@ def main() -> int:
                 timed([str(scrapy), "runspider", "one.py", "-o", f"{work}/out{n}.jsonl", "-s", "LOG_LEVEL=ERROR"],
                       base, work))
             print(f"round {n + 1}/{args.runs} done", file=sys.stderr)
-    server.shutdown()
     print(f"### Start-up, {args.runs} runs, one Redis (private) as broker and state\n")
     print("| Row | Wall s (median, min–max) |\n|---|---|")
     for name, times in rows.items():
