@@ -98,7 +98,7 @@ def part_of(frames: list[str]) -> str:
     return "threads, idle loops"
 
 
-def part_table(raw: Path, pages: int, cpu_ms: float | None) -> str:
+def part_table(raw: Path, cpu_ms: float | None) -> str:
     """Markdown table: the share of samples per part of a page (:data:`PARTS`), and as ms
     of a page's CPU when ``cpu_ms`` (the process's CPU per page) is known."""
     own: collections.Counter[str] = collections.Counter()
@@ -155,7 +155,7 @@ def top_table(raw: Path, limit: int = 20) -> str:
 
 
 def report(raw: Path) -> str:
-    return f"{layer_table(raw)}\n\n{top_table(raw)}\n\n{part_table(raw, 0, None)}\n"
+    return f"{layer_table(raw)}\n\n{top_table(raw)}\n\n{part_table(raw, None)}\n"
 
 
 def main() -> int:
@@ -220,7 +220,7 @@ def profile(args: argparse.Namespace, site, url: str, rt, settings, workers) -> 
     spy.wait(30)
     stored = rt.stats.read("profile").get("stored", 0)
     table = top_table(raw)
-    parts = part_table(raw, stored, 1000 * cpu_s / max(stored, 1))
+    parts = part_table(raw, 1000 * cpu_s / max(stored, 1))
     (args.out / "top20.md").write_text(
         f"# Where a worker's CPU goes\n\n{stored} pages of the generated site "
         f"({site.mean_page_kb:.0f} KB, {args.pages} pages) in {elapsed:.1f}s, one worker process "
