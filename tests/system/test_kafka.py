@@ -187,13 +187,28 @@ def test_feed_kafka_without_its_setting_or_its_cluster_is_one_line(tmp_path):
     assert done.returncode == 2 and "CRAWLER_KAFKA_SEEDS 'kafka://127.0.0.1:1/': no topic" in done.stderr
 
 
+def _wait_shared(c, feeds_, timeout: float = 60) -> None:
+    """Until the group's rebalance is over: each feed's latest assignment names some of the
+    topic's three partitions and together they name each once (a seed produced before then
+    may be read again by the feed a partition moves to)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        latest = [[line for line in f.log.read_text().splitlines() if "kafka feed: reading" in line][-1:]
+                  for f in feeds_]
+        shares = [line[0].count(f"{c.seeds}[") if line else 0 for line in latest]
+        if all(shares) and sum(shares) == 3:
+            return
+        assert time.monotonic() < deadline, f"the two feeds did not share the topic: {latest}"
+        time.sleep(0.2)
+
+
 def test_two_feeds_in_one_group_share_the_topic_and_feed_each_seed_once(kafka_crawl, site):
     c = kafka_crawl()
     t = token()
     urls = [f"{site.url}/page/{t}-{i}" for i in range(60)]
     c.worker.start()
     feeds_ = [c.feed("--batch", "5"), c.feed("--batch", "5")]
-    time.sleep(8)  # both joined: the group gave each of them partitions of the three
+    _wait_shared(c, feeds_)  # both joined: the group gave each of them partitions of the three
     c.produce(*urls)
     c.wait_stored(len(urls))
     assert sorted(r.url for r in open_store(c.sqlite).records(c.crawl_id)) == sorted(urls)
