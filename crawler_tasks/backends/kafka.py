@@ -3,8 +3,9 @@ each item its parser yielded as one message on ``<topic>-items`` (the items feed
 
 The URI (several bootstrap servers, TLS with ``kafkas://``, SASL with ``user:password@``,
 the options): :mod:`crawler_tasks.core.kafka_uri`. Each record is one message, its value the
-record's JSON (the fields ``crawler-tasks export`` prints), its key the page's fingerprint:
-a compacted topic (``cleanup.policy=compact``) keeps the newest version of each page.
+record's JSON (the fields ``crawler-tasks export`` prints), its key ``<crawl>:<fingerprint>``
+(:func:`record_key`): a compacted topic (``cleanup.policy=compact``) keeps the newest version
+of each page of each crawl, as the other stores keep a crawl's records its own.
 
 Each batch of the store queue is one Kafka transaction of an idempotent producer
 (``acks=all``): :meth:`KafkaStore.upsert` returns only once Kafka took the whole batch, so a
@@ -104,8 +105,14 @@ def item_messages(record: PageRecord) -> list[tuple[str, bytes]]:
             for row in rows]
 
 
+def record_key(record: PageRecord) -> str:
+    """A record's message key: its crawl and fingerprint, so crawls keep their own records."""
+    return f"{record.crawl_id}:{record.fingerprint}"
+
+
 class KafkaStore(WriteOnly):
-    """Records as JSON messages keyed by fingerprint, a transaction per batch (see the module doc)."""
+    """Records as JSON messages keyed by crawl and fingerprint, a transaction per batch (see
+    the module doc)."""
 
     def __init__(self, target: KafkaTarget) -> None:
         if len(target.topics) != 1:
@@ -141,7 +148,7 @@ class KafkaStore(WriteOnly):
             if value is None:
                 failures.append(RecordFailure(record.fingerprint, problem))
                 continue
-            messages.append(Message(self.topic, record.fingerprint, value, record.fingerprint))
+            messages.append(Message(self.topic, record_key(record), value, record.fingerprint))
             messages += [Message(self.items_topic, key, data, record.fingerprint)
                          for key, data in item_messages(record)]
         if messages:

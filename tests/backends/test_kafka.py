@@ -40,7 +40,7 @@ def store_of(kafka: MockKafka, topic: str, options: str = "") -> KafkaStore:
     return store
 
 
-def test_each_record_is_one_json_message_keyed_by_its_fingerprint(kafka):
+def test_each_record_is_one_json_message_keyed_by_its_crawl_and_fingerprint(kafka):
     topic = f"pages-{token()}"
     store = store_of(kafka, topic)
     assert store.upsert([page(n) for n in range(50)]) == []
@@ -48,9 +48,18 @@ def test_each_record_is_one_json_message_keyed_by_its_fingerprint(kafka):
     messages = read_topic(kafka.bootstrap, topic, expect=120)
     assert len(messages) == 120  # each once
     by_key = {m.key().decode(): json.loads(m.value()) for m in messages}
-    assert sorted(by_key) == [f"fp{n:04d}" for n in range(120)]
-    assert by_key["fp0007"]["url"] == "http://a.test/7" and by_key["fp0007"]["body"] == "<html>page 7</html>"
-    assert by_key["fp0007"] == PageRecord.from_dict(by_key["fp0007"]).to_dict()  # the record, whole
+    assert sorted(by_key) == [f"c:fp{n:04d}" for n in range(120)]
+    assert by_key["c:fp0007"]["url"] == "http://a.test/7" and by_key["c:fp0007"]["body"] == "<html>page 7</html>"
+    assert by_key["c:fp0007"] == PageRecord.from_dict(by_key["c:fp0007"]).to_dict()  # the record, whole
+    store.close()
+
+
+def test_the_same_page_in_two_crawls_is_two_keys_so_compaction_keeps_each_crawls_record(kafka):
+    topic = f"pages-{token()}"
+    store = store_of(kafka, topic)
+    assert store.upsert([page(1), page(1, crawl_id="later", title="again")]) == []
+    got = {m.key().decode(): json.loads(m.value()) for m in read_topic(kafka.bootstrap, topic, expect=2)}
+    assert {k: v["title"] for k, v in got.items()} == {"c:fp0001": "page 1", "later:fp0001": "again"}
     store.close()
 
 
@@ -82,9 +91,9 @@ def test_a_record_over_the_message_limit_goes_without_its_body_and_one_still_ove
     assert [f.fingerprint for f in failures] == ["fp0002"]
     assert "even without its body" in failures[0].reason and "4000-byte" in failures[0].reason
     got = {m.key().decode(): json.loads(m.value()) for m in read_topic(kafka.bootstrap, topic, expect=2)}
-    assert sorted(got) == ["fp0000", "fp0001"]
-    assert "body" not in got["fp0001"] and "over the 4000-byte message limit" in got["fp0001"]["body_omitted"]
-    assert got["fp0000"]["body"] == "<html>page 0</html>" and "body_omitted" not in got["fp0000"]
+    assert sorted(got) == ["c:fp0000", "c:fp0001"]
+    assert "body" not in got["c:fp0001"] and "over the 4000-byte message limit" in got["c:fp0001"]["body_omitted"]
+    assert got["c:fp0000"]["body"] == "<html>page 0</html>" and "body_omitted" not in got["c:fp0000"]
 
 
 def test_a_cluster_that_is_down_fails_the_batch_whole_and_the_retry_after_it_is_seen_once(kafka):
@@ -108,7 +117,7 @@ def test_a_cluster_that_is_down_fails_the_batch_whole_and_the_retry_after_it_is_
             assert time.monotonic() < deadline
             time.sleep(1)
     keys = [m.key().decode() for m in read_topic(kafka.bootstrap, topic, expect=30)]
-    assert sorted(keys) == [f"fp{n:04d}" for n in range(30)]  # the failed attempt left nothing
+    assert sorted(keys) == [f"c:fp{n:04d}" for n in range(30)]  # the failed attempt left nothing
 
 
 def test_the_store_is_write_only():

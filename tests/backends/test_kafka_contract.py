@@ -29,13 +29,13 @@ def new_topic(config: dict[str, str] | None = None) -> str:
     return name
 
 
-def test_records_reach_a_real_cluster_once_each_keyed_by_fingerprint():
+def test_records_reach_a_real_cluster_once_each_keyed_by_crawl_and_fingerprint():
     topic = new_topic({"cleanup.policy": "compact"})
     store = open_store(f"kafka://{KAFKA}/{topic}")
     assert store.upsert([page(n) for n in range(40)]) == []
     assert store.upsert([page(n) for n in range(40, 60)]) == []
     messages = read_topic(KAFKA, topic, expect=60)
-    assert sorted(m.key().decode() for m in messages) == [f"fp{n:04d}" for n in range(60)]
+    assert sorted(m.key().decode() for m in messages) == [f"c:fp{n:04d}" for n in range(60)]
     assert json.loads(messages[0].value())["url"].startswith("http://a.test/")
     store.close()
 
@@ -45,5 +45,5 @@ def test_a_topic_with_a_lower_message_limit_refuses_the_record_and_takes_the_res
     store = open_store(f"kafka://{KAFKA}/{topic}?max_message_bytes=100000")
     failures = store.upsert([page(0), page(1, body=os.urandom(10_000).hex()), page(2)])  # not compressible
     assert [f.fingerprint for f in failures] == ["fp0001"] and "too large" in failures[0].reason
-    assert sorted(m.key().decode() for m in read_topic(KAFKA, topic, expect=2)) == ["fp0000", "fp0002"]
+    assert sorted(m.key().decode() for m in read_topic(KAFKA, topic, expect=2)) == ["c:fp0000", "c:fp0002"]
     store.close()

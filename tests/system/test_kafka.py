@@ -136,7 +136,8 @@ def test_a_crawl_fed_from_a_kafka_topic_is_written_to_sqlite_and_to_kafka_once_e
     messages = read_topic(c.kafka.bootstrap, c.pages, expect=14)
     in_kafka = {m.key().decode(): json.loads(m.value()) for m in messages}
     assert len(messages) == len(in_kafka) == 14  # once each
-    assert {fp: d["url"] for fp, d in in_kafka.items()} == {r.fingerprint: r.url for r in local.values()}
+    assert {key: d["url"] for key, d in in_kafka.items()} == {f"{c.crawl_id}:{r.fingerprint}": r.url
+                                                         for r in local.values()}
     assert {d["url"]: d.get("body") for d in in_kafka.values()} == {u: r.body for u, r in local.items()}
 
     stats = c.rt.stats.read(c.crawl_id)
