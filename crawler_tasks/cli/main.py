@@ -77,7 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--store", default=None, help="store URI (default: CRAWLER_STORE)")
     e.add_argument("--crawl-id", default=None)
     e.add_argument("--no-body", action="store_true", help="leave the page bodies (and rendered DOMs) out")
-    e.add_argument("--items", action="store_true", help="the items feed instead of the records (SQLite)")
+    e.add_argument("--items", action="store_true", help="the items feed instead of the records (SQLite, "
+                   "Elasticsearch)")
     e.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="with --items: JSON lines "
                    "(default) or CSV")
     e.add_argument("--type", default=None, help="with --items: only items of this type (class name)")

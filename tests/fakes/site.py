@@ -6,6 +6,8 @@ state of its own (e.g. ``/flaky/<token>`` fails twice per token).
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -176,6 +178,12 @@ class Site:
 
     def r_broken(self, h, segs, q, count, head):
         self.send(h, 500, html("Server error"), head=head)
+
+    def r_reset(self, h, segs, q, count, head):
+        """/reset/<token>: the connection is reset before any answer (a network failure)."""
+        h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        h.connection.close()
+        h.close_connection = True
 
     def r_slow(self, h, segs, q, count, head):
         time.sleep(3)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from celery import Celery
 from elasticsearch import Elasticsearch
 
 from crawler_tasks.backends import open_store
@@ -217,10 +218,12 @@ def test_a_crawl_gets_only_the_plugins_it_names(shop: str, shop_dir: Path, tmp_p
 @pytest.mark.parametrize("pipeline", ["local", "split"])
 def test_failing_rules_and_pipelines_are_recorded_counted_and_do_not_stop_the_crawl(site, tmp_path: Path,
                                                                                     pipeline: str):
-    """With CRAWLER_PIPELINE=split the rules and pipelines run in crawl.parse."""
+    """With CRAWLER_PIPELINE=split the rules and pipelines run in crawl.parse (and the worker
+    log goes where --log-file says)."""
     base = f"{site.url}/rules/{token()}"
     store = str(tmp_path / "faulty.db")
-    done = run("crawl", "--delay", "0", "--workers", "1", "--quiet", "--store", store, f"{base}/start",
+    own_log = ["--log-file", str(tmp_path / "mine" / "workers.log")] if pipeline == "split" else []
+    done = run("crawl", "--delay", "0", "--workers", "1", "--quiet", "--store", store, *own_log, f"{base}/start",
                CRAWLER_PLUGINS="tests.programs.faulty", CRAWLER_PIPELINE=pipeline,
                CRAWLER_ITEM_PIPELINES="tests.programs.faulty.exploding:10")
     assert done.returncode == 0, done.stderr
@@ -243,7 +246,7 @@ def test_failing_rules_and_pipelines_are_recorded_counted_and_do_not_stop_the_cr
     assert stats.get("errors", 0) == 0 and stats["stored"] == 6
     # The workers' warnings are kept, in a log beside the store that the summary names.
     [log] = [line[20:] for line in done.stdout.splitlines() if line.startswith("worker log")]
-    assert log == str(tmp_path / "logs" / f"{crawl_id}.log")
+    assert log == (own_log[1] if own_log else str(tmp_path / "logs" / f"{crawl_id}.log"))
     assert "rule tests.programs.faulty.fails failed on" in Path(log).read_text()
 
 
@@ -314,17 +317,21 @@ def test_the_error_handler_hears_of_every_kind_of_failure_and_its_follow_ups_are
                CRAWLER_ERROR_HANDLER="tests.programs.handler.on_error", CRAWLER_MAX_RETRIES="0",
                CRAWLER_TEST_FAILURES=str(told))
     assert done.returncode == 0, done.stderr
-    failures = sorted((f["kind"], f["reason"], f["url"], f["status"]) for f in map(json.loads, told.read_text().splitlines()))
+    lines = [json.loads(line) for line in told.read_text().splitlines()]
+    heard = [(f["kind"], f["reason"], f["url"], f["status"]) for f in lines if f.get("errback")]
+    assert heard == [("download", "connection_reset", f"{site.url}/reset/{token_}", None)]  # its errback
+    failures = sorted((f["kind"], f["reason"], f["url"], f["status"]) for f in lines if not f.get("errback"))
     assert failures == sorted([
+        ("download", "connection_reset", f"{site.url}/reset/{token_}", None),
         ("rule", "ValueError", f"{site.url}/rules/{token_}/fail", 200),
         ("pipeline", "RuntimeError", f"{site.url}/rules/{token_}/items", 200),
         ("download", "http_500", f"{site.url}/broken/{token_}", 500),
         ("middleware", "KeyError", f"{site.url}/mw/{token_}/broken", 200)])
-    first = json.loads(told.read_text().splitlines()[0])
+    first = next(f for f in lines if not f.get("errback"))
     assert first["crawl_id"] == crawl_id_of(done) and first["depth"] == 1 and first["request_url"] == first["url"]
     got = records(store)
     for kind, reason in (("rule", "ValueError"), ("pipeline", "RuntimeError"), ("download", "http_500"),
-                         ("middleware", "KeyError")):
+                         ("middleware", "KeyError"), ("download", "connection_reset")):
         assert got[f"{site.url}/page/handled-{kind}-{reason}"]["status"] == 200  # the follow-up, crawled
     assert got[f"{site.url}/broken/{token_}"]["description"] == "HTTP 500"  # recorded as always
 
@@ -402,6 +409,18 @@ def test_the_cluster_walkthrough_with_a_callback_into_the_shop_app_runs_as_writt
         told = [json.loads(line) for line in (shop_dir / "pages.jsonl").read_text().splitlines()]
         assert len(told) == len({t["url"] for t in told}) == 15
         assert sum(t["items"] for t in told) == 10 and {t["crawl_id"] for t in told} == {"shop"}
+
+        # An app that knows only the broker sends crawl.submit by name (docs/api.md): the shop
+        # app's worker, on crawl.callbacks alone, leaves it to the crawler's.
+        other = Celery("other", broker=shell["CRAWLER_BROKER_URL"])
+        other.send_task("crawl.submit", kwargs={"urls": [f"http://127.0.0.1:{port}/"], "crawl_id": "shop2",
+                                                "plugins": ["shop_plugin"], "on_page": "shop_app.page_stored",
+                                                "on_page_follow": True})
+        while len([t for t in told if t["crawl_id"] == "shop2"]) < 15:
+            assert time.monotonic() < deadline + 60, f"{len(told) - 15} page callbacks of the second crawl"
+            time.sleep(0.3)
+            told = [json.loads(line) for line in (shop_dir / "pages.jsonl").read_text().splitlines()]
+        other.close()
     finally:
         for proc in procs:
             proc.terminate()
