@@ -19,7 +19,7 @@ from ..backends import open_store
 from ..broker.queues import queue_depths
 from ..core import counters, routing
 from ..core.addresses import METADATA, classify, literal_addresses, normal_host, parse_address
-from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, CrawlStateLost, StoreUnavailable
+from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, CrawlStalled, CrawlStateLost, StoreUnavailable
 from ..core.program import idle_warning, parse_plugins, program_of
 from ..core.settings import DEFAULT_STORE, Settings
 from ..core.store_uris import masked, split_uris, sqlite_path
@@ -46,9 +46,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     crawl_id = args.crawl_id or _new_crawl_id()
     requests = build_requests(args.urls, crawl_id=crawl_id,
                               max_url_length=Settings.from_env().max_url_length)
-    summary = run_crawl(requests, args)
-    _print_summary(summary)
-    return 0
+    return _finish(run_crawl(requests, args))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -61,7 +59,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"demo site with {args.pages} pages at {site.url}", file=sys.stderr)
         requests = build_requests([site.url], crawl_id=args.crawl_id or _new_crawl_id())
         summary = run_crawl(requests, args)
+    return _finish(summary)
+
+
+def _finish(summary: dict[str, Any]) -> int:
+    """Print the summary; a crawl that stalled then ends in :class:`CrawlStalled` (exit 1)."""
     _print_summary(summary)
+    if summary["stalled"]:
+        raise CrawlStalled(summary["stalled"])
     return 0
 
 
@@ -207,8 +212,11 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
                 renderers()
                 progress()
 
+            stalled: CrawlStalled | None = None
             try:
                 wait_drained(watch.drained, tick=tick, workers=workers)
+            except CrawlStalled as exc:  # the summary says how far it got, then the error line
+                stalled = exc
             except CrawlStateLost as exc:
                 raise CrawlStateLost(f"{exc}: {_stored_count(settings.store, crawl_id)} of its pages are "
                                      f"stored in {masked(settings.store)}; run the same command with "
@@ -228,7 +236,8 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     return {"crawl_id": crawl_id, "seeds_accepted": accepted, "elapsed": elapsed,
             "store": masked(settings.store), "stats": stats, "embedded": embedded is not None, "log": log_path,
             "redis": "embedded (gone with the crawl)" if embedded is not None else safe_url(settings.redis_url),
-            "ended": ending(stats, listed["state"]),
+            "ended": ending(stats, listed["state"], stalled=stalled is not None),
+            "stalled": str(stalled) if stalled is not None else None,
             "export": f"crawler-tasks export --store {shlex.quote(masked(first))} --crawl-id {crawl_id}"}
 
 

@@ -68,7 +68,7 @@ def eta_seconds(p: Progress) -> float | None:
 
 def progress_line(p: Progress, when: float) -> str:
     """``2026-11-27 10:05:03 crawl-…  stored 72/500 · 3.4 pages/s · fetching 2 · waiting 120
-    · outstanding 128 · failed 0 · eta 2m05s`` (``when``: the wall-clock time)."""
+    · outstanding 128 · failed 0 · eta 2m 05s`` (``when``: the wall-clock time)."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
     stored = f"{p.stored}/{p.budget}" if p.budget else str(p.stored)
     eta = eta_seconds(p)
@@ -81,10 +81,14 @@ def progress_line(p: Progress, when: float) -> str:
 
 #: Why a crawl ended, as the summary says it.
 DRAINED, BUDGET, CANCELLED = "drained: nothing left to fetch", "page budget reached", "cancelled"
+STALLED = "stalled: nothing moved for CRAWLER_STALL_TIMEOUT (resume with --crawl-id)"
 
 
-def ending(stats: dict[str, int], state: str) -> str:
-    """Why the crawl ended: cancelled, its budget reached (URLs refused over it), or drained."""
+def ending(stats: dict[str, int], state: str, *, stalled: bool = False) -> str:
+    """Why the crawl ended: it stalled, was cancelled, reached its budget (URLs refused over
+    it), or drained."""
+    if stalled:
+        return STALLED
     if state in ("cancelled", "cancelling"):
         return CANCELLED
     if stats.get(counters.GATE_OVER_BUDGET, 0):

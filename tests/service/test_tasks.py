@@ -150,6 +150,9 @@ def test_crawl_that_stops_moving_exits_non_zero_saying_what_is_stuck(site):
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"crawler-tasks: error: crawl {crawl_id} stalled: 1 task(s) outstanding")
     assert ghost in line and "nothing moved for" in line
+    summary = {row[:20].strip(): row[20:] for row in result.stdout.splitlines()}
+    assert summary["ended"].startswith("stalled: nothing moved for CRAWLER_STALL_TIMEOUT")  # how far it got
+    assert summary["pages stored"] == "1" and summary["export"].endswith(f"--crawl-id {crawl_id}")
     assert time.monotonic() - started < 60
     assert site.paths(f"/page/{t}") == [f"/page/{t}"]  # the real page was crawled meanwhile
 
