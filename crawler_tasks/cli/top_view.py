@@ -63,19 +63,18 @@ def time_left(crawl: CrawlFigures, rate: float | None, shrinking: float | None =
 def render(snapshot: Snapshot, rates: Mapping[str, float | None], *, hosts: int = 10,
            shrinking: Mapping[str, float | None] | None = None) -> RenderableType:
     """The screen: the one crawl of ``snapshot``, or every running crawl with the cluster's
-    totals; then the backlog (when there is one), store queue, errors and the top ``hosts``
-    busiest and waiting hosts. ``shrinking``: :attr:`Rates.shrinking`, for the time left
-    of a crawl with no budget."""
+    totals; then its responses, and the backlog, store queue, errors and the top ``hosts``
+    busiest and waiting hosts, each only when it has something to show. ``shrinking``:
+    :attr:`Rates.shrinking`, for the time left of a crawl with no budget."""
     shrinking = shrinking or {}
     top, mix, errors = _one_crawl(snapshot, rates, shrinking) if snapshot.crawl_id is not None else \
         _every_crawl(snapshot, rates, shrinking)
-    backlog = _backlog(snapshot)
-    middle = [(mix, 18), *([(backlog, None)] if backlog is not None else []), (_store_queue(snapshot), 17),
-              (errors, None)]
-    return Group(*top,
-                 _ByWidth(lambda width: _row(width, *middle)),
-                 _ByWidth(lambda width: _row(width, (_busiest(snapshot, hosts), None),
-                                             (_waiting(snapshot.hosts, hosts), None))))
+    middle = [(panel, size) for panel, size in ((mix, 18), (_backlog(snapshot), None), (_store_queue(snapshot), 17),
+                                                (errors, None)) if panel is not None]
+    bottom = [(panel, None) for panel in (_busiest(snapshot, hosts), _waiting(snapshot.hosts, hosts))
+              if panel is not None]
+    return Group(*top, _ByWidth(lambda width: _row(width, *middle)),
+                 *([_ByWidth(lambda width: _row(width, *bottom))] if bottom else []))
 
 
 def _one_crawl(snapshot: Snapshot, rates: Mapping[str, float | None],
@@ -86,8 +85,8 @@ def _one_crawl(snapshot: Snapshot, rates: Mapping[str, float | None],
     top: list[RenderableType] = [_crawl_header(crawl, rate, snapshot.wall, time_left(crawl, rate,
                                                                                      shrinking.get(crawl.crawl_id))),
                                  *([_budget(crawl, rate)] if crawl.max_pages else [])]
-    dead = [("dead letters", f"{crawl.counters.get(counters.STORE_DEAD_LETTERS, 0):,}"),
-            ("waiting, all crawls", f"{snapshot.dead_letters:,}")]
+    dead = [("dead letters", crawl.counters.get(counters.STORE_DEAD_LETTERS, 0)),
+            ("dead letters, all crawls", snapshot.dead_letters)]
     return top, _status_mix(crawl.counters), _errors(crawl.counters, dead, crawl.last_error)
 
 
@@ -98,7 +97,7 @@ def _every_crawl(snapshot: Snapshot, rates: Mapping[str, float | None],
     top: list[RenderableType] = [_cluster_header(snapshot, rates),
                                  _ByWidth(lambda width: _crawl_table(crawls, rates, width, shrinking))]
     total = _sum(c.counters for c in crawls)
-    return top, _status_mix(total), _errors(total, [("dead letters waiting", f"{snapshot.dead_letters:,}")], None)
+    return top, _status_mix(total), _errors(total, [("dead letters waiting", snapshot.dead_letters)], None)
 
 
 def plain_line(snapshot: Snapshot, rates: Mapping[str, float | None]) -> str:
@@ -205,12 +204,16 @@ def _status_mix(stats: Mapping[str, int]) -> Panel:
     return _panel("responses", [(Text(k, STYLES.get(k, "")), f"{n:,}") for k, n in mix.items()])
 
 
-def _errors(stats: Mapping[str, int], dead_letters: Sequence[tuple[str, str]],
-            last_error: str | None) -> Panel:
-    rows: list[tuple[RenderableType, str]] = [
-        (f"failed: {reason}", f"{n:,}") for reason, n in figures.failure_reasons(stats).items()]
-    rows += [("store errors", f"{figures.store_errors(stats):,}"), *dead_letters,
-             ("task errors", f"{stats.get(counters.ERRORS, 0):,}")]
+def _errors(stats: Mapping[str, int], dead_letters: Sequence[tuple[str, int]],
+            last_error: str | None) -> Panel | None:
+    """Failures by reason, store and task errors, dead letters and the last error: the lines
+    that are not 0, and no panel when all are."""
+    counts = [*((f"failed: {reason}", n) for reason, n in figures.failure_reasons(stats).items()),
+              ("store errors", figures.store_errors(stats)), *dead_letters,
+              ("task errors", stats.get(counters.ERRORS, 0))]
+    rows: list[tuple[RenderableType, str]] = [(name, f"{n:,}") for name, n in counts if n]
+    if not rows and not last_error:
+        return None
     body: RenderableType = _grid(rows)
     if last_error:
         body = Group(body, Text(f"last: {last_error}", "red", overflow="ellipsis", no_wrap=True))
@@ -235,19 +238,24 @@ def _backlog(snapshot: Snapshot) -> Panel | None:
     return _panel("backlog", rows) if rows else None
 
 
-def _store_queue(snapshot: Snapshot) -> Panel:
+def _store_queue(snapshot: Snapshot) -> Panel | None:
+    """The store queue's entries and writers; no panel when it is empty and idle."""
     depth = snapshot.store_queue
-    return _panel("store queue", [("pending", f"{depth.pending:,}"), ("delayed", f"{depth.delayed:,}"),
-                                  ("taken", f"{depth.taken:,}"), ("writers", f"{depth.writers:,}")])
+    rows = [("pending", depth.pending), ("delayed", depth.delayed), ("taken", depth.taken),
+            ("writers", depth.writers)]
+    return _panel("store queue", [(k, f"{n:,}") for k, n in rows]) if any(n for _, n in rows) else None
 
 
-def _busiest(snapshot: Snapshot, n: int) -> Panel:
+def _busiest(snapshot: Snapshot, n: int) -> Panel | None:
     """The hosts with the most requests in flight (every crawl's: a host's slots are shared),
-    and the requests sent to each: by the crawl shown, or by every crawl."""
+    and the requests sent to each: by the crawl shown, or by every crawl; no panel before
+    any request."""
     own = snapshot.crawl_requests
     sent = {h.host: (own.get(h.host, 0) if own is not None else h.requests) for h in snapshot.hosts}
     busy = sorted((h for h in snapshot.hosts if h.in_flight or sent[h.host]),
                   key=lambda h: (h.in_flight, sent[h.host]), reverse=True)[:n]
+    if not busy:
+        return None
     table = _host_table("in flight", "requests", "delay")
     for h in busy:
         table.add_row(h.host, f"{h.in_flight:,}", f"{sent[h.host]:,}", f"{h.delay:g} s")
@@ -255,8 +263,11 @@ def _busiest(snapshot: Snapshot, n: int) -> Panel:
     return Panel(table, title=f"busiest hosts ({whose} requests)", title_align="left")
 
 
-def _waiting(hosts: Iterable[HostState], n: int) -> Panel:
+def _waiting(hosts: Iterable[HostState], n: int) -> Panel | None:
+    """The hosts with the most fetches in their waiting rooms; no panel when none waits."""
     waiting = [h for h in hosts if h.waiting]  # already most waiting first
+    if not waiting:
+        return None
     table = _host_table("waiting", "delay", "back-off")
     for h in waiting[:n]:
         table.add_row(h.host, f"{h.waiting:,}", f"{h.delay:g} s", f"{h.backoff:g} s" if h.backoff else "")
@@ -304,7 +315,7 @@ def _row(width: int, *panels: tuple[RenderableType, int | None]) -> Group:
     rows when ``width`` is under :data:`WIDE`."""
     half = (len(panels) + 1) // 2
     rows = [panels] if width >= WIDE or len(panels) < 3 and width >= WIDE_TABLE // 2 else \
-        [panels[:half], panels[half:]]
+        [row for row in (panels[:half], panels[half:]) if row]
     grids = []
     for row in rows:
         grid = Table.grid(expand=True)

@@ -133,7 +133,7 @@ def test_the_view_shows_the_status_mix_errors_queues_and_hosts():
     rows = [line.split() for line in text.splitlines()]
     assert any(row[:3] == ["│", "2xx", "48"] for row in rows)
     assert any(row[:3] == ["│", "4xx", "2"] for row in rows)
-    for expected in ("failed: timeout 1", "store errors 3", "waiting, all crawls 4", "crawl.fetch 37 5:30 4:7",
+    for expected in ("failed: timeout 1", "store errors 3", "dead letters, all crawls 4", "crawl.fetch 37 5:30 4:7",
                      "pending 11", "slow.example 25 2 s 4 s", "fast.example 8 900 0 s"):
         assert expected in " ".join(text.split()), expected
 
@@ -204,6 +204,23 @@ def test_the_backlog_shows_what_waits_and_goes_when_nothing_does():
     idle = dataclasses.replace(busy, waiting={"c1": 0})
     assert "backlog" not in text_of(render(idle, {"c1": None}))  # no box of zeros
     assert "waiting 120 · queued 0" in plain_line(busy, {"c1": None})
+
+
+def test_panels_with_nothing_to_show_are_left_out():
+    quiet = CrawlFigures(crawl_id="c1", state="running", outstanding=1, max_pages=0, counters={"stored": 3,
+                                                                                              "status/200": 3})
+    start = Snapshot(at=1.0, crawl_id="c1", crawls=(quiet,), queues={"crawl.fetch": {"total": 0}},
+                     store_queue=QueueDepth(0, 0, 0, 0), hosts=(HostState("a.example", 0.0, 0, 0, 0, 0, 0, 0, False,
+                                                                          0.0, 0),), dead_letters=0)
+    text = text_of(render(start, {"c1": None}))
+    assert "responses" in text and "2xx" in text  # the status mix is always there
+    for empty in ("store queue", "errors", "backlog", "busiest hosts", "waiting hosts", "dead letters"):
+        assert empty not in text, empty
+    narrow = text_of(render(start, {"c1": None}), width=60)
+    assert "responses" in narrow and "store queue" not in narrow
+    failing = dataclasses.replace(start, crawls=(dataclasses.replace(quiet, counters={**quiet.counters, "errors": 2}),))
+    shown = " ".join(text_of(render(failing, {"c1": None})).split())
+    assert "errors" in shown and "task errors 2" in shown and "store errors" not in shown
 
 
 def test_one_crawl_shows_its_own_requests_to_each_host_and_the_time_of_day():
