@@ -92,6 +92,25 @@ def test_the_exporter_shows_what_stats_shows(crawl, site, settings, exporter, rt
     assert got[("crawler_scrape_seconds", ())] < 5
 
 
+def test_a_cancelled_crawl_is_cancelling_while_a_task_of_it_runs_then_cancelled(exporter, rt):
+    crawl_id, running = f"cx{token()}", f"task-{token()}"
+    rt.crawls.register(crawl_id, domains=["a.test"])
+    rt.crawls.client.sadd(rt.keys.outstanding(crawl_id), running)  # a fetch still downloading
+    from crawler_tasks.service import control
+
+    def state() -> dict[str, float]:
+        got = scrape(exporter)
+        return {name: got[("crawler_crawl_state", (("crawl", crawl_id), ("state", name)))]
+                for name in control.CRAWL_STATES}
+
+    assert state()["running"] == 1
+    control.cancel(crawl_id, rt)
+    assert state() == {"running": 0, "paused": 0, "cancelling": 1, "cancelled": 0, "finished": 0}
+    rt.crawls.client.srem(rt.keys.outstanding(crawl_id), running)  # it came up and was dropped
+    assert state() == {"running": 0, "paused": 0, "cancelling": 0, "cancelled": 1, "finished": 0}
+    control.purge(crawl_id, rt)
+
+
 def test_a_port_in_use_is_one_line_and_exit_2(settings):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
