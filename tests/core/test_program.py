@@ -74,7 +74,7 @@ def test_a_plugin_that_fails_to_import_is_one_line_naming_it():
 def test_the_program_holds_the_rules_of_its_plugins_only():
     program = load_program(("tests.programs.faulty",), ("tests.programs.faulty.exploding:10",))
     assert {r.name for r in program.rules} == {"tests.programs.faulty.fails", "tests.programs.faulty.yields_odd",
-                                               "tests.programs.faulty.items"}
+                                               "tests.programs.faulty.items", "tests.programs.faulty.failing"}
     assert [p.name for p in program.pipelines] == ["tests.programs.faulty.exploding"]
     assert program.missing(("tests.programs.faulty", "tests.programs.shop")) == ["tests.programs.shop"]
     assert program.pipelines_for(("elsewhere",)) == ()

@@ -116,7 +116,7 @@ def test_the_backlog_held_fetches_and_state_as_stats_shows_them():
                            r"fetching \d+ · waiting (\d+) · outstanding (\d+) · failed 0")
         lines = [shape.match(line) for line in err.splitlines() if crawl_id in line]
         assert lines and all(lines), err
-        assert any(int(m[2]) >= 10 and int(m[3]) >= int(m[2]) for m in lines if m), err
+        assert any(int(m[3]) >= 10 for m in lines if m), err  # the backlog outstanding
         assert "cancelled" in out  # the summary's ending
     finally:
         if proc.poll() is None:
