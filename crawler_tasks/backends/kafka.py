@@ -69,11 +69,10 @@ FRAMING = 4096
 def message_of(record: PageRecord, limit: int) -> tuple[bytes | None, str]:
     """``record``'s message value within ``limit`` bytes (its body left out if it must be)
     and ``""``; or None and why it cannot be sent."""
-    data = record.to_dict()
-    value = codec.dumps(data)
+    value = record.kept_json() or codec.dumps(record.to_dict())
     if len(value) <= limit:
         return value, ""
-    whole = len(value)
+    whole, data = len(value), record.to_dict()
     for name in BODY_FIELDS:
         data.pop(name, None)
     data["body_omitted"] = f"the record is {whole} bytes with its body, over the {limit}-byte message limit"

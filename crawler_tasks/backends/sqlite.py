@@ -85,7 +85,7 @@ def _record_json(record: PageRecord) -> str | bytes:
     TEXT by the statement), never whole as a Python string."""
     if record.large:
         return json_bytes(record.to_dict())
-    return codec.dumps(record.to_dict())
+    return record.kept_json() or codec.dumps(record.to_dict())
 
 
 class SQLiteStore:

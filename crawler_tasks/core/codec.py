@@ -11,7 +11,10 @@ zlib stream with ``x``), so a reader needs no flag:
   head's JSON, a newline, and the text as UTF-8, compressed :data:`SLICE`
   characters at a time (:func:`encode_with_tail`). JSON as written here never
   holds a raw newline, so the first one ends the head; :func:`decode_with_tail`
-  reads both forms.
+  reads both forms;
+* **an object with a JSON tail**: the head's JSON, a newline, and a second JSON document
+  kept as bytes, so that a reader can hand it on without encoding it again (a store
+  entry's record, :func:`encode_with_json`, :func:`decode_head`); compressed as an object.
 
 Lone surrogates in a tail pass through (``surrogatepass``) and come back as they went.
 
@@ -88,12 +91,25 @@ def encode_with_tail(head: dict[str, Any], tail: str) -> bytes:
     return b"".join(out)
 
 
-def decode_with_tail(raw: bytes) -> tuple[Any, str | None, int]:
-    """The head (or the whole object), the tail (None for an object kept without one), and
-    the size in bytes uncompressed, of either form."""
+def encode_with_json(head: dict[str, Any], tail: bytes, *, compress: bool = True) -> bytes:
+    """``head``'s JSON, a newline, and ``tail``, JSON already encoded (a reader takes it as
+    it is, :func:`decode_head`); zlib-compressed as :func:`encode` does."""
+    data = dumps(head) + b"\n" + tail
+    return zlib.compress(data, LEVEL) if compress and len(data) > COMPRESS_OVER else data
+
+
+def decode_head(raw: bytes) -> tuple[Any, bytes | None, int]:
+    """The head (or the whole object), the bytes after its newline (None for an object
+    kept without a tail), and the size in bytes uncompressed, of any form."""
     data = unpack(raw)
     cut = data.find(b"\n")
     if cut < 0:
         return loads(data), None, len(data)
-    view = memoryview(data)
-    return loads(view[:cut].tobytes()), str(view[cut + 1:], "utf-8", "surrogatepass"), len(data)
+    return loads(data[:cut]), data[cut + 1:], len(data)
+
+
+def decode_with_tail(raw: bytes) -> tuple[Any, str | None, int]:
+    """The head (or the whole object), the tail (None for an object kept without one), and
+    the size in bytes uncompressed, of either form."""
+    head, tail, size = decode_head(raw)
+    return head, None if tail is None else str(tail, "utf-8", "surrogatepass"), size

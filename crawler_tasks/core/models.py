@@ -215,6 +215,10 @@ _REQUEST_DEFAULTS: dict[str, Any] = {
 _LINK_DEFAULTS: dict[str, Any] = {k: v for k, v in _REQUEST_DEFAULTS.items() if not isinstance(v, dict)}
 
 
+#: Where a record keeps the JSON it was read from (not a field: never in its dict or JSON).
+_KEPT_JSON = "_kept_json"
+
+
 @dataclass
 class PageRecord:
     """What the store keeps for one fetched (or failed) URL, keyed by fingerprint."""
@@ -269,7 +273,20 @@ class PageRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-ready dict (shallow: its lists and dicts are shared)."""
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        out.pop(_KEPT_JSON, None)
+        return out
+
+    def keep_json(self, data: bytes) -> PageRecord:
+        """This record, noting that ``data`` is its JSON (what it was read from): a store
+        writes that as it is (:meth:`kept_json`). Only for a record no one changes after."""
+        self.__dict__[_KEPT_JSON] = data
+        return self
+
+    def kept_json(self) -> bytes | None:
+        """The JSON :meth:`keep_json` noted, if any (the record's, as ``codec.dumps`` of
+        :meth:`to_dict` gives it)."""
+        return self.__dict__.get(_KEPT_JSON)
 
     @property
     def large(self) -> bool:

@@ -141,7 +141,7 @@ def _set_aside(rt: StoreDeps, raw: bytes, settled: _Settled) -> None:
     (counted ``store/unreadable``), when its token and crawl can still be read."""
     rt.dead_letters.unreadable(raw)
     try:
-        head = codec.decode_with_tail(raw)[0]
+        head = codec.decode_head(raw)[0]
         token, crawl_id = str(head["t"]), str(head["c"])
     except (*UNREADABLE, IndexError):
         text = raw if raw[:1] == b"{" else b""

@@ -34,7 +34,10 @@ the rewrite is idempotent (document id = fingerprint). Every key has the hash
 tag ``{store}``, so each script (``lua/store_*.lua``) runs on one slot of a
 Redis Cluster.
 
-An entry is JSON (:mod:`crawler_tasks.core.codec`). The entry of a record with a
+An entry is its fields' JSON, a newline, and its record's JSON (:mod:`crawler_tasks.core.codec`,
+the form with a JSON tail): the store stage reads the record and keeps that JSON beside
+it, and a store that keeps records as JSON (SQLite, Kafka) writes it as it is, not
+encoded a second time. The entry of a record with a
 large body (over :data:`~crawler_tasks.core.memory.LARGE_BODY` characters) is
 written as it goes into zlib, the JSON head first and then, after a newline, the
 body as UTF-8 (the codec's form with a text tail): it is never whole in memory
@@ -86,15 +89,18 @@ class StoreEntry:
         about a second, and compressing a 20 KB page cost more CPU than the rest of its
         trip through Redis. A large body is always compressed, and never whole as JSON
         (module docstring)."""
-        record = self.record.to_dict()
         if self.record.large:
+            record = self.record.to_dict()
             tail = "body" if len(record["body"] or "") >= len(record["body_base64"] or "") else "body_base64"
             return self._streamed(record, tail)
-        return codec.encode(self._head(record), compress=compress)
+        data = self.record.kept_json() or codec.dumps(self.record.to_dict())
+        return codec.encode_with_json(self._head(None) | {"j": 1}, data, compress=compress)
 
-    def _head(self, record: dict[str, Any]) -> dict[str, Any]:
-        head = {"t": self.token, "c": self.crawl_id, "s": masked(self.store), "a": self.attempts,
-                "r": record}
+    def _head(self, record: dict[str, Any] | None) -> dict[str, Any]:
+        """The entry's fields; ``record`` in it, or None when the record's JSON follows it."""
+        head: dict[str, Any] = {"t": self.token, "c": self.crawl_id, "s": masked(self.store), "a": self.attempts}
+        if record is not None:
+            head["r"] = record
         if self.notify is not None:
             head["n"] = self.notify
         if self.counts:
@@ -113,11 +119,14 @@ class StoreEntry:
     @classmethod
     def decode_sized(cls, raw: bytes) -> tuple[StoreEntry, int]:
         """The entry, and its size in bytes decompressed (what a batch is measured in)."""
-        head, body, size = codec.decode_with_tail(raw)
-        if body is not None:
-            head["r"][head.pop("tail")] = body
-        entry = cls(head["t"], head["c"], head["s"], PageRecord.from_dict(head["r"]), head["a"], head.get("n"),
-                    head.get("k"))
+        head, tail, size = codec.decode_head(raw)
+        if tail is not None and head.get("j"):  # the record's JSON, kept for the store to write as it is
+            record = PageRecord.from_dict(codec.loads(tail)).keep_json(tail)
+        else:
+            if tail is not None:  # a large body, as text
+                head["r"][head.pop("tail")] = str(tail, "utf-8", "surrogatepass")
+            record = PageRecord.from_dict(head["r"])
+        entry = cls(head["t"], head["c"], head["s"], record, head["a"], head.get("n"), head.get("k"))
         return entry, size
 
     def failed_again(self) -> StoreEntry:

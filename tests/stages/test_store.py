@@ -392,7 +392,7 @@ def test_an_unreadable_store_entry_is_set_aside_and_its_page_leaves_the_crawl(tm
         [record] = finish_pages(rt, 1)
         assert rt.crawls.outstanding("c1") == 1  # the record's token
         [raw] = rt.store_queue.take("w1", 10, 0.0, 5.0, now=True)
-        damaged = raw.replace(b'"r":{"url":', b'"r":{"nourl":', 1)  # a record with no URL
+        damaged = raw.replace(b'\n{"url":', b'\n{"nourl":', 1)  # a record with no URL
         write_batch(rt, "w1", [damaged])
         assert rt.crawls.outstanding("c1") == 0  # the crawl drains
         assert rt.stats.read("c1")["store/unreadable"] == 1

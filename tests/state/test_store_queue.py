@@ -6,6 +6,7 @@ Each test has a key prefix of its own, so the suite's shared worker (prefix
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import zlib
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 from elasticsearch import Elasticsearch
 
+from crawler_tasks.core import codec
 from crawler_tasks.core.codec import COMPRESS_OVER
 from crawler_tasks.core.models import PageRecord
 from crawler_tasks.core.settings import Settings
@@ -198,10 +200,21 @@ def test_entries_earlier_code_queued_read_back():
     assert StoreEntry.decode(ENTRY_ZLIB) == StoreEntry("t2.write", "c1", STORE, LARGE, 1)
     assert StoreEntry.decode(ENTRY_TAIL) == StoreEntry("t1.write", "c1", STORE, SMALL, 2)
     written = StoreEntry("t1.write", "c1", STORE, SMALL, 2).encode()
+    head, record = written.split(b"\n", 1)  # the entry's fields, then its record's JSON
     earlier = json.loads(ENTRY_PLAIN)  # the same fields, the ones records gained since added
-    assert json.loads(written)["r"] | earlier["r"] == json.loads(written)["r"]
-    assert {k: v for k, v in json.loads(written).items() if k != "r"} == {k: v for k, v in earlier.items() if k != "r"}
+    assert json.loads(record) | earlier["r"] == json.loads(record)
+    assert json.loads(head) == {k: v for k, v in earlier.items() if k != "r"} | {"j": 1}
     assert StoreEntry.decode(written) == StoreEntry("t1.write", "c1", STORE, SMALL, 2)
+
+
+def test_a_read_entry_hands_its_records_json_on_as_it_was_written():
+    written = StoreEntry("t1.write", "c1", STORE, SMALL, 2).encode()
+    record = StoreEntry.decode(written).record
+    assert record.kept_json() == written.split(b"\n", 1)[1] == codec.dumps(SMALL.to_dict())
+    assert record.to_dict() == SMALL.to_dict() and "_kept_json" not in record.to_dict()
+    assert StoreEntry.decode(StoreEntry("t1.write", "c1", STORE, record, 3).encode()).record.kept_json() == \
+        record.kept_json()  # written again (a retry) as it came
+    assert dataclasses.replace(record, title="changed").kept_json() is None  # a changed record is encoded anew
 
 
 def test_an_entry_with_a_large_body_waits_compressed_and_reads_back_exactly():
