@@ -13,7 +13,6 @@ from typing import Any
 
 import redis
 from kombu.exceptions import OperationalError
-from rich.console import Console
 
 from ..backends import open_store
 from ..broker.queues import queue_depths
@@ -32,10 +31,8 @@ from ..stages.seed import build_requests, submit_requests
 from ..stages.statistics import flush_stats
 from ..state.connection import safe_url
 from .common import absolute_store
-from .demo_site import DemoSite
 from .local import CrawlWatch, EmbeddedRedis, Workers, unreachable, wait_drained
 from .progress import Progress, Rate, ending, progress_line, summary_rows
-from .top import TTY_INTERVAL, LiveView
 
 #: Pages one render worker of ``crawler-tasks crawl`` renders at once (one browser).
 RENDER_CONCURRENCY = 4
@@ -55,6 +52,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # The demo site is this process's own: no need to spare it (robots.txt is still read).
     args.delay = 0.0 if args.delay is None else args.delay
     args.host_concurrency = 0 if args.host_concurrency is None else args.host_concurrency
+    from .demo_site import DemoSite
+
     with DemoSite(args.pages) as site:
         print(f"demo site with {args.pages} pages at {site.url}", file=sys.stderr)
         requests = build_requests([site.url], crawl_id=args.crawl_id or _new_crawl_id())
@@ -309,10 +308,20 @@ class _Progress:
         self.rt, self.crawl_id, self.started = rt, crawl_id, started
         self.quiet = quiet
         self.tty = sys.stderr.isatty()
-        self.view = LiveView(rt, crawl_id, Console(stderr=True)) if self.tty and not quiet else None
+        self.every = 5.0  # seconds between two progress lines; the live view's own with it
+        self.view = self._live_view() if self.tty and not quiet else None
         self.last = 0.0 if self.tty else started
         self.rate, self.frontier = Rate(), Rate()
         self.rate.add(started, 0)
+
+    def _live_view(self) -> Any:
+        """The live view, on a terminal (rich is loaded then only)."""
+        from rich.console import Console
+
+        from .top import TTY_INTERVAL, LiveView
+
+        self.every = TTY_INTERVAL
+        return LiveView(self.rt, self.crawl_id, Console(stderr=True))
 
     def __enter__(self) -> _Progress:
         if self.view is not None:
@@ -334,7 +343,7 @@ class _Progress:
 
     def __call__(self) -> None:
         now = time.monotonic()
-        if self.quiet or now - self.last < (TTY_INTERVAL if self.tty else 5.0):
+        if self.quiet or now - self.last < self.every:
             return
         self.last = now
         if self.view is not None:

@@ -107,8 +107,9 @@ def unreachable(settings: Settings) -> list[str]:
 
 def worker_command(*, name: str, pool: str, concurrency: int,
                    queues: tuple[str, ...] = routing.QUEUE_ORDER, loglevel: str = "WARNING") -> list[str]:
-    """The ``celery worker`` command line this package runs for local crawls."""
-    return [sys.executable, "-m", "celery", "-A", "crawler_tasks", "worker",
+    """The ``celery worker`` command line this package runs for local crawls: ``celery``'s own
+    worker without the rest of the ``celery`` command (:mod:`crawler_tasks.service.worker_main`)."""
+    return [sys.executable, "-m", "crawler_tasks.service.worker_main", "-A", "crawler_tasks", "worker",
             "-P", pool, "-c", str(concurrency), "-n", name, "-Q", ",".join(queues),
             "--without-mingle", "--without-gossip", "-l", loglevel]
 

@@ -142,9 +142,11 @@ def create_app(settings: Settings) -> CrawlerApp:
 
 
 def _is_celery_command() -> bool:
-    """Whether this process is the ``celery`` command (worker, beat, flower...)."""
+    """Whether this process is the ``celery`` command (worker, beat, flower...), or the
+    worker of a local crawl (:mod:`~crawler_tasks.service.worker_main`), which reads as it."""
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     return os.path.basename(sys.argv[0]) == "celery" or sys.argv[0].endswith(
-        os.path.join("celery", "__main__.py"))
+        os.path.join("celery", "__main__.py")) or getattr(main_spec, "name", None) == f"{__package__}.worker_main"
 
 
 def _refuse(message: str) -> None:
