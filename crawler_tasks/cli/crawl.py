@@ -31,7 +31,7 @@ from ..stages.seed import build_requests, submit_requests
 from ..stages.statistics import flush_stats
 from ..state.connection import safe_url
 from .common import absolute_store
-from .local import CrawlWatch, EmbeddedRedis, Workers, unreachable, wait_drained
+from .local import CrawlWatch, EmbeddedRedis, Workers, pool_missing, unreachable, wait_drained
 from .progress import Progress, Rate, ending, progress_line, summary_rows
 
 #: Pages one render worker of ``crawler-tasks crawl`` renders at once (one browser).
@@ -92,6 +92,9 @@ def _validate_crawl_options(args: argparse.Namespace, settings: Settings) -> Set
     if args.plugins:
         changes["plugins"] = tuple(dict.fromkeys((*settings.plugins, *args.plugins)))
     settings = settings.replace(**changes)
+    missing = pool_missing(settings.worker_pool)
+    if missing:  # said here, not as a traceback in the workers' log
+        raise BadInput(missing)
     # A plugin, pipeline or middleware that cannot be loaded stops here, not in the workers.
     for plugin in program_of(settings).idle():
         print(f"crawler-tasks: warning: {idle_warning(plugin)}", file=sys.stderr)

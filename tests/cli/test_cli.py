@@ -10,7 +10,7 @@ import sys
 import pytest
 import redis
 
-from crawler_tasks.cli.local import free_port
+from crawler_tasks.cli.local import free_port, pool_missing
 from tests.helpers import REDIS, token
 
 PREFIX = os.environ["CRAWLER_KEY_PREFIX"]  # set by conftest
@@ -75,6 +75,19 @@ def test_bad_line_in_seed_file_enqueues_nothing(empty_broker, tmp_path):
     seeds.write_text("http://127.0.0.1:9/a\n{\"url\": \"http://127.0.0.1:9/b\"}\nftp://nope/\n")
     assert_one_line_error(cli("submit", "--file", str(seeds), env=cli_env()), 2)
     assert empty_broker.dbsize() == 0
+
+
+def test_a_pool_whose_package_is_not_installed_is_one_line_before_any_worker_starts():
+    assert pool_missing("threads", lambda name: None) is None and pool_missing("gevent", lambda name: object()) is None
+    # gevent as a plain install (no extra) lacks it: import finds nothing of that name.
+    code = ("import sys; sys.modules['gevent'] = None; from crawler_tasks.cli.main import main; "
+            "sys.exit(main(['crawl', 'http://127.0.0.1:9/']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "CRAWLER_WORKER_POOL": "gevent"})
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "crawler-tasks: error: CRAWLER_WORKER_POOL=gevent needs gevent, which is not installed: "
+        "pip install 'crawler-tasks[gevent]'"]
 
 
 def test_bad_setting_is_one_line(empty_broker):
