@@ -9,8 +9,6 @@ Every error a user can cause ends as one line on stderr and a non-zero exit:
 from __future__ import annotations
 
 import argparse
-import atexit
-import gc
 import importlib
 import os
 import signal
@@ -23,10 +21,6 @@ import redis
 from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, FeedSourceUnavailable, QueueFull
 from .common import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_UNAVAILABLE
 from .probe import add_probe_options
-
-# At exit, the interpreter's final collections skip the heap (the OS takes it back): about
-# a tenth of a second of every command's end.
-atexit.register(gc.freeze)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -138,13 +138,16 @@ def quiet_task_lines() -> None:
 def stop(**_: Any) -> None:
     """Stop them: the mover first (what it took and did not publish goes back after its
     lease), then the dispatcher, which in a worker that serves the store queue writes
-    what waits first (warm shutdown); then the browser, in a render worker."""
+    what waits first (warm shutdown); then the browser, in a render worker, and the
+    stores (a SQLite file is left whole, without its write-ahead log)."""
     running = _running.pop(os.getpid(), None)
     if running is not None:
         dispatcher, mover = running
         mover.stop()
         dispatcher.stop(drain_s=DRAIN_S if _serves_store() else 0.0)
-        current(current_app._get_current_object()).close_browser()
+        rt = current(current_app._get_current_object())
+        rt.close_browser()
+        rt.close_stores()
 
 
 def _serves_store() -> bool:

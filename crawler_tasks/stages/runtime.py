@@ -172,11 +172,16 @@ class Runtime:
         if self._browser is not None:
             self._browser.close()
 
+    def close_stores(self) -> None:
+        """Close the stores this process opened (SQLite checkpoints its log and drops it
+        then); a later write opens them again."""
+        stores, self._stores = list(self._stores.values()), {}
+        for store in stores:
+            store.close()
+
     def close(self) -> None:
         self.close_browser()
-        for store in self._stores.values():
-            store.close()
-        self._stores.clear()
+        self.close_stores()
         for session in self._sessions:
             session.close()
         if self.fetch_queue is not None and not self.fetch_queue.shared:

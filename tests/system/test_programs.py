@@ -227,6 +227,7 @@ def test_failing_rules_and_pipelines_are_recorded_counted_and_do_not_stop_the_cr
                CRAWLER_PLUGINS="tests.programs.faulty", CRAWLER_PIPELINE=pipeline,
                CRAWLER_ITEM_PIPELINES="tests.programs.faulty.exploding:10")
     assert done.returncode == 0, done.stderr
+    assert not Path(store + "-wal").exists()  # the workers closed the file whole (its log checkpointed)
     got = records(store)
     assert set(got) == {f"{base}/{n}" for n in ("start", "fail", "odd", "items", "linked", "target")}
     fail = got[f"{base}/fail"]
