@@ -66,7 +66,11 @@ def loads(data: bytes | str) -> Any:
 def encode(value: dict[str, Any], *, compress: bool = True, ensure_ascii: bool = False) -> bytes:
     """``value`` as kept: its JSON, zlib-compressed above :data:`COMPRESS_OVER` bytes when
     ``compress``. ``ensure_ascii`` escapes every non-ASCII character (as ``json.dumps``)."""
-    data = json.dumps(value).encode() if ensure_ascii else dumps(value)
+    return pack(json.dumps(value).encode() if ensure_ascii else dumps(value), compress=compress)
+
+
+def pack(data: bytes, *, compress: bool) -> bytes:
+    """``data`` as kept: zlib-compressed above :data:`COMPRESS_OVER` bytes when ``compress``."""
     return zlib.compress(data, LEVEL) if compress and len(data) > COMPRESS_OVER else data
 
 
@@ -94,8 +98,7 @@ def encode_with_tail(head: dict[str, Any], tail: str) -> bytes:
 def encode_with_json(head: dict[str, Any], tail: bytes, *, compress: bool = True) -> bytes:
     """``head``'s JSON, a newline, and ``tail``, JSON already encoded (a reader takes it as
     it is, :func:`decode_head`); zlib-compressed as :func:`encode` does."""
-    data = dumps(head) + b"\n" + tail
-    return zlib.compress(data, LEVEL) if compress and len(data) > COMPRESS_OVER else data
+    return pack(dumps(head) + b"\n" + tail, compress=compress)
 
 
 def decode_head(raw: bytes) -> tuple[Any, bytes | None, int]:

@@ -94,13 +94,16 @@ class StoreEntry:
             tail = "body" if len(record["body"] or "") >= len(record["body_base64"] or "") else "body_base64"
             return self._streamed(record, tail)
         data = self.record.kept_json() or codec.dumps(self.record.to_dict())
-        return codec.encode_with_json(self._head(None) | {"j": 1}, data, compress=compress)
+        return codec.encode_with_json(self._head(None), data, compress=compress)
 
     def _head(self, record: dict[str, Any] | None) -> dict[str, Any]:
-        """The entry's fields; ``record`` in it, or None when the record's JSON follows it."""
+        """The entry's fields; ``record`` in it, or None when the record's JSON follows it
+        (``"j"`` says so)."""
         head: dict[str, Any] = {"t": self.token, "c": self.crawl_id, "s": masked(self.store), "a": self.attempts}
         if record is not None:
             head["r"] = record
+        else:
+            head["j"] = 1
         if self.notify is not None:
             head["n"] = self.notify
         if self.counts:
