@@ -181,7 +181,8 @@ def profile_site(args: argparse.Namespace, site: Any, url: str) -> int:
     store = os.path.join(tempfile.mkdtemp(prefix="profile-"), "pages.db")
     # As bench/compare's crawler_tasks rows: one Redis, no delay, no host cap, no robots.txt.
     os.environ.update({"CRAWLER_BROKER_URL": broker.url, "CRAWLER_STORE": store,
-                       "CRAWLER_DOWNLOAD_DELAY": "0", "CRAWLER_HOST_CONCURRENCY": "0",
+                       "CRAWLER_DOWNLOAD_DELAY": "0",
+                       "CRAWLER_HOST_CONCURRENCY": os.environ.get("CRAWLER_HOST_CONCURRENCY", "0"),
                        "CRAWLER_ROBOTSTXT_OBEY": "0", "CRAWLER_TASK_EVENTS": os.environ.get("CRAWLER_TASK_EVENTS", "auto"),
                        "CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8"})  # the site is on loopback
     from crawler_tasks.core.settings import Settings

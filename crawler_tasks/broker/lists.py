@@ -37,3 +37,13 @@ def wake(pipe: Any, queue: str) -> None:
     """Add to ``pipe`` the token that wakes a worker waiting for ``queue``."""
     for command, *args in wake_commands(queue):
         getattr(pipe, command)(*args)
+
+
+class PipeBatch:
+    """kombu's publish batch over a pipeline: what kombu's publish adds goes into it."""
+
+    def __init__(self, pipe: Any) -> None:
+        self.pipe = pipe
+
+    def add(self, command: str, *args: Any) -> None:
+        getattr(self.pipe, command)(*args)

@@ -31,13 +31,12 @@ sweep drops (it restores nothing without the copy).
 
 All of this applies only to a connection whose transport options name the banded
 queues (``banded_queues``, set by :func:`crawler_tasks.service.celery_app.celery_config`);
-its bands are named ``crawl.fetch:5`` (its ``sep`` option, which Flower reads too), while
-the exchange bindings every app on the broker reads (control commands) keep kombu's form.
-The transport is registered under kombu's own ``redis`` and ``rediss`` names, so URLs
-read as they are written (Flower picks its queue-length reader by the scheme); any
-other app in the same process keeps kombu's behaviour. An app that sends to the
-crawl queues with stock kombu reaches them too: it sends to a base list unless it
-names a priority.
+its bands are named ``crawl.fetch:5`` (its ``sep`` option, which Flower reads too); the
+bindings every app reads (control commands) keep kombu's form. Registered under kombu's
+own ``redis`` and ``rediss`` names, URLs read as written (Flower picks its queue-length
+reader by the scheme); other apps in the process keep kombu's behaviour, and stock
+kombu reaches the crawl queues too (a base list unless it names a priority).
+Publishes, notes and acks go through a :class:`~crawler_tasks.state.pool.LeanPool`.
 
 Such an app's connection, which takes with ``BRPOP`` and notes after, keeps a
 message whose note failed because Redis went away: it is held (:data:`_held`)
@@ -65,8 +64,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 
 from ..state import scripts
+from ..state.pool import LeanPool
 from .bindings import KOMBU_SEP
-from .lists import BAND_SEP, redis_list, wake, wake_commands, wake_list
+from .lists import BAND_SEP, PipeBatch, redis_list, wake, wake_commands, wake_list
 
 #: The transport option naming the queues with one list per priority step.
 BANDED_OPTION = "banded_queues"
@@ -202,6 +202,13 @@ class Channel(kombu_redis.Channel):
         if client is None or client.connection_pool is not self.pool:
             client = self._sync_client = super()._create_client()
         return client
+
+    def _get_pool(self, asynchronous: bool = False) -> Any:
+        if asynchronous:  # the event loop's, for the takes
+            return super()._get_pool(asynchronous=True)
+        params = self._connparams()
+        self.keyprefix_fanout = self.keyprefix_fanout.format(db=params["db"])  # as kombu's
+        return LeanPool(**params)
 
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
         """kombu's connection parameters; a connection error once the connection is released.
@@ -356,7 +363,7 @@ class Channel(kombu_redis.Channel):
                 batch.add(*command)
             return None
         with self.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:
-            super()._put(queue, message, _publish_batch=_Batch(pipe), **kwargs)
+            super()._put(queue, message, _publish_batch=PipeBatch(pipe), **kwargs)
             wake(pipe, queue)
             pipe.execute()
         return None
@@ -380,16 +387,6 @@ class Transport(kombu_redis.Transport):
     """kombu's Redis transport with :class:`Channel`."""
 
     Channel = Channel
-
-
-class _Batch:
-    """kombu's publish batch over a pipeline: what kombu's publish adds goes into it."""
-
-    def __init__(self, pipe: Any) -> None:
-        self.pipe = pipe
-
-    def add(self, command: str, *args: Any) -> None:
-        getattr(self.pipe, command)(*args)
 
 
 def register() -> None:

@@ -96,7 +96,7 @@ def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
     wire: transport.Wire | None = getattr(resp.raw, "wire", None)
     raw = RawExchange.parse(wire.request_head, wire.response_head) if wire is not None else None
     if raw is not None and wire is not None:  # a parsed exchange comes from the wire's heads
-        request_size = len(wire.request_head) + len(_bytes(resp.request.body))  # type: ignore[arg-type]  # requests allows streamed bodies; we send none
+        request_size = len(wire.request_head) + len(_bytes(resp.request.body))
         response_size = len(wire.response_head) + resp.raw.tell()
     else:
         request_size, response_size = _request_size(resp.request), _response_size(resp, body)
@@ -108,8 +108,11 @@ def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
     )
 
 
-def _bytes(body: bytes | str | None) -> bytes:
-    return body.encode() if isinstance(body, str) else body or b""
+def _bytes(body: object) -> bytes:
+    """A request body's bytes (requests allows streamed bodies too; the crawler sends none)."""
+    if isinstance(body, str):
+        return body.encode()
+    return body if isinstance(body, bytes) else b""
 
 
 def _read_capped(resp: requests.Response, req: CrawlRequest, maxsize: int,
@@ -237,7 +240,7 @@ def _connection_error(exc: Exception) -> ConnectionFailed:
 def _request_size(prepared: requests.PreparedRequest) -> int:
     line = len(prepared.method or "") + len(prepared.path_url) + 12
     headers = sum(len(k) + len(v) + 4 for k, v in prepared.headers.items())
-    return line + headers + 2 + len(prepared.body or b"")  # type: ignore[arg-type]  # requests allows streamed bodies; we send none
+    return line + headers + 2 + len(_bytes(prepared.body))
 
 
 def _response_size(resp: requests.Response, body: bytes) -> int:

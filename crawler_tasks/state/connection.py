@@ -19,6 +19,7 @@ import redis
 from kombu import Connection
 
 from ..core.errors import BrokerRefused, BrokerUnavailable, SettingsError
+from .pool import LeanPool
 
 CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
 
@@ -77,7 +78,7 @@ def redis_from_url(url: str, *, check: bool = True, max_connections: int | None 
             client: redis.Redis = RedisCluster.from_url(
                 url.replace("+cluster", "", 1), **options)
         else:
-            client = redis.Redis.from_url(url, **options)
+            client = redis.Redis.from_pool(LeanPool.from_url(url, **options))
     except (ValueError, TypeError):
         raise SettingsError(f"Redis URL {safe_url(url)} {MALFORMED}") from None
     except (redis.RedisError, OSError) as exc:
