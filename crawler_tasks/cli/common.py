@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ..core.settings import Settings
 from ..core.store_uris import split_uris
-from ..service.celery_app import create_app
-from ..stages.runtime import Runtime, current
 from ..state.connection import check_broker
+
+if TYPE_CHECKING:
+    from ..stages.runtime import Runtime
 
 EXIT_BAD_INPUT, EXIT_UNAVAILABLE, EXIT_ERROR, EXIT_INTERRUPTED = 2, 3, 1, 130
 
@@ -21,6 +23,9 @@ def absolute_store(uri: str) -> str:
 
 def state_runtime() -> Runtime:
     """This process's runtime, once the broker answers (one line and exit 3 if not)."""
+    from ..service.celery_app import create_app  # Celery and the stages: only once they are used
+    from ..stages.runtime import current
+
     settings = Settings.from_env()
     check_broker(settings.broker_url)
     return current(create_app(settings))

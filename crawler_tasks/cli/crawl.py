@@ -15,7 +15,6 @@ import redis
 from kombu.exceptions import OperationalError
 
 from ..backends import open_store
-from ..broker.queues import queue_depths
 from ..core import counters, routing
 from ..core.addresses import METADATA, classify, literal_addresses, normal_host, parse_address
 from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, CrawlStalled, CrawlStateLost, StoreUnavailable
@@ -23,12 +22,7 @@ from ..core.program import idle_warning, parse_plugins, program_of
 from ..core.settings import DEFAULT_STORE, Settings
 from ..core.store_uris import masked, split_uris, sqlite_path
 from ..core.urls import host_of
-from ..net.render import browser_problem
-from ..service.celery_app import create_app
-from ..service.control import list_crawls
-from ..stages.runtime import current
-from ..stages.seed import build_requests, submit_requests
-from ..stages.statistics import flush_stats
+from ..stages.seed import build_requests
 from ..state.connection import safe_url
 from .common import absolute_store
 from .local import CrawlWatch, EmbeddedRedis, Workers, pool_missing, unreachable, wait_drained
@@ -138,6 +132,8 @@ class _Renderers:
         self._looked = 0.0
 
     def start(self) -> None:
+        from ..net.render import browser_problem
+
         problem = browser_problem(self.settings)
         if problem:
             raise BadInput(f"pages to render, but {problem}")
@@ -154,6 +150,8 @@ class _Renderers:
         if now - self._looked < self.LOOK_S:
             return
         self._looked = now
+        from ..broker.queues import queue_depths
+
         try:
             waiting = queue_depths(self.app, self.settings, (routing.RENDER_QUEUE,))[routing.RENDER_QUEUE]["total"]
         except (redis.RedisError, OperationalError, OSError):  # the broker away a while: the watch says so
@@ -194,14 +192,20 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
             settings = settings.replace(broker_url=embedded.url, redis_url=embedded.url)
         log_path = worker_log(getattr(args, "log_file", None), settings.store, crawl_id)
         workers = Workers(settings, processes=args.workers, name=f"{crawl_id}@%h", log_path=log_path,
-                          loglevel="INFO")
+                          loglevel="INFO").start()
+        # Celery, the stages and their libraries, imported while the workers start (on
+        # another core): most of this command's own start.
+        from ..service.celery_app import create_app
+        from ..service.control import list_crawls
+        from ..stages.runtime import current
+        from ..stages.seed import submit_requests
+
         app = create_app(settings)
         rt = current(app)
         renderers = _Renderers(settings, app, crawl_id, say=lambda line: print(line, file=sys.stderr),
                                log_path=log_path)
         if settings.render_hosts:
             renderers.start()
-        workers.start()
         started = time.monotonic()
         accepted = submit_requests(rt, requests, max_depth=args.max_depth,
                                    max_pages=args.max_pages, store=settings.store,
@@ -278,6 +282,8 @@ def _stored_count(store: str, crawl_id: str) -> str:
 
 def _flush_stats(rt: Any, crawl_id: str) -> None:
     """The crawl's final counters into its store's statistics (when it keeps them)."""
+    from ..stages.statistics import flush_stats
+
     try:
         flush_stats(rt, [crawl_id])
     except StoreUnavailable as exc:
@@ -352,6 +358,8 @@ class _Progress:
         if self.view is not None:
             self._refresh()
             return
+        from ..service.control import list_crawls
+
         try:
             [listed] = list_crawls(self.rt, [self.crawl_id])
             s = listed["counters"]

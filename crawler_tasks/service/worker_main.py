@@ -30,8 +30,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"usage: python -m crawler_tasks.service.worker_main {' '.join(PREFIX)} [OPTIONS]")
     maybe_patch_concurrency(argv)  # gevent or eventlet (-P) patched before anything else is imported
 
-    from celery.bin.base import CLIContext
-    from celery.bin.worker import worker
+    # Celery's command module builds a Python lexer for colouring (pygments, about 50 ms)
+    # when pygments can be imported; a worker colours nothing. Hidden while it loads.
+    hidden = "pygments" not in sys.modules
+    if hidden:
+        sys.modules["pygments"] = None  # type: ignore[assignment]  # import fails: Celery's fallback
+    try:
+        from celery.bin.base import CLIContext
+        from celery.bin.worker import worker
+    finally:
+        if hidden:
+            del sys.modules["pygments"]
 
     from .celery_app import default_app
 
