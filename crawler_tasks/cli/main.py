@@ -20,7 +20,6 @@ import redis
 
 from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, FeedSourceUnavailable, QueueFull
 from .common import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_UNAVAILABLE
-from .probe import add_probe_options
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,10 +56,10 @@ def _parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("parse", help="fetch one URL and print the items and requests its parser yields "
                                       "(nothing stored)")
-    add_probe_options(pr)
+    _probe_options(pr)
     pr.add_argument("--json", action="store_true", help="one JSON object instead of lines")
     sh = sub.add_parser("shell", help="fetch one URL and open a Python prompt with its page (nothing stored)")
-    add_probe_options(sh)
+    _probe_options(sh)
 
     e = sub.add_parser("export", help="write stored records as JSON lines to stdout")
     e.add_argument("--store", default=None, help="store URI (default: CRAWLER_STORE)")
@@ -160,6 +159,18 @@ def _plugins_option(p: argparse.ArgumentParser, more: str) -> None:
 
 def _terminate(signum: int, frame: object) -> NoReturn:
     raise KeyboardInterrupt  # unwinds through run_crawl's cleanup: workers stop, nothing is left
+
+
+def _probe_options(p: argparse.ArgumentParser) -> None:
+    """The options ``parse`` and ``shell`` share."""
+    p.add_argument("url", metavar="URL")
+    p.add_argument("--callback", "-c", default=None, metavar="NAME",
+                   help="the plugin function that parses the page (module.function); default: the rule "
+                        "its URL matches")
+    p.add_argument("--cb-kwargs", default=None, metavar="JSON", help="the callback's keyword arguments")
+    p.add_argument("--meta", default=None, metavar="JSON", help="the request's meta")
+    p.add_argument("--plugins", default=None, metavar="MODULES",
+                   help="comma list of plugin modules to load besides CRAWLER_PLUGINS")
 
 
 def main(argv: list[str] | None = None) -> int:

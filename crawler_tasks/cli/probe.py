@@ -26,18 +26,6 @@ from ..stages.probe import Probe, parser_for, probe
 from .crawl import allow_seed_hosts
 
 
-def add_probe_options(p: argparse.ArgumentParser) -> None:
-    """The options ``parse`` and ``shell`` share."""
-    p.add_argument("url", metavar="URL")
-    p.add_argument("--callback", "-c", default=None, metavar="NAME",
-                   help="the plugin function that parses the page (module.function); default: the rule "
-                        "its URL matches")
-    p.add_argument("--cb-kwargs", default=None, metavar="JSON", help="the callback's keyword arguments")
-    p.add_argument("--meta", default=None, metavar="JSON", help="the request's meta")
-    p.add_argument("--plugins", default=None, metavar="MODULES",
-                   help="comma list of plugin modules to load besides CRAWLER_PLUGINS")
-
-
 def cmd_parse(args: argparse.Namespace) -> int:
     settings, program, req = _setup(args)
     probed = probe(settings, program, req, _session(settings))
