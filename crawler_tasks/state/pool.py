@@ -17,8 +17,9 @@ three things it need not do every time:
   credentials listens to.
 
 :class:`LeanPool` keeps the rest as it is: the lock, the connections kept for
-reuse, the limit, a new pool after a fork. It leans on the pool's internals, which
-is why ``redis`` is pinned (``pyproject.toml``).
+reuse, the limit, a new pool after a fork. It leans on the pool's internals: ``redis``
+is pinned to the minor version it was read against (``pyproject.toml``), and
+``tests/state/test_pool.py`` names the method that moved when a release changes one.
 """
 
 from __future__ import annotations
@@ -30,10 +31,6 @@ import redis
 
 #: Seconds a connection may sit unused in the pool before its next take polls it first.
 IDLE_CHECK_S = 0.5
-
-
-def _never() -> bool:
-    return False
 
 
 def _look_at(connection: Any) -> None:
@@ -78,7 +75,7 @@ class LeanPool(redis.ConnectionPool):
             except KeyError:  # not one of this pool's (a pool made again after a fork)
                 return
             if self.owns_connection(connection):
-                if getattr(connection, "should_reconnect", _never)():  # redis-py 7's maintenance notices
+                if connection.should_reconnect():  # told by a maintenance notice
                     connection.disconnect()
                 connection.crawler_idle_since = time.monotonic()
                 self._available_connections.append(connection)

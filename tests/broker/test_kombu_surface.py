@@ -44,6 +44,8 @@ SURFACE = [
      "f189bdebe2436ccd"),
     ("kombu.transport.redis", "Channel._create_client", "(self, asynchronous=False)",
      "dae92bc4075dafb9"),
+    ("kombu.transport.redis", "Channel._get_pool", "(self, asynchronous=False)",
+     "d6e689f654ffec44"),
     ("kombu.transport.redis", "Channel._connparams", "(self, asynchronous=False)",
      "e9a4295085a8fb90"),
     ("kombu.transport.redis", "Channel.basic_consume", "(self, queue, *args, **kwargs)",

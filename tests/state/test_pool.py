@@ -3,6 +3,8 @@ opens again, and threads share the pool as they share redis-py's."""
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import threading
 import time
 
@@ -69,3 +71,24 @@ def test_threads_share_the_pool_without_losing_a_command():
     pool = client.connection_pool
     assert not pool._in_use_connections
     assert 1 <= len(pool._available_connections) <= 16
+
+
+#: (qualified name, first 16 hex digits of the source's SHA-256) of what LeanPool replaces or
+#: calls in redis-py 7.1: when one changes, read it against crawler_tasks/state/pool.py.
+SURFACE = [
+    ("ConnectionPool.get_connection", "f57a50f467dff1cc"),
+    ("ConnectionPool.release", "39571b0fd74e2320"),
+    ("ConnectionPool._checkpid", "819459a40e6f5cc2"),
+    ("ConnectionPool.make_connection", "154313884fd46de8"),
+    ("ConnectionPool.owns_connection", "36f1b33dba5d4c5a"),
+]
+
+
+def test_the_redis_py_pool_methods_the_lean_pool_replaces_are_as_they_were_read():
+    moved = []
+    for qualname, digest in SURFACE:
+        cls_name, name = qualname.split(".")
+        source = inspect.getsource(getattr(getattr(redis, cls_name), name))
+        if hashlib.sha256(source.encode()).hexdigest()[:16] != digest:
+            moved.append(qualname)
+    assert moved == [], f"redis-py changed under state/pool.py: {moved}"
