@@ -135,7 +135,10 @@ class Context:
     def crawler_env(self, broker: RedisServer, state: RedisServer, store: Path,
                     row: Row | None = None) -> dict[str, str]:
         rule = {"CRAWLER_PLUGINS": "bench_rule"} if row and row.rule else {}
-        env = {**os.environ, **rule, "CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
+        # Bytecode cached, as on a user's machine (PYTHONDONTWRITEBYTECODE would have every
+        # process compile the package again).
+        env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, **rule,
+               "CRAWLER_BROKER_URL": broker.url, "CRAWLER_REDIS_URL": state.url,
                "CRAWLER_STORE": str(store), "CRAWLER_WORKER_CONCURRENCY": os.environ.get("BENCH_CONCURRENCY", "32"),
                "CRAWLER_ROBOTSTXT_OBEY": "0", "PYTHONUNBUFFERED": "1",
                # As the Scrapy rows: no delay, as many requests per host as slots.
