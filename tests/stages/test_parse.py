@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -223,3 +224,17 @@ def test_follow_counts_links_that_percent_encoding_takes_over_the_cap():
     near = "http://a.test/" + "é" * 3000  # 6,014 bytes in UTF-8, 18,014 once percent-encoded
     children, too_long = follow(req, [near, "http://a.test/ok"], limits, max_url_length=8192)
     assert [c.url for c in children] == ["http://a.test/ok"] and too_long == 1
+
+
+@pytest.mark.parametrize(("html", "text"), [
+    ("word<!-- c -->word", "wordword"),
+    ("word<?php x ?>word", "wordword"),
+    ("x<style>a</style><script>b</script>y", "xy"),
+    ("a<!--1-->b<!--2-->c", "abc"),
+    ("<p>a<!-- x -->b</p><p>c</p>", "ab c"),
+    ("a <!-- c --> b", "a b"),
+])
+def test_what_a_reader_does_not_see_leaves_the_text_around_it_joined_in_both_parsers(html, text):
+    small = parse(html.encode())
+    large = parse(b" " * LARGE_BODY + html.encode())
+    assert (small.text, large.text) == (text, text)

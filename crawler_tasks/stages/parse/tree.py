@@ -66,12 +66,36 @@ def _meta_nofollow(root: lxml.html.HtmlElement) -> bool:
 _TEXTS = lxml.etree.XPath("descendant::text()", smart_strings=False)
 
 
+#: What a reader does not see: comments, processing instructions, scripts, styles...
+_HIDDEN = (lxml.etree.Comment, lxml.etree.ProcessingInstruction, *INVISIBLE)
+
+
 def _visible_text(root: lxml.html.HtmlElement, limit: int) -> str:
-    """Text a reader sees; mutates ``root`` (drops scripts, styles, comments, in C)."""
-    lxml.etree.strip_elements(root, lxml.etree.Comment, *INVISIBLE, with_tail=False)
+    """Text a reader sees; mutates ``root`` (drops scripts, styles, comments)."""
+    _drop_hidden(root)
     body = root.find("body")
     node = body if body is not None else root
     return " ".join(" ".join(_TEXTS(node)).split())[:limit]
+
+
+def _drop_hidden(root: lxml.html.HtmlElement) -> None:
+    """Drop what a reader does not see, the text after each joined to the text before it
+    (``word<!-- c -->word`` reads ``wordword``, as the streaming parser and a browser give it)."""
+    hidden = list(root.iter(*_HIDDEN))
+    dropped = set(hidden)
+    for node in hidden:
+        tail = node.tail
+        if not tail:
+            continue
+        node.tail = None
+        before = node.getprevious()
+        while before is not None and before in dropped:
+            before = before.getprevious()
+        if before is not None:
+            before.tail = (before.tail or "") + tail
+        elif (parent := node.getparent()) is not None:
+            parent.text = (parent.text or "") + tail
+    lxml.etree.strip_elements(root, *_HIDDEN, with_tail=False)
 
 
 def _links(root: lxml.html.HtmlElement, url: str, cap: int = 0, max_length: int = 0) -> Links:
