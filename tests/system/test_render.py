@@ -300,7 +300,10 @@ def test_crawler_tasks_crawl_starts_a_render_worker_only_when_a_page_needs_one(j
 
 def test_a_prefork_render_worker_recycles_its_children_with_their_browsers(pool, js, tmp_path):
     pool.renderers.stop()
-    prefork = Workers(pool.settings, concurrency=1, pool="prefork", name=f"render-prefork-{token()}@%h",
+    # Each new child launches its browser inside its first task: on a loaded machine that took
+    # longer than the pool's 4 s task limit (visibility timeout 6 s), and the page lost its items.
+    roomy = pool.settings.replace(visibility_timeout=30)
+    prefork = Workers(roomy, concurrency=1, pool="prefork", name=f"render-prefork-{token()}@%h",
                       queues=(routing.RENDER_QUEUE,), log_path=str(tmp_path / "prefork.log"),
                       extra_env={"PYTHONPATH": str(ROOT)}, loglevel="INFO")
     prefork.cmds = [[*cmd, "--max-tasks-per-child", "2"] for cmd in prefork.cmds]
