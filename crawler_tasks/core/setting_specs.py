@@ -146,8 +146,9 @@ SPECS: tuple[Spec, ...] = (
          "Items kept from one page; the rest are counted (`items/over_cap`), not stored.", ge=0),
     Spec("CRAWLER_LOG_PAGES", "log_pages", _bool, True,
          "Log a line per response at INFO in the worker (`fetched 200 GET <url> 123 ms 20.1 KB`, "
-         "as Scrapy's `Crawled (200)`), and per download failure; Celery's INFO line per task "
-         "received is then left out (its line per task ended stays, with the task's result). "
+         "as Scrapy's `Crawled (200)`), and per download failure; Celery's INFO lines per task "
+         "received and per fetch that succeeded are then left out (its line per other task "
+         "ended stays, with the task's result). "
          "`crawler-tasks crawl` workers log at INFO to the crawl's worker log."),
     Spec("CRAWLER_LOG_STATS_S", "log_stats_s", _number, 60.0,
          "Seconds between a worker process's INFO lines of its pages per minute (Scrapy's "

@@ -9,13 +9,13 @@ for the store tasks.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 from typing import Any
 
 import redis
 from celery import current_app, signals
+from celery.app import trace as celery_trace
 from celery.worker.control import inspect_command
 
 from ..broker.bindings import rewrite_bindings
@@ -42,7 +42,7 @@ def cap_malloc_arenas(n: int) -> bool:
     """Cap glibc's malloc arenas of this process (and the children it forks) at ``n``;
     False where the C library is not glibc or refuses."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)  # this process's own symbols, the C library's among them (no ldconfig run)
         return bool(libc.mallopt(M_ARENA_MAX, n))
     except (OSError, AttributeError):
         return False
@@ -125,12 +125,29 @@ def start() -> None:
 TASK_LINE_LOGGERS = ("celery.worker.strategy",)
 
 
+#: Tasks whose response the crawler's own line tells (``fetched 200 GET <url> 12 ms 20 KB``).
+PAGE_LOGGED_TASKS = frozenset((routing.FETCH_TASK, routing.RENDER_TASK))
+
+
+class _PageLoggedSuccess(logging.Filter):
+    """Drops Celery's line for a fetch that succeeded: the crawler's line for its response
+    said as much (a fetch that failed, and every other task's line, stay)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        return not (record.msg is celery_trace.LOG_SUCCESS and isinstance(args, dict)
+                    and args.get("name") in PAGE_LOGGED_TASKS)
+
+
 def quiet_task_lines() -> None:
     """With a line per response of the crawler's own (``CRAWLER_LOG_PAGES``), Celery's INFO
-    line per task received says less and is left out; its line per task ended stays (with the
-    task's result: ``fetched 200``, ``12 records: …``), and warnings stay."""
+    line per task received says less and is left out, and so is its line per fetch that
+    succeeded; its line per other task ended stays (``12 records: …``), and warnings stay."""
     for name in TASK_LINE_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    trace_log = logging.getLogger(celery_trace.logger.name)
+    if not any(isinstance(f, _PageLoggedSuccess) for f in trace_log.filters):
+        trace_log.addFilter(_PageLoggedSuccess())
 
 
 @signals.worker_process_shutdown.connect

@@ -28,8 +28,10 @@ GEVENT = importlib.util.find_spec("gevent") is not None
 
 
 def tasks_run(log: str) -> set[str]:
-    """The names of the tasks a worker's log shows it ran."""
-    return set(re.findall(r"Task (crawl\.[a-z_]+)\[[^\]]+\] succeeded", log))
+    """The names of the tasks a worker's log shows it ran (a fetch by its own response line,
+    which stands in for Celery's)."""
+    ran = set(re.findall(r"Task (crawl\.[a-z_]+)\[[^\]]+\] succeeded", log))
+    return ran | ({routing.FETCH_TASK} if re.search(r"\] fetched \d{3} GET ", log) else set())
 
 
 @pytest.mark.slow
@@ -52,6 +54,8 @@ def test_fetch_parse_and_store_nodes_apart_store_every_page_once(make_crawl, tmp
     ran = {role: tasks_run((tmp_path / f"{role}.log").read_text()) for role in nodes}
     assert ran == {"fetch": {routing.FETCH_TASK}, "parse": {routing.PARSE_TASK},
                    "store": {routing.STORE_BATCH_TASK}}, ran
+    # One line per fetch: the crawler's own (``fetched 200 GET ...``), not Celery's as well.
+    assert not re.search(r"Task crawl\.fetch\[[^\]]+\] succeeded", (tmp_path / "fetch.log").read_text())
     # -P prefork runs prefork although CRAWLER_WORKER_POOL says threads (Celery would let it win).
     assert "ForkPoolWorker" in (tmp_path / "parse.log").read_text()
     assert "ForkPoolWorker" not in (tmp_path / "store.log").read_text()
