@@ -38,7 +38,11 @@ class Limits:
 
         With no domains known for the crawl, only ``origin``'s own host is allowed.
         """
-        return domain_allowed(url, self.domains or frozenset({host_of(origin)}))
+        return domain_allowed(url, self.scope(origin))
+
+    def scope(self, origin: str) -> frozenset[str]:
+        """The domains a link found on ``origin`` may go to (:meth:`allows`, for many links)."""
+        return self.domains or frozenset({host_of(origin)})
 
     @classmethod
     def of(cls, config: CrawlConfig, settings: Settings, custom: CrawlSettings = CrawlSettings()) -> Limits:

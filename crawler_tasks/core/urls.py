@@ -65,6 +65,8 @@ def _validated(url: str) -> str:
         raise InvalidURL(f"invalid URL {url!r}: port 0")
     try:
         safe = safe_url_string(urlunsplit(parts._replace(fragment="")))
+        if not url.isascii():  # w3lib's IDNA step can leave capitals ("ᴬ" is "A") its ASCII path lowers
+            safe = safe_url_string(safe)
     except ValueError as exc:  # UnicodeError: a lone surrogate cannot be encoded
         raise InvalidURL(f"invalid URL {url!r}: {exc}") from None
     # Everything but a host IDNA could not encode is percent-encoded by now.

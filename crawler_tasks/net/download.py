@@ -15,6 +15,7 @@ raised (never by the text of a message).
 from __future__ import annotations
 
 import http.client
+import http.cookiejar
 import io
 import socket
 import ssl
@@ -58,6 +59,9 @@ def make_session(user_agent: str, *, pool_hosts: int = 8,
     ``policy`` says which addresses it may connect to (default: no private ones).
     """
     session = requests.Session()
+    # No cookie jar shared between the requests of a thread (and so between crawls): a
+    # request sends the Cookie header it carries, and what a site sets is not kept.
+    session.cookies = requests.cookies.RequestsCookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
     # Without proxy variables (HTTP_PROXY...) set, skip requests' per-request
     # look-up of the environment; with them, requests applies them (NO_PROXY too).
     session.trust_env = bool(urllib.request.getproxies())
@@ -83,9 +87,7 @@ def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
     started = time.monotonic()
     with transport.deadline(started + timeout) as limit:
         try:
-            resp = session.request(req.method, req.url, headers=req.headers or None,
-                                   timeout=(timeout, timeout), allow_redirects=False, stream=True,
-                                   proxies={"http": proxy, "https": proxy} if proxy else None)
+            resp = _send(session, req, timeout, proxy)
             with resp:
                 body, truncated = _read_capped(resp, req, maxsize, permit)
         except requests.exceptions.RequestException as exc:
@@ -106,6 +108,37 @@ def download(session: requests.Session, req: CrawlRequest, *, timeout: float,
         elapsed=time.monotonic() - started, raw=raw,
         sent_at=wire.sent_at if wire is not None and wire.sent_at else started,
     )
+
+
+def _send(session: requests.Session, req: CrawlRequest, timeout: float, proxy: str | None) -> requests.Response:
+    """Send ``req`` through ``session``'s adapter, its response's body left to stream.
+
+    The request is prepared as ``Session.request`` would (the session's headers under the
+    request's, header values checked, credentials in the URL sent as Basic auth), without
+    the cookie jar and the redirect look-ahead a crawler has no use for. With proxy
+    variables in the environment, ``Session.request`` itself applies them (``NO_PROXY`` too).
+    """
+    proxies = {"http": proxy, "https": proxy} if proxy else {}
+    if session.trust_env:
+        return session.request(req.method, req.url, headers=req.headers or None, timeout=(timeout, timeout),
+                               allow_redirects=False, stream=True, proxies=proxies or None)
+    prepared = requests.PreparedRequest()
+    prepared.prepare_method(req.method)
+    prepared.prepare_url(req.url, None)
+    headers = session.headers
+    if req.headers:
+        headers = requests.structures.CaseInsensitiveDict(session.headers)
+        headers.update(req.headers)
+        for name in [k for k, v in headers.items() if v is None]:  # None unsets a session header
+            del headers[name]
+    prepared.prepare_headers(headers)
+    prepared.prepare_body(None, None)
+    if "@" in req.url:
+        prepared.prepare_auth(None, req.url)
+    prepared.hooks = {"response": []}
+    adapter = session.get_adapter(req.url)
+    return adapter.send(prepared, stream=True, timeout=(timeout, timeout), verify=session.verify,
+                        cert=session.cert, proxies=proxies)
 
 
 def _bytes(body: object) -> bytes:

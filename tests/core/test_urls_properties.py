@@ -182,6 +182,7 @@ def test_validation_and_canonical_form_are_idempotent(url):
 @given(candidates)
 @example("http://\\@a.test/")               # bug: became 'http:///@a.test/', which has no host
 @example("http://a.test\\@evil.test/")
+@example("HTTP://\u1d2c")                      # bug: IDNA made "A", which a second pass lowered
 def test_a_validated_url_validates_to_itself(url):
     try:
         valid = validate_url(url)

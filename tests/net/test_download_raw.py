@@ -174,3 +174,20 @@ def test_a_record_with_everything_survives_json(raw_site):
     req, dl = fetch(raw_site, "/cookies")
     record = response_record(req, dl)
     assert roundtrip(record) == record
+
+
+def test_cookies_a_site_sets_are_not_sent_with_later_requests(raw_site):
+    """A worker thread's session serves every crawl: what one site set must not ride
+    along on the next request (of this crawl or another)."""
+    session = make_session("raw-test/1.0", policy=LOCAL)
+    try:
+        download(session, CrawlRequest(url=raw_site.url + "/cookies"), timeout=10, maxsize=1 << 20)
+        own = CrawlRequest(url=raw_site.url + "/page.html", headers={"Cookie": "mine=1", "user-agent": "own/2"})
+        plain = download(session, CrawlRequest(url=raw_site.url + "/page.html"), timeout=10, maxsize=1 << 20)
+        dl = download(session, own, timeout=10, maxsize=1 << 20)
+    finally:
+        session.close()
+    assert "cookie" not in {k.lower() for k, _ in plain.raw.request_headers}
+    sent = [(k.lower(), v) for k, v in dl.raw.request_headers]
+    assert ("cookie", "[redacted]") in sent  # its own Cookie header went (kept redacted)
+    assert [v for k, v in sent if k == "user-agent"] == ["own/2"]  # the request's own header wins

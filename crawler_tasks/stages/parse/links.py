@@ -16,7 +16,7 @@ from ...core.errors import InvalidURL
 from ...core.limits import Limits
 from ...core.lru import memoize
 from ...core.models import CrawlRequest, inherited_notify
-from ...core.urls import SCHEMES, URL_CACHE_BYTES, url_length
+from ...core.urls import SCHEMES, URL_CACHE_BYTES, domain_allowed, url_length
 
 
 class Links:
@@ -82,8 +82,9 @@ def follow(req: CrawlRequest, links: list[str], limits: Limits,
     notify = inherited_notify(req)
     out: list[CrawlRequest] = []
     too_long = 0
+    scope = limits.scope(req.url)
     for link in links:
-        if not limits.allows(link, origin=req.url):
+        if not domain_allowed(link, scope):
             continue
         try:
             child = req.followed(link, meta=meta, notify=notify)
