@@ -3,14 +3,24 @@ the back-off between attempts (a fetch's retries, a store's, robots.txt's, the m
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 from .settings import Settings
 
+_last: tuple[int, str] = (0, "")
+
 
 def now_iso() -> str:
-    """Now, in UTC, to the second, as ISO 8601 (``2026-11-27T04:10:00+00:00``)."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    """Now, in UTC, to the second, as ISO 8601 (``2026-11-27T04:10:00+00:00``): formatted
+    once a second (every record asks)."""
+    global _last
+    second = int(time.time())
+    seen, shown = _last
+    if second != seen:
+        shown = datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds")
+        _last = (second, shown)
+    return shown
 
 
 def backoff(settings: Settings, retries: int) -> float:

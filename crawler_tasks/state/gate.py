@@ -31,7 +31,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
@@ -80,9 +80,9 @@ class Settlement:
         return self.error if self.fate is Fate.FAILED else self.fate.value
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """A request that wants to be enqueued: its fingerprint and proposed task id."""
+class Candidate(NamedTuple):
+    """A request that wants to be enqueued: its fingerprint and proposed task id (a tuple:
+    a page builds one per link)."""
 
     fingerprint: str
     task_id: str
