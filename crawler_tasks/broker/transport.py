@@ -67,6 +67,7 @@ from ..state import scripts
 from ..state.pool import LeanPool
 from .bindings import KOMBU_SEP
 from .lists import BAND_SEP, PipeBatch, redis_list, wake, wake_commands, wake_list
+from .messages import loads, register_json
 
 #: The transport option naming the queues with one list per priority step.
 BANDED_OPTION = "banded_queues"
@@ -322,7 +323,7 @@ class Channel(kombu_redis.Channel):
                 raise Empty()
             dest, item, more, noted = reply
             self._taking = bool(more)  # none left: wait for a token next
-            payload = kombu_redis.loads(kombu_redis.bytes_to_str(item))
+            payload = loads(item)
             queue = self._of_queue(kombu_redis.bytes_to_str(dest), self.active_queues)
             self._queue_cycle.rotate(queue)
             if noted:
@@ -346,7 +347,7 @@ class Channel(kombu_redis.Channel):
                 reply = client.evalsha(*args)
         if not reply:
             raise Empty()
-        payload = kombu_redis.loads(kombu_redis.bytes_to_str(reply[1]))
+        payload = loads(reply[1])
         if reply[3]:
             _noted_in_take.add(payload["properties"]["delivery_tag"])
         return payload
@@ -390,7 +391,8 @@ class Transport(kombu_redis.Transport):
 
 
 def register() -> None:
-    """Make kombu's ``redis://`` and ``rediss://`` this transport (idempotent)."""
+    """Make kombu's ``redis://`` and ``rediss://`` this transport, JSON read by ``messages.loads`` (idempotent)."""
+    register_json()
     cache = getattr(kombu.transport, "_transport_cache", {})  # names resolved before this
     for scheme in ("redis", "rediss"):
         TRANSPORT_ALIASES[scheme] = f"{__name__}:Transport"

@@ -20,7 +20,7 @@ Lone surrogates in a tail pass through (``surrogatepass``) and come back as they
 
 JSON goes through orjson (:func:`dumps`, :func:`loads`): a page's record is written
 and read several times on its way to the store, and the standard library's codec was a
-tenth of a worker's CPU. What orjson refuses, or would write differently (a lone
+tenth of a worker's CPU. What orjson refuses, or would write or read differently (a lone
 surrogate, an integer beyond 64 bits, a key that is not a string, a date), goes through
 the standard library, with its result or its error.
 """
@@ -58,9 +58,30 @@ def dumps(value: Any) -> bytes:
 def loads(data: bytes | str) -> Any:
     """The value of JSON ``data`` (``json.loads``)."""
     try:
-        return orjson.loads(data)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError:
         return json.loads(data)
+    return json.loads(data) if lossy(value) else value
+
+
+#: orjson reads an integer outside [-2**63, 2**64) as a float: one this large or larger.
+_INT64 = 2.0 ** 63
+
+
+def lossy(value: Any) -> bool:
+    """Whether orjson's ``value`` may hold a float it made of an integer beyond 64 bits
+    (a float of 2**63 or more either way: then the standard library reads the JSON again)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is float and not -_INT64 < item < _INT64:
+            return True
+    return False
 
 
 def encode(value: dict[str, Any], *, compress: bool = True, ensure_ascii: bool = False) -> bytes:

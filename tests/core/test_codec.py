@@ -104,3 +104,11 @@ def test_a_tail_round_trips_slice_by_slice_with_newlines_and_lone_surrogates():
     assert raw[:1] != b"{"
     assert codec.decode_with_tail(raw)[:2] == (head, tail)
     assert codec.decode_with_tail(raw)[2] == len(zlib.decompress(raw))
+
+
+@pytest.mark.parametrize("number", [2**64, 2**70 + 1, -(2**63) - 1, 10**30 + 7, 2**64 - 1, -(2**63)])
+def test_an_integer_beyond_64_bits_reads_back_exactly(number):
+    value = {"meta": {"id": number}, "text": "a run of 19 digits in a string: 1234567890123456789"}
+    back = codec.loads(codec.dumps(value))
+    assert back == value and type(back["meta"]["id"]) is int
+    assert codec.loads(codec.dumps(value).decode()) == value
