@@ -10,7 +10,7 @@ everything else goes through Celery.
 from __future__ import annotations
 
 import logging
-import uuid
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -35,10 +35,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: The counters of a page's first links in hex, written once.
+_COUNTERS = [f"{i:x}" for i in range(256)]
+
+
 def new_task_ids(n: int) -> list[str]:
     """``n`` fresh task ids: one random 96-bit stem per page, a counter per link."""
-    stem = uuid.uuid4().hex[:24]
-    return [f"{stem}{i:x}" for i in range(n)]
+    stem = os.urandom(12).hex()
+    return [stem + c for c in _COUNTERS[:n]] + [f"{stem}{i:x}" for i in range(len(_COUNTERS), n)]
 
 
 def ensure_room(rt: EnqueueDeps) -> None:
