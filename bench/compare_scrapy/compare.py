@@ -54,8 +54,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="what serves the site (auto: nginx if installed and no latency)")
     p.add_argument("--json", metavar="PATH", help="write the raw per-run numbers here")
     p.add_argument("--variant", action="append", default=[], metavar="NAME=ROW,VAR=VALUE,...",
-                   help="one more row: crawler_tasks row ROW with more environment, e.g. "
-                        "gevent=cli-1,CRAWLER_WORKER_POOL=gevent (repeatable)")
+                   help="one more row: row ROW with more environment, e.g. "
+                        "gevent=cli-1,CRAWLER_WORKER_POOL=gevent or scrapy-cap16=scrapy-1,"
+                        "BENCH_SCRAPY_PER_DOMAIN=16 (repeatable)")
     p.add_argument("--before", metavar="CHECKOUT",
                    help="for every crawler_tasks row, one more row running the crawler_tasks of "
                         "CHECKOUT (PYTHONPATH), beside this one: a change measured in one run")
@@ -81,8 +82,8 @@ def selected_rows(only: str, variants: list[str] | None = None, before: str | No
     for spec in variants or []:
         name, _, rest = spec.partition("=")
         base, *pairs = rest.split(",")
-        if base not in ROWS_BY_KEY or not ROWS_BY_KEY[base].is_crawler_tasks or not all("=" in p for p in pairs):
-            raise SystemExit(f"bench/compare: --variant {spec!r}: NAME=ROW,VAR=VALUE,... with a crawler_tasks ROW")
+        if base not in ROWS_BY_KEY or not all("=" in p for p in pairs):
+            raise SystemExit(f"bench/compare: --variant {spec!r}: NAME=ROW,VAR=VALUE,... with a ROW of --only's")
         env = tuple(tuple(p.split("=", 1)) for p in pairs)
         shown = ", ".join(f"{k}={v}" for k, v in env)
         row = ROWS_BY_KEY[base]

@@ -127,7 +127,7 @@ def run_scrapy_redis(ctx: Context, row: Row, run: Run) -> RunResult:
     for k in range(1, row.procs + 1):
         cmd = [python, "-m", "scrapy_bench.run", "--mode", "redis", "--redis-url", server.url,
                "--ready", run.dir / f"ready-{k}", "--out", run.dir / f"report-{k}.json"]
-        procs.append(run.spawn_crawler(cmd, name=f"scrapy-redis {k}", env=ctx.scrapy_env(), log=log))
+        procs.append(run.spawn_crawler(cmd, name=f"scrapy-redis {k}", env=ctx.scrapy_env(row), log=log))
     while not all((run.dir / f"ready-{k}").exists() for k in range(1, row.procs + 1)):
         run.check(procs)
         time.sleep(0.05)

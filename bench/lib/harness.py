@@ -153,10 +153,12 @@ class Context:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (dict(row.env).get("PYTHONPATH"), str(self.rule_dir)) if p)
         return env
 
-    def scrapy_env(self) -> dict[str, str]:
-        """The environment of a Scrapy process: bench/lib first on its path (scrapy_bench)."""
+    def scrapy_env(self, row: Row | None = None) -> dict[str, str]:
+        """The environment of a Scrapy process: bench/lib first on its path (scrapy_bench),
+        and a variant row's variables (``BENCH_SCRAPY_PER_DOMAIN``)."""
         path = os.environ.get("PYTHONPATH")
         env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
+        env.update(dict(row.env if row else ()))
         env["PYTHONPATH"] = str(LIB_DIR) + (os.pathsep + path if path else "")
         return env
 
@@ -497,7 +499,7 @@ def run_scrapy_module(ctx: Context, row: Row, run: Run, module: str, args: list[
     python = ctx.require_scrapy()
     out, log = run.dir / "report.json", run.dir / "log.txt"
     child = run.spawn_crawler([python, "-m", module, *args, "--out", out], name=row.kind,
-                              env=ctx.scrapy_env(), log=log)
+                              env=ctx.scrapy_env(row), log=log)
     code = run.wait(child)
     if code != 0:
         raise BenchError(f"{row.kind} exited with code {code}: {tail(log)}")

@@ -7,11 +7,15 @@ warnings only. :data:`REDIS` is added on top for scrapy-redis.
 
 from __future__ import annotations
 
+import os
+
 BOT_NAME = "scrapy_bench"
 SPIDER_MODULES = ["scrapy_bench.spiders"]
 
 CONCURRENT_REQUESTS = 32
-CONCURRENT_REQUESTS_PER_DOMAIN = 32
+#: A cap per host below the concurrency, as ``CRAWLER_HOST_CONCURRENCY`` gives a crawler_tasks
+#: row: ``--variant scrapy-cap16=scrapy-1,BENCH_SCRAPY_PER_DOMAIN=16``.
+CONCURRENT_REQUESTS_PER_DOMAIN = int(os.environ.get("BENCH_SCRAPY_PER_DOMAIN", "32"))
 DOWNLOAD_DELAY = 0
 AUTOTHROTTLE_ENABLED = False
 ROBOTSTXT_OBEY = False
