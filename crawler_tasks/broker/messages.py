@@ -20,11 +20,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
 from kombu.serialization import registry
 from kombu.utils import json as kombu_json
 
-from ..core.codec import dumps, lossy
+from ..core.codec import dumps
+from ..core.codec import loads as codec_loads
 from ..core.routing import TRACKED_HEADER, fetch_route
 
 #: The embedded options of a task with no callbacks, chain or chord.
@@ -70,20 +70,15 @@ _MARKER = ('"__type__"', b'"__type__"')
 
 def loads(data: str | bytes | bytearray | memoryview) -> Any:
     """kombu's JSON decoder (``kombu.utils.json.loads``), through orjson where that gives
-    the same value: JSON with no ``"__type__"`` key (kombu's marker of a date, a UUID, a
-    decimal or bytes), nothing orjson refuses (NaN, invalid text) or reads otherwise (an
-    integer past 64 bits, :func:`~crawler_tasks.core.codec.lossy`). Every message a worker reads is decoded twice, its envelope and its body, and
-    the standard library's decoder with kombu's hook per object cost 1 % of a worker's CPU."""
-    if isinstance(data, (memoryview, bytearray)):
+    the same value (:func:`~crawler_tasks.core.codec.loads`, kombu's decoder its fallback):
+    JSON with no ``"__type__"`` key (kombu's marker of a date, a UUID, a decimal or bytes).
+    Every message a worker reads is decoded twice, its envelope and its body, and the
+    standard library's decoder with kombu's hook per object cost 1 % of a worker's CPU."""
+    if isinstance(data, memoryview):
         data = bytes(data)
-    if _MARKER[isinstance(data, bytes)] in data:  # type: ignore[operator]
+    if _MARKER[isinstance(data, (bytes, bytearray))] in data:  # type: ignore[operator]
         return kombu_json.loads(data)
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return kombu_json.loads(data)
-    return kombu_json.loads(data) if lossy(value) else value
-
+    return codec_loads(data, fallback=kombu_json.loads)
 
 def register_json() -> None:
     """Make :func:`loads` kombu's decoder of ``application/json`` in this process (its

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -55,13 +56,14 @@ def dumps(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=False).encode()
 
 
-def loads(data: bytes | str) -> Any:
-    """The value of JSON ``data`` (``json.loads``)."""
+def loads(data: bytes | bytearray | str, fallback: Callable[[Any], Any] = json.loads) -> Any:
+    """The value of JSON ``data`` (``json.loads``): orjson's, or ``fallback``'s where orjson
+    refuses the JSON or would read it otherwise (:func:`lossy`)."""
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return json.loads(data)
-    return json.loads(data) if lossy(value) else value
+        return fallback(data)
+    return fallback(data) if lossy(value) else value
 
 
 #: orjson reads an integer outside [-2**63, 2**64) as a float: one this large or larger.

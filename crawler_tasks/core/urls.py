@@ -132,22 +132,11 @@ def fingerprint(url: str, method: str = "GET") -> str:
     return hashlib.sha1(f"{method.upper()} {canonicalize_url(url)}".encode()).hexdigest()
 
 
-#: Hosts of recent URLs (:func:`host_of`, asked for every link of every page): at most
-#: this many, of URLs up to :data:`_HOSTS_URL_MAX` characters, emptied when full.
-_HOSTS_MAX, _HOSTS_URL_MAX = 4096, 512
-_hosts: dict[str, str] = {}
-
-
+@memoize(URL_CACHE_BYTES)
 def host_of(url: str) -> str:
-    """Lower-case host name of ``url`` ('' when it has none)."""
-    host = _hosts.get(url)
-    if host is None:
-        host = (urlsplit(url).hostname or "").lower()
-        if len(url) <= _HOSTS_URL_MAX:
-            if len(_hosts) >= _HOSTS_MAX:
-                _hosts.clear()
-            _hosts[url] = host
-    return host
+    """Lower-case host name of ``url`` ('' when it has none); cached (every link of every
+    page asks)."""
+    return (urlsplit(url).hostname or "").lower()
 
 
 def url_length(url: str) -> int:

@@ -140,8 +140,9 @@ def test_host_of_names_the_host_and_keeps_few_short_urls():
     assert [urls.host_of(u) for u in ("http://User@EXAMPLE.com:80/x", "https://[::1]:8/", "mailto:x",
                                       "http://a.test", "HTTP://A.Test/p?q#f")] == [
         "example.com", "::1", "", "a.test", "a.test"]
-    for i in range(urls._HOSTS_MAX * 2 + 5):
+    cache = urls.host_of.cache
+    for i in range(5000):
         assert urls.host_of(f"http://h{i % 7}.test/{i}") == f"h{i % 7}.test"
-    assert 0 < len(urls._hosts) <= urls._HOSTS_MAX
-    long = "http://long.test/" + "x" * urls._HOSTS_URL_MAX
-    assert urls.host_of(long) == "long.test" and long not in urls._hosts
+    assert 0 < cache.bytes <= cache.max_bytes
+    long = "http://long.test/" + "x" * cache.max_entry
+    assert urls.host_of(long) == "long.test" and cache.get((long,)) is None
