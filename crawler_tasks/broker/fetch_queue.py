@@ -28,8 +28,9 @@ from ..core.models import CrawlRequest
 from ..core.settings import Settings
 from ..state.connection import redis_from_url
 from ..state.round_trip import is_cluster
-from .lists import redis_list, wake
-from .messages import fetch_message
+from ..state.waiting_room import Handoff
+from .lists import redis_list, wake, wake_list
+from .messages import TAG_TAIL, fetch_head, fetch_message
 
 #: Broker URL schemes whose fetch queue is written here.
 SCHEMES = ("redis://", "rediss://")
@@ -62,6 +63,21 @@ class FetchQueue:
             priority = routing.broker_priority(request.priority, redis=True)
             out.append((redis_list(routing.fetch_route(request.render)[1], priority),
                         fetch_message(request.to_dict(), task_id, url=request.url, priority=priority)))
+        return out
+
+    #: What closes a message after its delivery tag (:func:`~.messages.fetch_head`).
+    tail = TAG_TAIL
+
+    def handoffs(self, fetches: Sequence[tuple[CrawlRequest, str]]) -> list[Handoff]:
+        """What each of ``fetches`` (request, task id) needs to go onto its band from inside a
+        script (:class:`~crawler_tasks.state.hosts.Handover`): its band list, its queue's wake
+        list, its message up to the delivery tag."""
+        out = []
+        for request, task_id in fetches:
+            priority = routing.broker_priority(request.priority, redis=True)
+            queue = routing.fetch_route(request.render)[1]
+            out.append(Handoff(redis_list(queue, priority), wake_list(queue),
+                               fetch_head(request.to_dict(), task_id, url=request.url, priority=priority)))
         return out
 
     def queue(self, pipe: Any, fetches: Sequence[tuple[CrawlRequest, str]]) -> None:

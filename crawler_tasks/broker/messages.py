@@ -48,6 +48,19 @@ def fetch_message(request: Mapping[str, Any], task_id: str, *, url: str, priorit
                         delivery_tag=delivery_tag)
 
 
+#: What follows a message's delivery tag: :func:`fetch_head` + tag + this is a message.
+TAG_TAIL = b'"}}'
+_MARK = "-"
+
+
+def fetch_head(request: Mapping[str, Any], task_id: str, *, url: str, priority: int) -> bytes:
+    """The message :func:`fetch_message` writes, up to its delivery tag: a message kept
+    waiting in Redis gets its tag when it is sent (``head + tag + TAG_TAIL``), a new one
+    each time, as kombu's own publish gives each delivery its own."""
+    message = fetch_message(request, task_id, url=url, priority=priority, delivery_tag=_MARK)
+    return message[:-len(_MARK) - len(TAG_TAIL)]
+
+
 def task_message(task: str, args: list[Any], kwargs: Mapping[str, Any], task_id: str, *, queue: str,
                  priority: int = 0, argsrepr: str | None = None, kwargsrepr: str | None = None,
                  headers: Mapping[str, Any] | None = None, delivery_tag: str | None = None) -> bytes:

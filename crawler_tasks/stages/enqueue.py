@@ -265,7 +265,7 @@ def _queue_children(rt: EnqueueDeps, pipe: Any, children: Sequence[tuple[CrawlRe
             queue.queue(pipe, refused)
         children = kept
     if children:
-        rt.hosts.route(pipe, children, queue.messages(children))
+        rt.hosts.route(pipe, children)
 
 
 def publish_moved(rt: MoverDeps, fetches: Sequence[tuple[CrawlRequest, str]],

@@ -8,6 +8,12 @@ outstanding), then forgets them. It sleeps until the next host is due, at
 most :data:`MAX_SLEEP_S`: a slot freed by a finished download makes its host
 due at once, and a slot freed in this process wakes the mover (at most every
 :data:`MIN_LOOK_S`).
+
+When the broker is the state Redis, the scripts send waiting fetches themselves
+(:mod:`~crawler_tasks.state.waiting_room`): a freed slot hands its host's next
+fetch over in its own release, the mover's look sends those of the hosts it
+finds due, and a freed slot wakes the mover only where a delay holds the host
+back (:meth:`~crawler_tasks.state.hosts.HostLimiter.wake_mover`).
 """
 
 from __future__ import annotations

@@ -74,7 +74,8 @@ class Runtime:
         self.fetch_queue = FetchQueue.of(settings, self.redis)
         self.feeds = FeedState(self.redis, self.keys, start_urls_key=settings.start_urls_key,
                                lastmod_max=settings.sitemap_lastmod_max)
-        self.hosts = HostLimiter(self.redis, self.keys, settings)
+        shared = self.fetch_queue if self.fetch_queue is not None and self.fetch_queue.shared else None
+        self.hosts = HostLimiter(self.redis, self.keys, settings, handover=shared)
         self.robots = Robots(self.redis, self.keys, settings, self.hosts, lambda: self.session)
         self.proxies = Proxies(settings)
         #: Which addresses downloads may connect to (and seeds may name).

@@ -194,8 +194,8 @@ class Keys:
         return f"{self.hosts_stem()}slots:{host}"
 
     def host_wait(self, host: str) -> str:
-        """ZSET ``<task id>\\t<request JSON>`` -> band rank × 10¹³ + arrival number: fetches
-        waiting for one host, highest band first, then first come."""
+        """ZSET waiting-room entry (:mod:`~crawler_tasks.state.waiting_room`) -> band rank ×
+        10¹³ + arrival number: fetches waiting for one host, highest band first, then first come."""
         return f"{self.hosts_stem()}wait:{host}"
 
     def hosts_due(self) -> str:

@@ -8,13 +8,12 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import orjson
 import pytest
 
 from crawler_tasks.backends import open_store
 from crawler_tasks.cli.local import Workers, wait_drained
 from crawler_tasks.core.models import CrawlRequest
-from crawler_tasks.core.politeness import LEAD_S, MARGIN_S, Feedback, host_key
+from crawler_tasks.core.politeness import Feedback, host_key
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.service.celery_app import create_app
 from crawler_tasks.stages.runtime import Runtime
@@ -146,114 +145,6 @@ def limiter_rt(tmp_path) -> Iterator[Runtime]:
     rt = Runtime(settings, create_app(settings))
     yield rt
     rt.close()
-
-
-def test_a_waiting_fetch_comes_back_in_its_band_and_highest_band_first(limiter_rt):
-    rt = limiter_rt
-    host = "example.test:80"
-    assert rt.hosts.acquire(host, "running").go
-    low = CrawlRequest("http://example.test/low", priority=-3)
-    high = CrawlRequest("http://example.test/high", priority=2)
-    normal = CrawlRequest("http://example.test/normal")
-    for tid, req in (("t-low", low), ("t-normal", normal), ("t-high", high)):
-        slot = rt.hosts.acquire(host, tid)
-        assert not slot.go  # one in flight, concurrency 1
-        rt.hosts.park(host, tid, req, slot.until)
-    assert rt.hosts.take_due()[0] == []  # the host is busy: nothing moves
-    assert rt.hosts.waiting_by_crawl() == {high.crawl_id: 3}
-    rt.hosts.release(host, "running", Feedback())
-    moved, _ = rt.hosts.take_due()
-    assert [(m.task_id, m.request) for m in moved] == [("t-high", high)]
-    assert rt.hosts.waiting_by_crawl() == {high.crawl_id: 3}  # taken, not yet published: still waiting
-    rt.hosts.moved([(m.member, m.request.crawl_id) for m in moved])
-    assert rt.hosts.waiting_by_crawl() == {high.crawl_id: 2}
-    # The fetch handed over holds a reserved slot: it goes, a newcomer waits behind the others.
-    assert not rt.hosts.acquire(host, "newcomer").go
-    assert rt.hosts.acquire(host, "t-high").go
-    rt.hosts.release(host, "t-high", Feedback())
-    assert [m.task_id for m in rt.hosts.take_due()[0]] == ["t-normal"]
-
-
-def test_once_the_waiting_room_is_empty_a_newcomer_goes_straight_away(limiter_rt):
-    rt = limiter_rt
-    host = "example.test:80"
-    rt.hosts.park(host, "t-a", CrawlRequest("http://example.test/a"), 0)
-    assert not rt.hosts.acquire(host, "newcomer").go  # t-a waits: it goes first
-    [moved], _ = rt.hosts.take_due()
-    rt.hosts.moved([(moved.member, moved.request.crawl_id)])
-    assert rt.hosts.acquire(host, "t-a").go
-    rt.hosts.release(host, "t-a", Feedback())
-    assert rt.hosts.take_due()[0] == []  # the mover finds the room empty
-    assert rt.hosts.acquire(host, "newcomer").go
-
-
-def test_a_waiting_fetch_is_handed_over_just_before_its_hosts_time_and_sent_at_that_time(tmp_path):
-    flush(POLITE_DB)
-    settings = polite_settings(tmp_path, download_delay=1.0, host_concurrency=2)
-    rt = Runtime(settings, create_app(settings))
-    try:
-        host = "example.test:80"
-        assert rt.hosts.acquire(host, "first").go
-        rt.hosts.release(host, "first", Feedback())
-        rt.hosts.park(host, "t-a", CrawlRequest("http://example.test/a"), 0)
-        nxt = float(rt.redis.hget(rt.keys.host(host), "next"))
-        taken, wait = rt.hosts.take_due()
-        assert taken == [] and 1.0 - LEAD_S - 0.1 < wait <= 1.0 - LEAD_S  # due LEAD_S early
-        time.sleep(wait)
-        [moved], _ = rt.hosts.take_due()
-        rt.hosts.moved([(moved.member, moved.request.crawl_id)])
-        slot = rt.hosts.acquire(host, "t-a")  # early, with its reserved slot: it goes at nxt
-        assert slot.go and 0 < slot.wait <= LEAD_S + MARGIN_S
-        assert float(rt.redis.hget(rt.keys.host(host), "next")) == pytest.approx(nxt + MARGIN_S + 1.0)
-        assert not rt.hosts.acquire(host, "newcomer").go  # no reservation: waits its turn
-    finally:
-        rt.close()
-
-
-def test_a_mover_killed_before_publishing_loses_nothing(limiter_rt, monkeypatch):
-    from crawler_tasks.state import hosts
-    monkeypatch.setattr(hosts, "MOVE_LEASE_S", 0.3)
-    rt = limiter_rt
-    host = "example.test:80"
-    req = CrawlRequest("http://example.test/a")
-    rt.hosts.park(host, "t-a", req, 0)
-    taken, _ = rt.hosts.take_due()
-    assert [m.task_id for m in taken] == ["t-a"]  # ...and the mover dies here
-    time.sleep(0.4)
-    rt.redis.delete(rt.keys.host_slots(host))  # its reservation ran out too
-    again, _ = rt.hosts.take_due()
-    assert [(m.task_id, m.request) for m in again] == [("t-a", req)]
-    assert rt.hosts.waiting_by_crawl() == {req.crawl_id: 1}  # counted once through it all
-    rt.hosts.moved([(m.member, m.request.crawl_id) for m in again])
-    assert rt.hosts.waiting_by_crawl() == {}
-
-
-def test_a_fetch_that_must_wait_again_gives_its_reserved_slot_back(limiter_rt):
-    """E.g. the mover sent it, but its robots.txt is not known yet: parked again, it must not
-    keep the slot the mover reserved for it, or the host would stall until the reservation ends."""
-    rt = limiter_rt
-    host = "example.test:80"
-    rt.hosts.park(host, "t-a", CrawlRequest("http://example.test/a"), 0)
-    rt.hosts.park(host, "t-b", CrawlRequest("http://example.test/b"), 0)
-    assert [m.task_id for m in rt.hosts.take_due()[0]] == ["t-a"]  # concurrency 1: one slot reserved
-    rt.hosts.park(host, "t-a", CrawlRequest("http://example.test/a"), 0)
-    assert rt.redis.zcard(rt.keys.host_slots(host)) == 0
-    assert [m.task_id for m in rt.hosts.take_due()[0]] == ["t-b"]
-
-
-def test_a_parked_fetch_delivered_twice_waits_once(limiter_rt):
-    rt = limiter_rt
-    host = host_key("http://example.test/a")
-    req = CrawlRequest("http://example.test/a")
-    rt.hosts.park(host, "t-a", req, 0)
-    rt.hosts.park(host, "t-a", req, 0)
-    assert rt.redis.zcard(rt.keys.host_wait(host)) == 1
-    other = CrawlRequest("http://example.test/b", crawl_id="other")
-    rt.hosts.park(host, "t-b", other, 0)
-    assert rt.hosts.waiting_by_crawl() == {req.crawl_id: 1, "other": 1}
-    [entry] = [w for w in rt.hosts.waiting_of("other")]
-    assert rt.hosts.unwait([entry]) == [True] and rt.hosts.unwait([entry]) == [False]
-    assert rt.hosts.waiting_by_crawl() == {req.crawl_id: 1}
 
 
 def test_the_recent_hosts_list_keeps_the_newest_hosts_only(limiter_rt):
@@ -405,29 +296,6 @@ def test_many_waiting_fetches_wait_in_redis_not_in_the_workers(sites, tmp_path):
     assert len(list(open_store(settings.store).records(crawl_id))) == 400
     stats = rt.stats.read(crawl_id)
     assert stats["status/200"] == 400 and stats.get("retries", 0) == 0
-
-
-def _routed(rt: Runtime, fetches: list[tuple[CrawlRequest, str]]) -> None:
-    with rt.round_trip(atomic=True) as pipe:  # as a page's last round trip queues them
-        rt.hosts.route(pipe, fetches, rt.fetch_queue.messages(fetches))
-
-
-def test_a_new_fetch_of_a_busy_host_waits_in_its_room_and_one_of_a_free_host_goes_to_the_broker(tmp_path):
-    flush(POLITE_DB)
-    s = polite_settings(tmp_path, download_delay=5.0, host_concurrency=1)
-    rt = Runtime(s, create_app(s))
-    assert rt.hosts.holds and rt.fetch_queue is not None and rt.fetch_queue.shared
-    busy, free = "busy.test:80", "free.test:80"
-    assert rt.hosts.acquire(busy, "t-first").go  # its next request may start 5 s from now
-    fetches = [(CrawlRequest(url=f"http://{host.split(':')[0]}/{i}", crawl_id="c"), f"t-{host[0]}{i}")
-               for host in (busy, free) for i in range(2)]
-    _routed(rt, fetches)
-    waiting = [m.decode().split("\t", 1)[0] for m in rt.redis.zrange(rt.keys.host_wait(busy), 0, -1)]
-    assert waiting == ["t-b0", "t-b1"]  # in arrival order, no broker message for them
-    assert rt.redis.zscore(rt.keys.hosts_due(), busy) is not None  # the mover will look at it
-    sent = [orjson.loads(m)["headers"]["id"] for m in rt.redis.lrange("crawl.fetch:4", 0, -1)]
-    assert sorted(sent) == ["t-f0", "t-f1"] and rt.redis.zcard(rt.keys.host_wait(free)) == 0
-    rt.close()
 
 
 def test_with_no_delay_and_no_cap_every_new_fetch_goes_to_the_broker(tmp_path):

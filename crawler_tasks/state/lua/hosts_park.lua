@@ -7,7 +7,7 @@
 -- KEYS[5] the host's slots ZSET (Keys.host_slots)
 -- KEYS[6] the arrivals counter (Keys.hosts_arrivals)
 -- KEYS[7] the waiting fetches per crawl HASH (Keys.hosts_waiting_crawls)
--- ARGV[1] the waiting-room entry: task id, a tab, the request's JSON (hosts.member)
+-- ARGV[1] the waiting-room entry, of either form (state/waiting_room.py)
 -- ARGV[2] its band's rank (0 = the highest band)
 -- ARGV[3] earliest Redis time it may go
 -- ARGV[4] host name (host:port)

@@ -23,10 +23,19 @@
 -- ARGV[16] seconds a failed proxy is left out
 -- ARGV[17] seconds since the request went out (-1 not known): the next request waits the
 --   host's delay from then too (a busy worker may send a while after taking its slot)
+-- KEYS[5] the host's waiting room ZSET (Keys.host_wait)
+-- KEYS[6] the waiting fetches per crawl HASH (Keys.hosts_waiting_crawls)
+-- ARGV[18] what closes a message after its delivery tag ('': the broker is not this Redis):
+--   when the host may go now, its next waiting fetch goes onto its band from here, its slot
+--   reserved (handover.lua), rather than waiting for the mover's look
+-- ARGV[19] concurrency per host (0 = no cap), for a host that has not kept its own
+-- ARGV[20] seconds a slot stays reserved for a fetch handed over
+-- ARGV[21] lead (s): a fetch may be handed over this long before the host's next time
 -- Returns 1 when the host goes through proxies, else 0.
 -- include: now.lua
 -- include: limits.lua
 -- include: consts.lua
+-- include: handover.lua
 redis.call('ZREM', KEYS[2], ARGV[1])
 local kind, floor = ARGV[2], tonumber(ARGV[6])
 local h = redis.call('HMGET', KEYS[1], 'next', 'backoff', 'strikes', 'cut', 'good', 'auto', 'ban', 'proxied',
@@ -81,7 +90,25 @@ if since >= 0 then
   end
 end
 if h[9] == '1' then  -- fetches wait in the host's room (room.lua)
-  redis.call('ZADD', KEYS[3], math.max(now, nxt), ARGV[12])
+  local handed = false
+  if ARGV[18] ~= '' then
+    local at, delay, conc = limits(KEYS[1], floor, tonumber(ARGV[19]), tonumber(ARGV[8]), tonumber(ARGV[11]))
+    local known = tonumber(redis.call('HGET', KEYS[1], 'delay'))
+    if known and known > delay then delay = known end
+    if now + tonumber(ARGV[21]) >= at then
+      local free = 1
+      if conc > 0 then
+        redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+        free = conc - redis.call('ZCARD', KEYS[2])
+      end
+      if free > 0 then
+        hand_over(ARGV[12], KEYS[1], KEYS[2], KEYS[5], KEYS[3], nil, KEYS[6], free, delay, at,
+                  tonumber(ARGV[20]), 0, ARGV[18], {})
+        handed = true
+      end
+    end
+  end
+  if not handed then redis.call('ZADD', KEYS[3], math.max(now, nxt), ARGV[12]) end
 end
 local ban, proxied = tonumber(h[7]) or 0, h[8] == '1'
 if kind == KIND_BLOCKED or kind == KIND_THROTTLED then

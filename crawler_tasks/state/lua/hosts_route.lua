@@ -15,18 +15,20 @@
 -- ARGV[5] AutoThrottle start delay (s)
 -- ARGV[6] TTL of a host's state (s)
 -- ARGV[7] recent hosts kept
--- then six values per fetch: its host (host:port), its waiting-room entry (hosts.member),
--- its band's rank (0 = the highest band), its band's list, its message, its crawl id.
+-- ARGV[8] what closes a message after its delivery tag (handover.lua)
+-- then four values per fetch: its host (host:port), its waiting-room entry, which carries its
+-- message (waiting_room.carried), its band's rank (0 = the highest band), its crawl id.
 -- Returns how many fetches went to a waiting room.
 -- include: now.lua
 -- include: limits.lua
 -- include: keys.lua
 -- include: recent.lua
 -- include: room.lua
+-- include: handover.lua
 local K = cjson.decode(ARGV[1])
 local floor, cap, auto, start = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local parked = 0
-for i = 8, #ARGV, 6 do
+local parked, tag = 0, nil
+for i = 9, #ARGV, 4 do
   local host = ARGV[i]
   local hk, sk, wk = key_of(K.host, host), key_of(K.slots, host), key_of(K.wait, host)
   local nxt, _, conc, _, waiting = limits(hk, floor, cap, auto, start)
@@ -37,10 +39,12 @@ for i = 8, #ARGV, 6 do
   end
   if busy then
     wait_in_room(hk, wk, KEYS[1], KEYS[3], KEYS[2], host, ARGV[i + 1], tonumber(ARGV[i + 2]),
-                 math.max(now, nxt), ARGV[6], tonumber(ARGV[7]), waiting, KEYS[4], ARGV[i + 5])
+                 math.max(now, nxt), ARGV[6], tonumber(ARGV[7]), waiting, KEYS[4], ARGV[i + 3])
     parked = parked + 1
   else
-    redis.call('LPUSH', ARGV[i + 3], ARGV[i + 4])
+    -- a delivery tag unique to this call (arrival numbers come from the same counter)
+    if not tag then tag = tostring(redis.call('INCR', KEYS[3])) end
+    send_entry(ARGV[i + 1], tag, ARGV[8])
   end
 end
 return parked

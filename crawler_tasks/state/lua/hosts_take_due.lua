@@ -1,6 +1,7 @@
 -- take_due (the mover): the waiting fetches of hosts that may go now, each with a slot
--- reserved for it; they stay in `moving` until the mover says they were published, and
--- entries whose move lease ran out go back to their host's waiting room first. The
+-- reserved for it (handover.lua): those that carry their message go onto their bands here, the
+-- others stay in `moving` until the mover says it published them, and entries whose move lease
+-- ran out go back to their host's waiting room first. The
 -- per-host keys of the hosts it visits are named here, from their templates (keys.lua):
 -- all of them carry the hash tag {hosts}, the slot of KEYS.
 -- KEYS[1] the due hosts ZSET, host -> when to look at it (Keys.hosts_due)
@@ -20,11 +21,14 @@
 -- ARGV[10] lead (s): a host is handed its next fetch this long before its next time (the
 --          due hosts are looked at this far ahead), the hand-over's own latency; the fetch
 --          then waits out the rest (hosts_acquire.lua). Due times stay the hosts' own.
--- Returns {seconds until the next host is due (-1: none waits), then per fetch taken its
--- moving entry: host TAB score TAB task id TAB request JSON}.
+-- ARGV[11] what closes a message after its delivery tag ('': the broker is not this Redis,
+--          the mover publishes every fetch)
+-- Returns {seconds until the next host is due (-1: none waits), then per fetch taken for the
+-- mover its moving entry: host TAB score TAB waiting-room entry}.
 -- include: now.lua
 -- include: limits.lua
 -- include: keys.lua
+-- include: handover.lua
 local K = cjson.decode(ARGV[1])
 local lead = tonumber(ARGV[10])
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 100)) do
@@ -33,8 +37,7 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0,
   local host = string.sub(m, 1, a - 1)
   local entry = string.sub(m, b + 1)
   if redis.call('ZADD', key_of(K.wait, host), 'NX', string.sub(m, a + 1, b - 1), entry) == 0 then
-    local crawl = cjson.decode(string.sub(entry, string.find(entry, '\t', 1, true) + 1)).crawl_id
-    redis.call('HINCRBY', KEYS[3], crawl, -1)
+    redis.call('HINCRBY', KEYS[3], entry_crawl(entry), -1)
   end
   redis.call('HSET', key_of(K.host, host), 'waiting', 1)
   redis.call('ZADD', KEYS[1], now, host)
@@ -60,21 +63,8 @@ for _, host in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + lead, '
       local first = redis.call('ZRANGE', sk, 0, 0, 'WITHSCORES')
       redis.call('ZADD', KEYS[1], tonumber(first[2]), host)
     else
-      if delay > 0 then free = 1 end
-      local popped = redis.call('ZPOPMIN', wk, free)
-      for i = 1, #popped, 2 do
-        local member = popped[i]
-        local tid = string.sub(member, 1, string.find(member, '\t', 1, true) - 1)
-        redis.call('ZADD', sk, now + tonumber(ARGV[6]), tid)
-        local m = host .. '\t' .. popped[i + 1] .. '\t' .. member
-        redis.call('ZADD', KEYS[2], now + tonumber(ARGV[7]), m)
-        out[#out + 1] = m
-      end
-      if redis.call('EXISTS', wk) == 0 then
-        redis.call('ZREM', KEYS[1], host)
-        redis.call('HDEL', hk, 'waiting')
-      elseif delay > 0 then redis.call('ZADD', KEYS[1], math.max(now, nxt) + delay, host)
-      else redis.call('ZADD', KEYS[1], now, host) end
+      hand_over(host, hk, sk, wk, KEYS[1], KEYS[2], KEYS[3], free, delay, nxt, tonumber(ARGV[6]),
+                tonumber(ARGV[7]), ARGV[11], out)
     end
   end
 end

@@ -1,5 +1,5 @@
 -- Fragment: wait_in_room(hk, wk, due, arrivals, recent, host, member, rank, at, ttl, keep,
--- flagged, counts, crawl) puts the fetch `member` (hosts.member) of crawl `crawl` in the
+-- flagged, counts, crawl) puts the fetch `member` (state/waiting_room.py) of crawl `crawl` in the
 -- waiting room `wk` of `host` (whose HASH is `hk`), in its band's rank `rank` (0 = the
 -- highest band) after the fetches already there (the counter `arrivals`; a member already
 -- there stays where it is, counted once in the crawl's field of the HASH `counts`), marks the host
