@@ -60,8 +60,8 @@ class FetchQueue:
         """The band list and the message of each of ``fetches`` (request, task id)."""
         out = []
         for request, task_id in fetches:
-            priority = routing.broker_priority(request.priority, redis=True)
-            out.append((redis_list(routing.fetch_route(request.render)[1], priority),
+            queue, priority = _band(request)
+            out.append((redis_list(queue, priority),
                         fetch_message(request.to_dict(), task_id, url=request.url, priority=priority)))
         return out
 
@@ -74,8 +74,7 @@ class FetchQueue:
         list, its message up to the delivery tag."""
         out = []
         for request, task_id in fetches:
-            priority = routing.broker_priority(request.priority, redis=True)
-            queue = routing.fetch_route(request.render)[1]
+            queue, priority = _band(request)
             out.append(Handoff(redis_list(queue, priority), wake_list(queue),
                                fetch_head(request.to_dict(), task_id, url=request.url, priority=priority)))
         return out
@@ -99,3 +98,8 @@ class FetchQueue:
         with self.redis.pipeline(transaction=False) as pipe:
             self.queue(pipe, fetches)
             pipe.execute()
+
+
+def _band(request: CrawlRequest) -> tuple[str, int]:
+    """The queue of ``request`` and its broker priority on a Redis broker."""
+    return routing.fetch_route(request.render)[1], routing.broker_priority(request.priority, redis=True)

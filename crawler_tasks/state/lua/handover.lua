@@ -2,7 +2,16 @@
 -- Redis. A waiting-room entry (Keys.host_wait) then carries its message: task id, crawl id,
 -- band list, wake list and the message up to its delivery tag, tab-separated (waiting_room.carried);
 -- the other form, task id TAB request JSON (waiting_room.member), carries none and goes through the
--- mover's publish. Needs now.lua first.
+-- mover's publish. Needs now.lua and limits.lua first.
+-- pace(hk, floor, conc, auto_on, start) -> next, delay, concurrency of a host whose waiting
+-- fetches may be handed over: limits.lua's, the delay raised to the one the host keeps from
+-- its latest fetch (a crawl's own delay or its robots.txt Crawl-delay).
+local function pace(hk, floor, conc, auto_on, start)
+  local nxt, delay, c = limits(hk, floor, conc, auto_on, start)
+  local known = tonumber(redis.call('HGET', hk, 'delay'))
+  if known and known > delay then delay = known end
+  return nxt, delay, c
+end
 -- send(band, wake, message): the message onto its band list, a token on its queue's wake list
 -- (crawler_tasks.broker.lists.wake_commands: one token, never more), once per script call.
 local woken = {}

@@ -92,9 +92,7 @@ end
 if h[9] == '1' then  -- fetches wait in the host's room (room.lua)
   local handed = false
   if ARGV[18] ~= '' then
-    local at, delay, conc = limits(KEYS[1], floor, tonumber(ARGV[19]), tonumber(ARGV[8]), tonumber(ARGV[11]))
-    local known = tonumber(redis.call('HGET', KEYS[1], 'delay'))
-    if known and known > delay then delay = known end
+    local at, delay, conc = pace(KEYS[1], floor, tonumber(ARGV[19]), tonumber(ARGV[8]), tonumber(ARGV[11]))
     if now + tonumber(ARGV[21]) >= at then
       local free = 1
       if conc > 0 then

@@ -47,10 +47,7 @@ local out = {}
 for _, host in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + lead, 'LIMIT', 0, tonumber(ARGV[2]))) do
   local hk, sk, wk = key_of(K.host, host), key_of(K.slots, host), key_of(K.wait, host)
   redis.call('ZREMRANGEBYSCORE', sk, '-inf', now)
-  local nxt, delay, conc = limits(hk, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
-                                 tonumber(ARGV[9]))
-  local known = tonumber(redis.call('HGET', hk, 'delay'))
-  if known and known > delay then delay = known end
+  local nxt, delay, conc = pace(hk, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[9]))
   if redis.call('EXISTS', wk) == 0 then
     redis.call('ZREM', KEYS[1], host)
     redis.call('HDEL', hk, 'waiting')
