@@ -346,6 +346,10 @@ SPECS: tuple[Spec, ...] = (
          "Seconds a worker keeps a crawl's configuration and state (domains, limits, paused, "
          "cancelled) before reading it from Redis again: a pause or cancel reaches every "
          "worker within this.", gt=0),
+    Spec("CRAWLER_KNOWN_LINKS", "known_links", int, 100000,
+         "URLs per crawl a worker process remembers the gate answered for, for at most "
+         "`CRAWLER_CRAWL_REFRESH_S` (and the recrawl window): a page's links among them are "
+         "counted as duplicates without asking the gate again (0: always ask).", ge=0),
     Spec("CRAWLER_KEY_PREFIX", "key_prefix", str, "crawler",
          "Prefix of every Redis key this package writes."),
     Spec("CRAWLER_STATE_MAX_RETRIES", "state_max_retries", int, 10,

@@ -112,6 +112,7 @@ class Settings:
     seed_file: str = _DEFAULTS["seed_file"]
     kafka_seeds: str = _DEFAULTS["kafka_seeds"]
     crawl_refresh_s: float = _DEFAULTS["crawl_refresh_s"]
+    known_links: int = _DEFAULTS["known_links"]
     seed_interval: float = _DEFAULTS["seed_interval"]
     sitemap_urls: tuple[str, ...] = _DEFAULTS["sitemap_urls"]
     sitemap_lastmod_max: int = _DEFAULTS["sitemap_lastmod_max"]

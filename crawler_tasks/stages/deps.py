@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..backends import Store
     from ..broker.fetch_queue import FetchQueue
     from ..core.addresses import AddressPolicy
+    from ..core.known_links import KnownLinks
     from ..core.limits import Limits
     from ..core.memory import LargeBodies
     from ..core.program import Program
@@ -73,6 +74,8 @@ class Publishing(Configured, Protocol):
     def callbacks(self) -> Callbacks: ...
     @property
     def fetch_queue(self) -> FetchQueue | None: ...
+    @property
+    def known_links(self) -> KnownLinks: ...
 
 
 class Politeness(Protocol):

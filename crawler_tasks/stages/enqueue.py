@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -171,6 +171,8 @@ class TaskEnd:
     record: PageRecord | None = None
     stage: str | None = None
     claim_id: str | None = None
+    #: The requests of links kept back as known to the gate, made only for a replay.
+    kept_back: Callable[[], Sequence[CrawlRequest]] | None = None
 
 
 def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, end: TaskEnd, *,
@@ -209,6 +211,9 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, end: TaskEnd, *,
                             max_pages=limits.max_pages)
     if done.verdict is Verdict.STALE:
         return False
+    if done.verdict is Verdict.REPLAY and end.kept_back is not None:  # every first child comes back
+        end = replace(end, children=[*end.children, *end.kept_back()], kept_back=None)
+        return complete(rt, req, task_id, end, last=last, limits=limits)
     admitted = [(c, i) for c, i in zip(children, done.task_ids) if i]
     joined = _shared(rt) is not None
     if not joined:  # the children go out on their own, before the task leaves its crawl
@@ -222,10 +227,10 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, end: TaskEnd, *,
         if entry is not None:
             rt.store_queue.push([entry])
         rt.gate.finish(crawl_id, task_id)
-        return True
+        return _known(rt, crawl_id, children)
     if entry is None and last is None and not queued:
         rt.gate.finish(crawl_id, task_id)
-        return True
+        return _known(rt, crawl_id, children)
     # One round trip, all or nothing: a push Redis refuses (out of memory) must not
     # let the task leave the crawl, or its children or its record's token would wait forever.
     with rt.round_trip(atomic=entry is not None or bool(queued)) as pipe:
@@ -236,13 +241,18 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, end: TaskEnd, *,
         rt.gate.finish(crawl_id, task_id, pipe)
         if last is not None:
             last(pipe)
+    return _known(rt, crawl_id, children)
+
+
+def _known(rt: EnqueueDeps, crawl_id: str, children: Sequence[CrawlRequest]) -> bool:
+    """Note the links the gate answered for, the task's end written (True)."""
+    rt.known_links.add(crawl_id, [c.url for c in children if not c.dont_filter and c.method == "GET"])
     return True
 
 
 def _shared(rt: EnqueueDeps) -> FetchQueue | None:
     """The fetch queue when the broker is the state Redis: pushes join the state's round trips."""
-    queue = rt.fetch_queue
-    return queue if queue is not None and queue.shared else None
+    return rt.fetch_queue if rt.fetch_queue is not None and rt.fetch_queue.shared else None
 
 
 def _queue_children(rt: EnqueueDeps, pipe: Any, children: Sequence[tuple[CrawlRequest, str]]) -> None:
@@ -294,9 +304,8 @@ def _send_children(rt: EnqueueDeps, req: CrawlRequest, task_id: str,
 
 
 def _send(rt: EnqueueDeps, fetches: Sequence[tuple[CrawlRequest, str]]) -> None:
-    """Publish ``fetches`` (request, task id) now: in one round trip to a Redis broker, else
-    one message each through Celery. A broker that refuses raises OperationalError (the
-    task's message goes back)."""
+    """Publish ``fetches`` (request, task id) now: in one round trip to a Redis broker, else one
+    message each through Celery. A broker that refuses raises OperationalError (the message goes back)."""
     if rt.fetch_queue is None:
         for request, task_id in fetches:
             publish_fetch(rt, request, task_id)

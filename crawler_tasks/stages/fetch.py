@@ -297,8 +297,7 @@ def parsed(v: Visit, kept: HandOn) -> TaskEnd:
     if rt.settings.pipeline == "split":
         rt.claims.write(req.crawl_id, v.task_id, kept.record, kept.body)
         return TaskEnd((), kept.counts, stage=routing.PARSE_TASK)
-    links, parse_counts = parse.parse_page(rt, req, kept.record, kept.body, v.limits)
-    return TaskEnd(links, {**kept.counts, **parse_counts}, record=kept.record)
+    return parse.parse_page(rt, req, kept.record, kept.body, v.limits, kept.counts)
 
 
 def _told(v: Visit, failed: Fail) -> tuple[list[CrawlRequest], dict[str, int]]:

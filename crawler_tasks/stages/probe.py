@@ -16,6 +16,7 @@ from typing import Any
 
 import requests
 
+from ..core import counters
 from ..core.errors import FetchError
 from ..core.limits import CrawlConfig, Limits
 from ..core.models import CrawlRequest, PageRecord
@@ -40,6 +41,7 @@ from ..net.download import download
 from . import failures, middleware
 from .middleware import Go
 from .parse.base import decode_html
+from .parse.links import follow
 from .parse.page import choose, parse_body
 from .parse.rules import Extracted, Parser
 from .parse.view import Page
@@ -100,7 +102,11 @@ def probe(settings: Settings, program: Program, req: CrawlRequest, session: requ
         probed.requests, probed.counts = failures.tell(program, failure, req, limits)
         probed.note = f"{outcome.http_error}: told to the errback and the error handler"
     elif outcome.body is not None:
-        probed.requests, probed.counts = parse_body(settings, program, req, record, outcome.body, limits)
+        probed.requests, probed.counts, links = parse_body(settings, program, req, record, outcome.body, limits)
+        found, too_long = follow(req, links, limits, settings.max_url_length)
+        probed.requests += found
+        if too_long:
+            probed.counts[counters.LINKS_TOO_LONG] = probed.counts.get(counters.LINKS_TOO_LONG, 0) + too_long
         probed.parser = record.rule
         probed.page = _page(req, record, outcome.body)
     if probed.page is None and isinstance(result, Download):

@@ -18,6 +18,7 @@ import requests
 from ..backends import Store, open_store
 from ..broker.fetch_queue import FetchQueue
 from ..core.addresses import AddressPolicy
+from ..core.known_links import KnownLinks
 from ..core.limits import Limits
 from ..core.memory import LargeBodies
 from ..core.models import CrawlRequest
@@ -61,6 +62,7 @@ class Runtime:
         self.gate = Gate(self.redis, self.keys, replay_ttl=settings.replay_ttl,
                          seen=make_filter(settings, self.keys))
         self.crawls = Crawls(self.redis, self.keys, cache_seconds=settings.crawl_refresh_s)
+        self.known_links = KnownLinks.of(settings)
         self.claims = Claims(self.redis, self.keys, ttl=settings.claim_ttl)
         self.stats = Stats(self.redis, self.keys)
         self.store_queue = StoreQueue(self.redis, self.keys)

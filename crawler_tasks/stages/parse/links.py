@@ -10,6 +10,7 @@ scope, within its depth.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from ...core.errors import InvalidURL
@@ -71,10 +72,12 @@ def _absolute(base: str, href: str) -> str | None:
     return urlunsplit(parts._replace(fragment=""))
 
 
-def follow(req: CrawlRequest, links: list[str], limits: Limits,
-           max_url_length: int = 0) -> tuple[list[CrawlRequest], int]:
+def follow(req: CrawlRequest, links: list[str], limits: Limits, max_url_length: int = 0,
+           known: Collection[str] = (), kept_back: list[str] | None = None) -> tuple[list[CrawlRequest], int]:
     """Requests for the links ``req``'s page may follow: in the crawl's scope, within depth;
-    and how many were over ``max_url_length`` bytes once percent-encoded (0 = no limit)."""
+    and how many were over ``max_url_length`` bytes once percent-encoded (0 = no limit).
+    Links in ``known`` (the gate answered for them lately) get no request: they go to
+    ``kept_back`` instead."""
     depth = req.depth + 1
     if limits.max_depth and depth > limits.max_depth:
         return [], 0
@@ -85,6 +88,9 @@ def follow(req: CrawlRequest, links: list[str], limits: Limits,
     scope = limits.scope(req.url)
     for link in links:
         if not domain_allowed(link, scope):
+            continue
+        if link in known and kept_back is not None:
+            kept_back.append(link)
             continue
         try:
             child = req.followed(link, meta=meta, notify=notify)

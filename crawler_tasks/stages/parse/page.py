@@ -10,6 +10,7 @@ links. The trees parsed at once in a worker process are bounded by
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import lxml.html
@@ -59,21 +60,38 @@ def parse_html(body: bytes, *, url: str, content_type: str | None, caps: Caps,
 
 
 def parse_page(rt: ParseDeps, req: CrawlRequest, record: PageRecord, body: bytes,
-               limits: Limits) -> tuple[list[CrawlRequest], dict[str, int]]:
-    """:func:`parse_body` in a worker: the requests it gives marked for rendering where
-    they are to be rendered."""
-    children, counts = parse_body(rt.settings, rt.program, req, record, body, limits)
+               limits: Limits, counts: Mapping[str, int] | None = None) -> enqueue.TaskEnd:
+    """:func:`parse_body` in a worker, and how the page's task ends: the requests it gives
+    marked for rendering where they are to be rendered, its ``counts`` and the parse's.
+    Links the gate answered for lately (:class:`~crawler_tasks.core.known_links.KnownLinks`)
+    are counted as duplicates, their requests made only if the gate replays the page."""
+    kept_back: list[str] = []
+    children, parsed, links = parse_body(rt.settings, rt.program, req, record, body, limits)
+    ended = {**(counts or {}), **parsed}
+    if links:
+        found, too_long = follow(req, links, limits, rt.settings.max_url_length,
+                                 rt.known_links.known(req.crawl_id), kept_back)
+        children += found
+        if too_long:
+            _merge(ended, {counters.LINKS_TOO_LONG: too_long})
     if children:
         children = render.marked(rt, children, limits)
-    return children, counts
+    rebuild = None
+    if kept_back:
+        ended[counters.DUPLICATES] = ended.get(counters.DUPLICATES, 0) + len(kept_back)
+
+        def rebuild() -> list[CrawlRequest]:
+            found = follow(req, kept_back, limits, rt.settings.max_url_length)[0]
+            return render.marked(rt, found, limits) if found else found
+    return enqueue.TaskEnd(children, ended, record=record, kept_back=rebuild)
 
 
 def parse_body(settings: Settings, program: Program, req: CrawlRequest, record: PageRecord, body: bytes,
-               limits: Limits) -> tuple[list[CrawlRequest], dict[str, int]]:
+               limits: Limits) -> tuple[list[CrawlRequest], dict[str, int], list[str]]:
     """Fill ``record`` from its ``body``; return the requests for the links to follow
     and the parse's counters (``links/over_cap``: links past ``CRAWLER_MAX_LINKS_PER_PAGE``;
     ``links/too_long``: links longer than ``CRAWLER_MAX_URL_LENGTH``), in ``limits``, the
-    crawl's.
+    crawl's; and the page's links to follow (:func:`~.links.follow` makes their requests).
 
     An HTML page gets the default extraction; its parser (the request's callback, or
     the rule its URL matches) sees its tree first. Another text page (JSON...) reaches
@@ -116,23 +134,19 @@ def parse_body(settings: Settings, program: Program, req: CrawlRequest, record: 
         children = extracted.requests
         follow_links = follow_links and extracted.follow
         _merge(counts, extracted.counts)
-    if follow_links:
-        links, too_long = follow(req, parsed.links, limits, settings.max_url_length)
-        children += links
-        counts[counters.LINKS_TOO_LONG] += too_long
-    return children, {name: n for name, n in counts.items() if n}
+    return children, {name: n for name, n in counts.items() if n}, parsed.links if follow_links else []
 
 
 def _text_page(program: Program, req: CrawlRequest, record: PageRecord, body: bytes,
                chosen: Parser | Extracted | None,
-               bounds: tuple[Limits, Caps]) -> tuple[list[CrawlRequest], dict[str, int]]:
+               bounds: tuple[Limits, Caps]) -> tuple[list[CrawlRequest], dict[str, int], list[str]]:
     """A page that is not HTML (JSON, XML, text) through its parser: no default extraction."""
     if chosen is None:
-        return [], {}
+        return [], {}, []
     if isinstance(chosen, Parser):
         text = record.body if record.body is not None else decode_text(body, record.headers.get("content-type"))[1]
         chosen = _program(program, chosen, Page(req, record, text), *bounds)
-    return chosen.requests, {name: n for name, n in chosen.counts.items() if n}
+    return chosen.requests, {name: n for name, n in chosen.counts.items() if n}, []
 
 
 def choose(program: Program, req: CrawlRequest, url: str, limits: Limits) -> Parser | Extracted | None:
@@ -189,6 +203,5 @@ def parse_claim(rt: ParseDeps, claim_id: str, req: CrawlRequest, task_id: str) -
         record, body = rt.claims.load(req.crawl_id, claim_id, with_body=True, permit=permit)
         limits = rt.limits(req.crawl_id)  # once for the page
         rt.lifecycle.opening(req.crawl_id, limits)
-        children, counts = parse_page(rt, req, record, body or b"", limits)
-        enqueue.complete(rt, req, task_id, enqueue.TaskEnd(children, counts, record=record), limits=limits)
+        enqueue.complete(rt, req, task_id, parse_page(rt, req, record, body or b"", limits), limits=limits)
     rt.claims.delete(req.crawl_id, claim_id)  # done now, or long ago (a late duplicate)
