@@ -92,9 +92,10 @@ def _admit_and_publish(rt: EnqueueDeps, crawl_id: str, requests: list[CrawlReque
         _keep(rt, crawl_id, taken)
         raise
     admitted = [(r, c, t) for r, c, t in zip(requests, candidates, task_ids) if t is not None]
-    for i, (request, _, task_id) in enumerate(admitted):
+    step = SEND_CHUNK if rt.fetch_queue is not None else 1  # a Redis broker takes a chunk a round trip
+    for i in range(0, len(admitted), step):
         try:
-            publish_fetch(rt, request, task_id)
+            _send(rt, [(request, task_id) for request, _, task_id in admitted[i:i + step]])
         except Exception as exc:
             _unpublished(rt, crawl_id, admitted[i:], taken=taken)
             if isinstance(exc, OperationalError):
@@ -126,8 +127,8 @@ def recover_seed_calls(rt: EnqueueDeps) -> int:
     return total
 
 
-#: Unpublished seeds taken back per seed call.
-UNPUBLISHED_BATCH = 500
+#: Seeds sent to a Redis broker in one round trip, and unpublished seeds taken back per seed call.
+SEND_CHUNK = UNPUBLISHED_BATCH = 500
 
 
 def _take_unpublished(rt: EnqueueDeps, crawl_id: str) -> list[CrawlRequest]:
@@ -139,10 +140,8 @@ def _take_unpublished(rt: EnqueueDeps, crawl_id: str) -> list[CrawlRequest]:
 
 def _unpublished(rt: EnqueueDeps, crawl_id: str, rest: Sequence[tuple[CrawlRequest, Candidate, str]],
                  taken: Sequence[CrawlRequest]) -> None:
-    """Undo the admissions of ``rest``; keep what the gate cannot forget for the next seed call.
-
-    Kept seeds bypass the gate when taken back (they passed it already).
-    """
+    """Undo the admissions of ``rest``; keep what the gate cannot forget for the next seed call
+    (kept seeds bypass the gate when taken back: they passed it already)."""
     forgot = rt.gate.forget(crawl_id, [c.fingerprint for _, c, _ in rest if not c.dont_filter],
                             [t for _, _, t in rest])
     again = {id(r) for r in taken}

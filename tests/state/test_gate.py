@@ -122,8 +122,10 @@ def queued_urls(client: redis.Redis) -> list[str]:
     urls = []
     for prio in range(MAX_BAND + 1):
         for raw in client.lrange(redis_list(FETCH_QUEUE, prio), 0, -1):
-            message = json.loads(raw)
-            args = json.loads(base64.b64decode(message["body"]))[0]
+            message = json.loads(raw)  # Celery's (base64) or the bands' own (plain JSON)
+            body = message["body"]
+            is_b64 = message.get("properties", {}).get("body_encoding") == "base64"
+            args = json.loads(base64.b64decode(body) if is_b64 else body)[0]
             urls.append(args[0]["url"])
     return urls
 
