@@ -50,7 +50,10 @@ SECTIONS: tuple[tuple[str, tuple[str, str], tuple[str, ...]], ...] = (
         "CRAWLER_RENDER_BROWSER_MAX_MIB")),
     ("The gate", ("the gate", "gate.md"), (
         "CRAWLER_DEDUP", "CRAWLER_BLOOM_CAPACITY", "CRAWLER_BLOOM_ERROR_RATE",
-        "CRAWLER_RECRAWL_AFTER", "CRAWLER_MAX_QUEUED")),
+        "CRAWLER_RECRAWL_AFTER", "CRAWLER_MAX_QUEUED", "CRAWLER_KNOWN_LINKS")),
+    ("Revisits", ("revisits and changes", "recrawl.md"), (
+        "CRAWLER_REVISIT_MIN_S", "CRAWLER_REVISIT_MAX_S", "CRAWLER_REVISIT_GROWTH",
+        "CRAWLER_REVISIT_TICK_S", "CRAWLER_REVISIT_BATCH", "CRAWLER_REVISIT_STORE_UNCHANGED")),
     ("Seed feeds", ("seed feeds", "feeds.md"), (
         "CRAWLER_START_URLS_KEY", "CRAWLER_START_URLS_BATCH", "CRAWLER_START_URLS_INTERVAL",
         "CRAWLER_SEED_FILE", "CRAWLER_SEED_INTERVAL", "CRAWLER_SITEMAP_URLS",

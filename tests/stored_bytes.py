@@ -14,7 +14,8 @@ LARGE = PageRecord(url="http://site.test/b", fingerprint="e" * 40, crawl_id="c1"
                    fetched_at=AT, status=200, body="ab" * 3000)
 STORE = "sqlite:///x.db"
 #: Record fields added since these bytes were written (a reader fills in their defaults).
-NEWER_FIELDS = ("items", "item_types", "rule", "rendered", "dom")
+NEWER_FIELDS = ("items", "item_types", "rule", "rendered", "dom", "signature", "changed", "previous_fetched_at",
+                "changed_at")
 
 
 def as_written(record: PageRecord) -> dict:

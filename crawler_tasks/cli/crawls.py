@@ -18,11 +18,12 @@ def cmd_crawls(args: argparse.Namespace) -> int:
         return 0
     width = max([8, *(len(c["crawl_id"]) for c in crawls)])
     print(f"{'crawl':<{width}}  {'state':<8}  {'started':<25}  {'finished':<25}  "
-          f"{'stored':>8}  {'failed':>7}  {'outstanding':>11}  settings")
+          f"{'stored':>8}  {'failed':>7}  {'outstanding':>11}  {'due':>7}  {'next due':<25}  settings")
     for c in crawls:
-        s = c["counters"]
+        s, revisits = c["counters"], c["revisits"] or {}
         print(f"{c['crawl_id']:<{width}}  {c['state']:<8}  {c['started'] or '-':<25}  {c['finished'] or '-':<25}  "
               f"{s.get(counters.STORED, 0):>8}  {s.get(counters.FAILURES, 0):>7}  {c['outstanding']:>11}  "
+              f"{revisits.get('due', '-'):>7}  {revisits.get('next_due') or '-':<25}  "
               f"{shown_settings(c['settings'])}".rstrip())
     return 0
 

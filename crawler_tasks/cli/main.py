@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--on-page-follow", action="store_true",
                    help="--on-page is told of the pages found from the seeds too")
     s.add_argument("--on-done", default=None, metavar="TASK", help="task told when the crawl drains")
+    s.add_argument("--revisit", type=float, default=None, metavar="SECONDS",
+                   help="keep a revisit schedule: each stored page due again after SECONDS, then "
+                        "as often as it changes (Beat's crawl.revisit sends them)")
 
     pr = sub.add_parser("parse", help="fetch one URL and print the items and requests its parser yields "
                                       "(nothing stored)")

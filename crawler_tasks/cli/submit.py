@@ -48,7 +48,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     check_broker(settings.broker_url)
     accepted = submit_to(current(create_app(settings)), seeds, priority=args.priority, crawl_id=args.crawl_id,
                          dont_filter=args.dont_filter, plugins=plugins, on_page=args.on_page,
-                         on_page_follow=args.on_page_follow, on_done=args.on_done)
+                         on_page_follow=args.on_page_follow, on_done=args.on_done, revisit=args.revisit)
     print(f"enqueued {accepted} of {len(requests)} URL(s) "
           f"({len(requests) - accepted} already seen)")
     return 0

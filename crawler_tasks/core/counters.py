@@ -80,6 +80,10 @@ TOTAL_REQUEST_SIZE = "total_request_size"
 TOTAL_RESPONSE_SIZE = "total_response_size"
 TRUNCATED = "truncated"
 NOT_MODIFIED = "not_modified"
+REVISIT_SENT = "revisit/sent"
+REVISIT_CHANGED = "revisit/changed"
+REVISIT_UNCHANGED = "revisit/unchanged"
+REVISIT_NOT_MODIFIED = "revisit/not_modified"
 RETRIES = "retries"
 FAILURES = "failures"
 REDIRECTS = "redirects"
@@ -214,6 +218,10 @@ REGISTRY: tuple[Counter, ...] = (
     STATUS,
     Counter(TRUNCATED, "bodies cut at `CRAWLER_DOWNLOAD_MAXSIZE`"),
     Counter(NOT_MODIFIED, "recrawls a 304 answered: the stored page kept"),
+    Counter(REVISIT_SENT, "pages Beat's revisit tick sent again, as they were due"),
+    Counter(REVISIT_CHANGED, "revisits that found the page's text changed (stored again)"),
+    Counter(REVISIT_UNCHANGED, "revisits that found the same text"),
+    Counter(REVISIT_NOT_MODIFIED, "revisits a 304 answered"),
     # retries, failures, redirects, robots.txt
     Counter(RETRIES, "retries scheduled (download errors, 408, 429, 5xx, a blocked or failed proxy request)"),
     RETRY_REASON,

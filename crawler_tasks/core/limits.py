@@ -32,6 +32,8 @@ class Limits:
     host_concurrency: int | None = None
     #: Headers every request of the crawl sends (its plugins' ``custom_settings``).
     headers: tuple[tuple[str, str], ...] = ()
+    #: Seconds before a stored page is first due again (None: the crawl keeps no revisit schedule).
+    revisit: float | None = None
 
     def allows(self, url: str, *, origin: str) -> bool:
         """The offsite rule: may a link or redirect found on ``origin`` go to ``url``?
@@ -59,6 +61,7 @@ class Limits:
             delay=custom.delay,
             host_concurrency=custom.host_concurrency,
             headers=custom.headers,
+            revisit=config.revisit,
         )
 
 
@@ -74,3 +77,5 @@ class CrawlConfig:
     plugins: tuple[str, ...] = ()
     #: ``paused`` or ``cancelled`` (crawl control); None: running as usual.
     control: str | None = None
+    #: Seconds before a stored page is first due again (None: no revisit schedule).
+    revisit: float | None = None

@@ -270,6 +270,13 @@ class PageRecord:
     #: The rendered page's DOM, serialized after its scripts ran (what was parsed), when the
     #: store keeps bodies; ``body`` keeps the response as served.
     dom: str | None = None
+    #: The signature of the page's text (``core/signature.py``), in a crawl with revisits.
+    signature: str | None = None
+    #: On a revisit: True (the text changed), False (it did not) or ``"not_modified"`` (a 304).
+    changed: bool | str | None = None
+    #: On a revisit: when the page was fetched before, and when its text last changed.
+    previous_fetched_at: str | None = None
+    changed_at: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-ready dict (shallow: its lists and dicts are shared)."""

@@ -46,6 +46,8 @@ STORE_BATCH_TASK = "crawl.store_batch"
 SUBMIT_TASK = "crawl.submit"
 FEED_TASK = "crawl.feed"
 STATS_TASK = "crawl.flush_stats"
+#: Beat's tick that sends the revisits now due (stages.revisit).
+REVISIT_TASK = "crawl.revisit"
 
 #: Consumption order of a worker that serves every queue: pages in flight first.
 QUEUE_ORDER = (PARSE_QUEUE, STORE_QUEUE, SEED_QUEUE, FETCH_QUEUE, DEFAULT_QUEUE)
@@ -69,7 +71,7 @@ ROUTES = {
     for task, queue in ((FETCH_TASK, FETCH_QUEUE), (RENDER_TASK, RENDER_QUEUE), (PAGE_TASK, FETCH_QUEUE),
                         (PARSE_TASK, PARSE_QUEUE),
                         (STORE_BATCH_TASK, STORE_QUEUE), (SUBMIT_TASK, SEED_QUEUE),
-                        (FEED_TASK, SEED_QUEUE), (STATS_TASK, STORE_QUEUE))
+                        (FEED_TASK, SEED_QUEUE), (STATS_TASK, STORE_QUEUE), (REVISIT_TASK, SEED_QUEUE))
 }
 
 MIN_BAND, NORMAL_BAND, MAX_BAND = 0, 5, 9

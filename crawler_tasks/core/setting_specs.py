@@ -317,6 +317,19 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_RECRAWL_AFTER", "recrawl_after", _number, 0.0,
          "Seconds after which an admitted URL passes the gate again (re-fetched with "
          "`If-None-Match`/`If-Modified-Since`); 0 = never.", ge=0),
+    Spec("CRAWLER_REVISIT_MIN_S", "revisit_min_s", _number, 60.0,
+         "Shortest interval between two fetches of a page a crawl with revisits keeps.", gt=0),
+    Spec("CRAWLER_REVISIT_MAX_S", "revisit_max_s", _number, 2592000.0,
+         "Longest interval between two fetches of a page a crawl with revisits keeps (30 days).", gt=0),
+    Spec("CRAWLER_REVISIT_GROWTH", "revisit_growth", _number, 0.2,
+         "How much a page's revisit interval grows each time it is found unchanged (0.2: by a fifth).", gt=0),
+    Spec("CRAWLER_REVISIT_TICK_S", "revisit_tick_s", _number, 60.0,
+         "Seconds between Beat's `crawl.revisit` ticks, which send the pages now due.", gt=0),
+    Spec("CRAWLER_REVISIT_BATCH", "revisit_batch", int, 1000,
+         "Due pages a `crawl.revisit` tick sends per crawl at most.", gt=0),
+    Spec("CRAWLER_REVISIT_STORE_UNCHANGED", "revisit_store_unchanged", _bool, False,
+         "Write a revisited page to the stores again when it did not change (its counters and "
+         "schedule move either way)."),
     Spec("CRAWLER_MAX_QUEUED", "max_queued", int, 0,
          "While more fetches than this wait in the broker, feeds skip their tick and "
          "`submit()` raises `QueueFull`; 0 = no cap.", ge=0),

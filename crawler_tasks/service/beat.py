@@ -41,6 +41,12 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         "schedule": settings.stats_flush_s,
         "options": {"expires": settings.stats_flush_s},
     }
+    # The revisits now due, of every crawl that keeps a revisit schedule.
+    entries["revisit"] = {
+        "task": "crawl.revisit",
+        "schedule": settings.revisit_tick_s,
+        "options": {"expires": settings.revisit_tick_s},
+    }
     for name, entry in own_entries().items():
         if name in entries:
             raise SettingsError(f"beat_schedule.py: entry {name!r} has the name of one of the crawler's own")

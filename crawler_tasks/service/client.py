@@ -22,7 +22,9 @@ def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]],
     ``fingerprint``, ``crawl_id``, ``depth``, ``items``, ``store``, ``description``),
     exactly once per page; ``on_page_follow``: of the pages found from them too.
     ``on_done``: sent ``{"crawl_id", "stats"}`` when the crawl next drains. Both go to
-    the queue ``crawl.callbacks`` unless the signature names one. Raises
+    the queue ``crawl.callbacks`` unless the signature names one. ``revisit``: seconds;
+    the crawl keeps a revisit schedule, each stored page first due again after that long,
+    then as often as it changes (``docs/recrawl.md``). Raises
     :class:`~crawler_tasks.core.errors.InvalidURL` before enqueuing anything when a
     seed is not an http(s) URL.
     """

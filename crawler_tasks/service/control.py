@@ -3,7 +3,9 @@ cancel one of them (:mod:`crawler_tasks.stages.control`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from ..core.errors import BadInput
@@ -63,7 +65,8 @@ def list_crawls(rt: Runtime | None = None, crawl_ids: Sequence[str] | None = Non
     ``cancelled``), ``started`` and ``finished`` (ISO times: its first seeds, when a worker
     last found it drained), ``outstanding`` tasks, its ``counters`` and its page budget
     ``max_pages`` (0: none), and its ``settings``: its own limits and what its plugins'
-    ``custom_settings`` set (header names only). ``rt``: this
+    ``custom_settings`` set (header names only), and its ``revisits`` (``scheduled``,
+    ``due`` now, ``next_due``; None without a schedule). ``rt``: this
     process's runtime of the default app when not given."""
     rt = rt or current(default_app())
     ids = rt.crawls.all_ids() if crawl_ids is None else list(crawl_ids)
@@ -73,7 +76,17 @@ def list_crawls(rt: Runtime | None = None, crawl_ids: Sequence[str] | None = Non
     return [{"crawl_id": cid, "state": crawl_state(life[cid].control, left[cid]),
              "started": life[cid].started, "finished": None if left[cid] else life[cid].finished,
              "outstanding": left[cid], "counters": stats[cid], "max_pages": life[cid].max_pages,
-             "settings": life[cid].settings} for cid in ids]
+             "settings": life[cid].settings, "revisits": _revisits(rt, cid)} for cid in ids]
+
+
+def _revisits(rt: Runtime, crawl_id: str) -> dict[str, Any] | None:
+    """A crawl's revisit schedule: pages kept, due now, the next due time (None: none kept)."""
+    outlook = rt.revisits.outlook(crawl_id, time.time())
+    if not outlook.scheduled:
+        return None
+    due = outlook.next_due
+    return {"scheduled": outlook.scheduled, "due": outlook.due,
+            "next_due": None if due is None else datetime.fromtimestamp(due, UTC).isoformat()}
 
 
 #: Every state :func:`crawl_state` names.

@@ -42,7 +42,7 @@ from ..core import counters, routing
 from ..core.errors import BadInput, BrokerUnavailable, ClaimMissing, QueueFull, StoreTooSlow, StoreUnavailable
 from ..core.models import CrawlRequest, PageRecord
 from ..core.policy import Defer, Retry
-from ..stages import dispatcher, enqueue, feeds, fetch, page, parse, render, seed, statistics
+from ..stages import dispatcher, enqueue, feeds, fetch, page, parse, render, revisit, seed, statistics
 from ..stages.runtime import Runtime, current
 from . import delivery
 
@@ -247,6 +247,17 @@ def feed(self: Task, name: str = feeds.START_URLS) -> int:
         log.warning("start URLs: %s entries refused, see %s:rejected",
                     result.fed.invalid, rt.settings.start_urls_key)
     return result.fed.admitted if result.fed else 0
+
+
+@shared_task(name=routing.REVISIT_TASK, bind=True, ignore_result=True)
+@delivery.shaped
+def revisit_due(self: Task) -> int:
+    """Send every crawl's revisits now due (Beat runs it); returns how many were sent."""
+    rt = current(self.app)
+    sent = delivery.run_step(rt, "revisit tick", lambda: revisit.send_due(rt))
+    if sent:
+        log.info("revisits sent: %s", ", ".join(f"{crawl} {n}" for crawl, n in sorted(sent.items())))
+    return sum(sent.values())
 
 
 def _refetch(rt: Runtime, req: CrawlRequest, task_id: str) -> None:

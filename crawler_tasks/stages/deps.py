@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ..state.feeds import FeedState
     from ..state.gate import Gate
     from ..state.hosts import HostLimiter
+    from ..state.revisits import Revisits
     from ..state.round_trip import RoundTrip
     from ..state.stats import Stats
     from ..state.store_queue import StoreQueue
@@ -76,6 +77,8 @@ class Publishing(Configured, Protocol):
     def fetch_queue(self) -> FetchQueue | None: ...
     @property
     def known_links(self) -> KnownLinks: ...
+    @property
+    def revisits(self) -> Revisits: ...
 
 
 class Politeness(Protocol):

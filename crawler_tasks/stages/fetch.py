@@ -43,7 +43,7 @@ from ..core.policy import (
 from ..core.politeness import ALLOW, Feedback, host_key
 from ..core.responses import Download
 from ..net.download import download
-from . import control, enqueue, failures, middleware, parse, render
+from . import control, enqueue, failures, middleware, parse, render, revisit
 from .enqueue import TaskEnd
 from .middleware import Go
 from .visit import Visit, visiting
@@ -198,10 +198,10 @@ STEPS: tuple[Step, ...] = (check_control, take_slot, request_middlewares, fetch,
 def previous(rt: FetchDeps, req: CrawlRequest) -> PageRecord | None:
     """The record an earlier fetch of ``req`` stored, when recrawls may revalidate it.
 
-    Only with ``CRAWLER_RECRAWL_AFTER`` set (a URL can pass the gate twice) and
-    for GET; a store that cannot answer now means a plain fetch.
+    Only with ``CRAWLER_RECRAWL_AFTER`` set (a URL can pass the gate twice) or in a crawl
+    with revisits, and for GET; a store that cannot answer now means a plain fetch.
     """
-    if rt.settings.recrawl_after <= 0 or req.method != "GET":
+    if (rt.settings.recrawl_after <= 0 and rt.limits(req.crawl_id).revisit is None) or req.method != "GET":
         return None
     try:
         return rt.store(rt.limits(req.crawl_id).store).get(req.fingerprint)
@@ -266,7 +266,7 @@ def apply(v: Visit, outcome: Outcome) -> Answer:
         case Drop(counts=counts, follow=follow):  # a middleware's choice: no record; its replacement is gated
             end = TaskEnd(follow, counts)
         case HandOn():
-            end = parsed(v, outcome)
+            end = revisit.observed(rt, req, parsed(v, outcome), v.progress.previous, v.limits)
         case Redirect(record=record, target=target, counts=counts):
             end = TaskEnd([target], counts, record=record)
         case Fail(record=record):

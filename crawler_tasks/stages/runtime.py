@@ -39,6 +39,7 @@ from ..state.feeds import FeedState
 from ..state.gate import Gate
 from ..state.hosts import HostLimiter
 from ..state.keys import Keys
+from ..state.revisits import Revisits
 from ..state.round_trip import RoundTrip
 from ..state.seen import make_filter
 from ..state.stats import Stats
@@ -63,6 +64,7 @@ class Runtime:
                          seen=make_filter(settings, self.keys))
         self.crawls = Crawls(self.redis, self.keys, cache_seconds=settings.crawl_refresh_s)
         self.known_links = KnownLinks.of(settings)
+        self.revisits = Revisits(self.redis, self.keys)
         self.claims = Claims(self.redis, self.keys, ttl=settings.claim_ttl)
         self.stats = Stats(self.redis, self.keys)
         self.store_queue = StoreQueue(self.redis, self.keys)

@@ -61,6 +61,16 @@ class SubmitOptions(TypedDict, total=False):
     on_page: Any
     on_page_follow: bool
     on_done: Any
+    revisit: float | None
+
+
+def revisit_seconds(value: Any) -> float | None:
+    """``revisit=`` checked: None, or seconds over 0 (:class:`BadInput` otherwise)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+        raise BadInput(f"revisit: {value!r:.40} is not a number of seconds over 0")
+    return float(value)
 
 
 def check_options(options: Mapping[str, Any], shape: type = SubmitOptions) -> None:
@@ -99,18 +109,29 @@ def build_requests(seeds: str | dict[str, Any] | Iterable[str | dict[str, Any]],
     return requests
 
 
-def submit_requests(rt: SeedDeps, requests: list[CrawlRequest], *, max_depth: int | None = None,
-                    max_pages: int | None = None, store: str | None = None,
-                    plugins: Iterable[str] = ()) -> int:
+class CrawlLimits(TypedDict, total=False):
+    """What a crawl is started with besides its seeds (see :meth:`Crawls.register`)."""
+
+    max_depth: int | None
+    max_pages: int | None
+    store: str | None
+    plugins: Iterable[str]
+    revisit: float | None
+
+
+def submit_requests(rt: SeedDeps, requests: list[CrawlRequest], **limits: Unpack[CrawlLimits]) -> int:
     """Register each crawl (seed hosts become its allowed domains; ``plugins``: the plugins
-    whose rules and pipelines apply to it, default all), gate and publish.
+    whose rules and pipelines apply to it, default all; ``revisit``: its revisit schedule's
+    first interval), gate and publish.
 
     Raises :class:`~crawler_tasks.core.errors.BlockedSeed` before anything is enqueued
     when a seed's host is an address the private-network guard refuses, and
     :class:`~crawler_tasks.core.errors.QueueFull` when the broker holds more fetches
     than ``CRAWLER_MAX_QUEUED``.
     """
-    plugins = parse_plugins(plugins if isinstance(plugins, str) else ",".join(plugins), "plugins")
+    check_options(limits, CrawlLimits)
+    given = limits.get("plugins") or ()
+    plugins = parse_plugins(given if isinstance(given, str) else ",".join(given), "plugins")
     refuse_blocked(requests, rt.addresses)
     enqueue.ensure_room(rt)
     by_crawl: dict[str, list[CrawlRequest]] = defaultdict(list)
@@ -119,7 +140,8 @@ def submit_requests(rt: SeedDeps, requests: list[CrawlRequest], *, max_depth: in
     accepted = 0
     for crawl_id, reqs in by_crawl.items():
         rt.crawls.register(crawl_id, domains={host_of(r.url) for r in reqs},
-                           max_depth=max_depth, max_pages=max_pages, store=store, plugins=plugins)
+                           max_depth=limits.get("max_depth"), max_pages=limits.get("max_pages"),
+                           store=limits.get("store"), plugins=plugins, revisit=limits.get("revisit"))
         accepted += enqueue.fetches(rt, reqs)
         rt.crawls.running(crawl_id, now_iso())  # after the seeds: never found drained before them
     return accepted
@@ -157,7 +179,9 @@ def submit_to(rt: SeedDeps, seeds: Any, *, each: bool = False, **options: Unpack
         requests = _good_seeds(rt, seeds, defaults)
     else:
         requests = build_requests(seeds, max_url_length=rt.settings.max_url_length, **defaults)
-    accepted = submit_requests(rt, requests, plugins=options.get("plugins") or ()) if requests else 0
+    revisit = revisit_seconds(options.get("revisit"))
+    accepted = (submit_requests(rt, requests, plugins=options.get("plugins") or (), revisit=revisit)
+                if requests else 0)
     if done is not None:  # after the seeds: a crawl that drained already calls back at the next look
         for crawl_id in dict.fromkeys(r.crawl_id for r in requests):
             rt.callbacks.await_done(crawl_id, done)

@@ -64,11 +64,12 @@ class Crawls:
 
     def register(self, crawl_id: str, *, domains: Iterable[str] = (), max_depth: int | None = None,
                  max_pages: int | None = None, store: str | None = None,
-                 plugins: Iterable[str] = ()) -> None:
+                 plugins: Iterable[str] = (), revisit: float | None = None) -> None:
         """Record a crawl and add ``domains``; limits given here override worker settings.
 
         ``store`` is kept with its passwords masked: workers resolve it against their own
-        ``CRAWLER_STORE``."""
+        ``CRAWLER_STORE``. ``revisit``: the crawl keeps a revisit schedule, its pages first
+        due again after this many seconds."""
         fields: dict[str, str | int] = {f"{DOMAIN_FIELD}{d}": 1 for d in domains if d}
         if max_depth is not None:
             fields["max_depth"] = max_depth
@@ -78,6 +79,8 @@ class Crawls:
             fields["store"] = masked(store)
         if plugins:
             fields["plugins"] = ",".join(plugins)
+        if revisit:
+            fields["revisit"] = repr(float(revisit))
         pipe = self.client.pipeline(transaction=False)
         pipe.sadd(self.keys.crawls(), crawl_id)
         if fields:
@@ -99,6 +102,7 @@ class Crawls:
             store=fields.get("store"),
             plugins=tuple(p for p in fields.get("plugins", "").split(",") if p),
             control=fields.get("control") or None,
+            revisit=float(fields["revisit"]) if "revisit" in fields else None,
         )
         if len(self._cache) >= self.CACHE_SIZE:
             self._cache.clear()

@@ -128,6 +128,14 @@ class Keys:
         """HASH host -> requests the crawl sent it (``top`` shows a crawl's own figures)."""
         return self._crawl(crawl_id, "hosts")
 
+    def revisits(self, crawl_id: str) -> str:
+        """ZSET of a crawl's revisit schedule: URL -> due time and slot (``core/revisit.py``)."""
+        return self._crawl(crawl_id, "revisit")
+
+    def revisit_crawls(self) -> str:
+        """SET of the crawls that keep a revisit schedule (what Beat's tick looks at)."""
+        return f"{self.prefix}:revisit:crawls"
+
     def stats(self, crawl_id: str) -> str:
         """HASH of one crawl's counters (the overall figures are their sum)."""
         return self._crawl(crawl_id, "stats")

@@ -38,6 +38,6 @@ def test_a_running_crawl_then_finished_with_its_times_and_counters(rt, worker, s
     assert listed[crawl_id] == done
     table = run_crawls(settings).stdout.splitlines()
     assert table[0].split() == ["crawl", "state", "started", "finished", "stored", "failed", "outstanding",
-                                "settings"]
+                                "due", "next", "due", "settings"]
     [row] = [line for line in table if line.startswith(crawl_id)]
-    assert row.split()[1] == "finished" and row.split()[-4:] == ["6", "0", "0", "-"]
+    assert row.split()[1] == "finished" and row.split()[-6:] == ["6", "0", "0", "-", "-", "-"]

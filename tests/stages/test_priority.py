@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 
@@ -17,7 +18,7 @@ from crawler_tasks.stages.runtime import Runtime
 from crawler_tasks.stages.seed import build_requests, submit_requests
 from tests.helpers import REDIS, SUFFIX, UNTHROTTLED, token
 
-ORDER_DB = 14
+ORDER_DB = int(os.environ.get("CRAWLER_ORDER_TEST_DB", "5"))  # of its own: test files run side by side
 #: Its own vhost on RabbitMQ, so the suite's shared worker (on "/" when the suite runs on
 #: RabbitMQ) never takes this test's fetches.
 ORDER_VHOST = f"crawlerorder{SUFFIX}"

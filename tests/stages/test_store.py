@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from elasticsearch import Elasticsearch
@@ -161,7 +162,7 @@ def test_replay_goes_on_past_letters_whose_store_cannot_be_opened_and_sends_them
         rt.close()
 
 
-DEAD_DB = 14
+DEAD_DB = int(os.environ.get("CRAWLER_STORE_TEST_DB", "12"))  # of its own: test files run side by side
 
 
 @pytest.fixture
@@ -227,7 +228,7 @@ def test_a_kafka_store_down_past_its_retries_keeps_the_page_as_a_dead_letter_unt
         kafka.close()
 
 
-BATCH_DB = 14
+BATCH_DB = DEAD_DB
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from ...core.errors import InvalidURL
 from ...core.limits import Limits
 from ...core.lru import memoize
 from ...core.models import CrawlRequest, inherited_notify
+from ...core.revisit import PIN, REVISIT
 from ...core.urls import SCHEMES, URL_CACHE_BYTES, domain_allowed, url_length
 
 
@@ -103,5 +104,9 @@ def follow(req: CrawlRequest, links: list[str], limits: Limits, max_url_length: 
     return out, too_long
 
 
+#: Request meta a link does not inherit from its page: what belongs to the page alone.
+_OWN_META = frozenset({"NotExtract", "url_id", PIN, REVISIT})
+
+
 def _inherited_meta(req: CrawlRequest) -> dict:
-    return {k: v for k, v in req.meta.items() if k not in ("NotExtract", "url_id")}
+    return {k: v for k, v in req.meta.items() if k not in _OWN_META}
