@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--revisit", type=float, default=None, metavar="SECONDS",
                    help="keep a revisit schedule: each stored page due again after SECONDS, then "
                         "as often as it changes (Beat's crawl.revisit sends them)")
+    s.add_argument("--on-change", default=None, metavar="TASK",
+                   help="task told of each page a revisit finds changed (with --revisit)")
 
     pr = sub.add_parser("parse", help="fetch one URL and print the items and requests its parser yields "
                                       "(nothing stored)")

@@ -41,6 +41,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if args.on_page_follow and not args.on_page:
         raise BadInput("--on-page-follow: needs --on-page")
+    if args.on_change and args.revisit is None:
+        raise BadInput("--on-change: needs --revisit")
     seeds = _read_seeds(args)
     plugins = parse_plugins(args.plugins or "", "--plugins")
     requests = build_requests(seeds, priority=args.priority, crawl_id=args.crawl_id,
@@ -48,7 +50,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     check_broker(settings.broker_url)
     accepted = submit_to(current(create_app(settings)), seeds, priority=args.priority, crawl_id=args.crawl_id,
                          dont_filter=args.dont_filter, plugins=plugins, on_page=args.on_page,
-                         on_page_follow=args.on_page_follow, on_done=args.on_done, revisit=args.revisit)
+                         on_page_follow=args.on_page_follow, on_done=args.on_done, revisit=args.revisit,
+                         on_change=args.on_change)
     print(f"enqueued {accepted} of {len(requests)} URL(s) "
           f"({len(requests) - accepted} already seen)")
     return 0

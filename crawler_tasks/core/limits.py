@@ -4,6 +4,7 @@ a worker applies (its own settings first)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .crawl_settings import CrawlSettings
 from .settings import Settings
@@ -79,3 +80,5 @@ class CrawlConfig:
     control: str | None = None
     #: Seconds before a stored page is first due again (None: no revisit schedule).
     revisit: float | None = None
+    #: The callback a revisit sends when it finds a page changed (``core.models.callback``).
+    on_change: dict[str, Any] | None = None

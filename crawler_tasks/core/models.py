@@ -197,9 +197,12 @@ def callback(spec: Any, what: str = "on_page") -> dict[str, Any]:
 
 
 def _notify(notify: Any) -> dict[str, Any]:
-    if not isinstance(notify, dict) or "on_page" not in notify:
-        raise BadInput("notify: expected {\"on_page\": <callback>, \"follow\": bool}")
-    return {"on_page": callback(notify["on_page"]), "follow": bool(notify.get("follow", False))}
+    """``notify`` checked: the page callback (``on_page``, with ``follow``) and the change
+    callback a revisit carries (``on_change``), at least one of them."""
+    if not isinstance(notify, dict) or not ({"on_page", "on_change"} & set(notify)):
+        raise BadInput("notify: expected {\"on_page\": <callback>, \"follow\": bool} or {\"on_change\": <callback>}")
+    out: dict[str, Any] = {name: callback(notify[name], name) for name in ("on_page", "on_change") if name in notify}
+    return {**out, "follow": bool(notify.get("follow", False))}
 
 
 def inherited_notify(parent: CrawlRequest) -> dict[str, Any] | None:

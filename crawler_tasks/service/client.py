@@ -24,7 +24,10 @@ def submit(url_or_urls: str | dict[str, Any] | Iterable[str | dict[str, Any]],
     ``on_done``: sent ``{"crawl_id", "stats"}`` when the crawl next drains. Both go to
     the queue ``crawl.callbacks`` unless the signature names one. ``revisit``: seconds;
     the crawl keeps a revisit schedule, each stored page first due again after that long,
-    then as often as it changes (``docs/recrawl.md``). Raises
+    then as often as it changes (``docs/recrawl.md``); ``on_change``: a task name or a
+    Celery signature its revisits send a small JSON summary to (``url``, ``fingerprint``,
+    ``crawl_id``, ``status``, ``changed_at``, ``previous_fetched_at``, ``signature``,
+    ``store``) once for each page they find changed, after it is stored again. Raises
     :class:`~crawler_tasks.core.errors.InvalidURL` before enqueuing anything when a
     seed is not an http(s) URL.
     """

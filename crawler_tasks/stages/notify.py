@@ -33,6 +33,14 @@ def page_summary(entry: StoreEntry) -> dict[str, Any]:
             "depth": r.depth, "items": len(r.items), "store": masked(entry.store), "description": r.description}
 
 
+def change_summary(entry: StoreEntry) -> dict[str, Any]:
+    """What a change callback receives: the page that changed, when, and its signature."""
+    r = entry.record
+    return {"url": r.url, "fingerprint": r.fingerprint, "crawl_id": r.crawl_id, "status": r.status,
+            "changed_at": r.changed_at, "previous_fetched_at": r.previous_fetched_at,
+            "signature": r.signature, "store": masked(entry.store)}
+
+
 def call_back(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> set[str]:
     """Send the page callbacks ``due`` (token -> callback and payload), each taken from the
     staged ones as it is sent. When the broker is the state Redis, they go out and are

@@ -110,7 +110,8 @@ def send_due(rt: SeedDeps) -> dict[str, int]:
     sent: dict[str, int] = {}
     for crawl_id in rt.revisits.crawls():
         _, known = rt.crawls.progress(crawl_id)
-        state = rt.crawls.config(crawl_id).control if known else control.CANCELLED
+        config = rt.crawls.config(crawl_id)
+        state = config.control if known else control.CANCELLED
         if state == control.CANCELLED:  # cancelled, or purged: its schedule goes with it
             rt.revisits.drop(crawl_id)
             continue
@@ -124,7 +125,8 @@ def send_due(rt: SeedDeps) -> dict[str, int]:
         due = rt.revisits.take_due(crawl_id, rt.settings.revisit_batch, lease_s(rt.settings.revisit_tick_s))
         if not due:
             continue
-        requests = [CrawlRequest(url=url, crawl_id=crawl_id, depth=slot.depth, dont_filter=True,
+        notify = {"on_change": config.on_change} if config.on_change else None
+        requests = [CrawlRequest(url=url, crawl_id=crawl_id, depth=slot.depth, dont_filter=True, notify=notify,
                                  meta={REVISIT: {"i": slot.interval, "d": slot.due, "p": slot.pinned}})
                     for url, slot in due]
         sent[crawl_id] = enqueue.fetches(rt, requests)

@@ -62,6 +62,7 @@ class SubmitOptions(TypedDict, total=False):
     on_page_follow: bool
     on_done: Any
     revisit: float | None
+    on_change: Any
 
 
 def revisit_seconds(value: Any) -> float | None:
@@ -117,6 +118,7 @@ class CrawlLimits(TypedDict, total=False):
     store: str | None
     plugins: Iterable[str]
     revisit: float | None
+    on_change: dict[str, Any] | None
 
 
 def submit_requests(rt: SeedDeps, requests: list[CrawlRequest], **limits: Unpack[CrawlLimits]) -> int:
@@ -141,7 +143,8 @@ def submit_requests(rt: SeedDeps, requests: list[CrawlRequest], **limits: Unpack
     for crawl_id, reqs in by_crawl.items():
         rt.crawls.register(crawl_id, domains={host_of(r.url) for r in reqs},
                            max_depth=limits.get("max_depth"), max_pages=limits.get("max_pages"),
-                           store=limits.get("store"), plugins=plugins, revisit=limits.get("revisit"))
+                           store=limits.get("store"), plugins=plugins, revisit=limits.get("revisit"),
+                           on_change=limits.get("on_change"))
         accepted += enqueue.fetches(rt, reqs)
         rt.crawls.running(crawl_id, now_iso())  # after the seeds: never found drained before them
     return accepted
@@ -180,8 +183,10 @@ def submit_to(rt: SeedDeps, seeds: Any, *, each: bool = False, **options: Unpack
     else:
         requests = build_requests(seeds, max_url_length=rt.settings.max_url_length, **defaults)
     revisit = revisit_seconds(options.get("revisit"))
-    accepted = (submit_requests(rt, requests, plugins=options.get("plugins") or (), revisit=revisit)
-                if requests else 0)
+    change = options.get("on_change")
+    change = None if change is None else callback(change, "on_change")
+    accepted = (submit_requests(rt, requests, plugins=options.get("plugins") or (), revisit=revisit,
+                                on_change=change) if requests else 0)
     if done is not None:  # after the seeds: a crawl that drained already calls back at the next look
         for crawl_id in dict.fromkeys(r.crawl_id for r in requests):
             rt.callbacks.await_done(crawl_id, done)

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: What a record's token is followed by for its change callback (``on_change``).
+CHANGE = ":change"
+
 
 def write(rt: StoreDeps, uri: str, records: Sequence[PageRecord]) -> list[RecordFailure]:
     """Upsert ``records`` into the store ``uri`` (every backend of a comma list) in one
@@ -207,10 +210,14 @@ class _Settled:
         self.callbacks: dict[str, dict[str, dict[str, Any]]] = {}
 
     def stored(self, entry: StoreEntry) -> None:
-        """``entry``'s record is written: its page callback, if it has one, is due."""
-        if entry.notify is not None:
-            self.callbacks.setdefault(entry.crawl_id, {})[entry.token] = {
-                "callback": entry.notify["on_page"], "page": notify.page_summary(entry)}
+        """``entry``'s record is written: its page callback, and the change callback of a
+        revisit that found it changed, are due (the latter under ``<token>:change``)."""
+        asks = entry.notify or {}
+        due = self.callbacks.setdefault(entry.crawl_id, {})
+        if "on_page" in asks:
+            due[entry.token] = {"callback": asks["on_page"], "page": notify.page_summary(entry)}
+        if "on_change" in asks and entry.record.changed is True:
+            due[f"{entry.token}{CHANGE}"] = {"callback": asks["on_change"], "page": notify.change_summary(entry)}
 
     def add(self, entry: StoreEntry, fate: Fate, counts: dict[str, int], *, error: str = "",
             letter: bytes = b"", failure: tuple[str, str] | None = None) -> None:
@@ -244,7 +251,7 @@ class _Settled:
             settled_now.update(s.token for s, was_live in zip(settlements, live) if was_live)
         for crawl_id, due in self.callbacks.items():
             sent = notify.call_back(rt, crawl_id, {t: c for t, c in due.items()
-                                             if t in settled_now or t in left[crawl_id]})
+                                             if t.removesuffix(CHANGE) in settled_now or t in left[crawl_id]})
             rt.callbacks.take(crawl_id, [t for t in due if t not in sent])  # the rest: refused, or sent before
         for token, (_, letter) in self.letters.items():
             if token not in settled_now:  # settled by an earlier delivery of the same entry

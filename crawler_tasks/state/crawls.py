@@ -64,12 +64,14 @@ class Crawls:
 
     def register(self, crawl_id: str, *, domains: Iterable[str] = (), max_depth: int | None = None,
                  max_pages: int | None = None, store: str | None = None,
-                 plugins: Iterable[str] = (), revisit: float | None = None) -> None:
+                 plugins: Iterable[str] = (), revisit: float | None = None,
+                 on_change: dict[str, Any] | None = None) -> None:
         """Record a crawl and add ``domains``; limits given here override worker settings.
 
         ``store`` is kept with its passwords masked: workers resolve it against their own
         ``CRAWLER_STORE``. ``revisit``: the crawl keeps a revisit schedule, its pages first
-        due again after this many seconds."""
+        due again after this many seconds; ``on_change``: the callback its revisits send when
+        they find a page changed."""
         fields: dict[str, str | int] = {f"{DOMAIN_FIELD}{d}": 1 for d in domains if d}
         if max_depth is not None:
             fields["max_depth"] = max_depth
@@ -81,6 +83,8 @@ class Crawls:
             fields["plugins"] = ",".join(plugins)
         if revisit:
             fields["revisit"] = repr(float(revisit))
+        if on_change:
+            fields["on_change"] = json.dumps(on_change)
         pipe = self.client.pipeline(transaction=False)
         pipe.sadd(self.keys.crawls(), crawl_id)
         if fields:
@@ -103,6 +107,7 @@ class Crawls:
             plugins=tuple(p for p in fields.get("plugins", "").split(",") if p),
             control=fields.get("control") or None,
             revisit=float(fields["revisit"]) if "revisit" in fields else None,
+            on_change=json.loads(fields["on_change"]) if "on_change" in fields else None,
         )
         if len(self._cache) >= self.CACHE_SIZE:
             self._cache.clear()

@@ -5,6 +5,8 @@ defaults (robots.txt obeyed, the default host concurrency; the delay shortened).
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -47,6 +49,25 @@ def forum(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Itera
     flush(REVISIT_DB)
 
 
+def change_events(rt: Runtime, task: str) -> list[dict]:
+    """The payloads of the ``task`` callbacks waiting on ``crawl.callbacks`` (no worker here
+    serves that queue: the calling app's would), oldest first."""
+    events = []
+    for key in rt.redis.scan_iter("crawl.callbacks*"):
+        if rt.redis.type(key) != b"list":
+            continue
+        for raw in rt.redis.lrange(key, 0, -1):
+            message = json.loads(raw)
+            if not isinstance(message, dict):  # the queue's wake tokens
+                continue
+            body = message["body"]
+            if message.get("properties", {}).get("body_encoding") == "base64":
+                body = base64.b64decode(body)
+            if message["headers"]["task"] == task:
+                events.append(json.loads(body)[0][0])
+    return events[::-1]
+
+
 def test_the_forum_over_several_ticks(forum):
     rt, workers, site, store = forum
     crawl = "forum-" + token()
@@ -70,7 +91,9 @@ def test_the_forum_over_several_ticks(forum):
         return open_store(str(store)).get(fingerprint(site.url + path), crawl)
 
     lst = site.url + "/list/1"
-    assert submit_to(rt, [{"url": lst, "meta": {"revisit_every": 1}}], crawl_id=crawl, revisit=1.0) == 1
+    on_change = f"forum.changed.{token()}"
+    assert submit_to(rt, [{"url": lst, "meta": {"revisit_every": 1}}], crawl_id=crawl, revisit=1.0,
+                     on_change=on_change) == 1
     drained()
     first = {p: record(p) for p in ("/list/1", "/post/1", "/post/2")}
     assert all(r is not None and r.changed is None and r.signature for r in first.values())
@@ -92,6 +115,9 @@ def test_the_forum_over_several_ticks(forum):
     assert post1.fetched_at == first["/post/1"].fetched_at and post1.changed is None
     assert stats[counters.REVISIT_CHANGED] == 2  # the list (a new post) and post 2
     assert stats[counters.REVISIT_NOT_MODIFIED] == 1
+    changes = change_events(rt, on_change)  # one event per change, once its record is stored
+    assert sorted(e["url"] for e in changes) == [lst, site.url + "/post/2"]
+    assert {e["crawl_id"] for e in changes} == {crawl} and all(e["signature"] for e in changes)
 
     # Nothing changes but the view counts and clocks: whatever comes due is found unchanged.
     for _ in range(2):
@@ -101,6 +127,16 @@ def test_the_forum_over_several_ticks(forum):
     assert stats.get(counters.REVISIT_UNCHANGED, 0) >= 1  # the list at least (pinned to a second)
     assert record("/list/1").fetched_at == record("/list/1").changed_at  # last written when it changed
     assert len(site.fetched("/list/1")) >= 4
+    assert len(change_events(rt, on_change)) == 2  # nothing changed: no event
+
+    # An edit behind an ETag: a 200 instead of a 304, a change and its event.
+    site.edit(1, "The new firmware bricked my router. Fixed: a second reset and it boots.")
+    deadline = time.monotonic() + 20
+    while record("/post/1").changed is not True:
+        assert time.monotonic() < deadline, "the edit of post 1 was never found"
+        tick()
+    assert "Fixed: a second reset" in record("/post/1").text
+    assert [e["url"] for e in change_events(rt, on_change)].count(site.url + "/post/1") == 1
 
     # A cancelled crawl's schedule goes with it at the next tick.
     rt.crawls.set_control(crawl, "cancelled")
