@@ -84,6 +84,7 @@ REVISIT_SENT = "revisit/sent"
 REVISIT_CHANGED = "revisit/changed"
 REVISIT_UNCHANGED = "revisit/unchanged"
 REVISIT_NOT_MODIFIED = "revisit/not_modified"
+NEAR_DUPLICATE = "pages/near_duplicate"
 RETRIES = "retries"
 FAILURES = "failures"
 REDIRECTS = "redirects"
@@ -222,6 +223,7 @@ REGISTRY: tuple[Counter, ...] = (
     Counter(REVISIT_CHANGED, "revisits that found the page's text changed (stored again)"),
     Counter(REVISIT_UNCHANGED, "revisits that found the same text"),
     Counter(REVISIT_NOT_MODIFIED, "revisits a 304 answered"),
+    Counter(NEAR_DUPLICATE, "pages found to nearly duplicate a stored page (`CRAWLER_NEAR_DUPLICATES`)"),
     # retries, failures, redirects, robots.txt
     Counter(RETRIES, "retries scheduled (download errors, 408, 429, 5xx, a blocked or failed proxy request)"),
     RETRY_REASON,

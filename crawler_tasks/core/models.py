@@ -280,6 +280,9 @@ class PageRecord:
     #: On a revisit: when the page was fetched before, and when its text last changed.
     previous_fetched_at: str | None = None
     changed_at: str | None = None
+    #: With ``CRAWLER_NEAR_DUPLICATES``: the fingerprint of a stored page this one nearly
+    #: duplicates (its text's simhash within ``CRAWLER_NEAR_DUPLICATE_DISTANCE`` bits).
+    near_duplicate_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-ready dict (shallow: its lists and dicts are shared)."""

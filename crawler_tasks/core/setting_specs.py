@@ -36,6 +36,8 @@ POOLS = ("threads", "gevent", "prefork", "solo")
 POOL_CONCURRENCY = {"threads": 128, "gevent": 256, "prefork": os.cpu_count() or 1, "solo": 1}
 PIPELINES = ("local", "split")
 DEDUP_MODES = ("set", "bloom")
+#: What a worker does with a near-duplicate page ("": it does not look for them).
+NEAR_DUPLICATE_MODES = ("", "mark", "nofollow", "nobody")
 #: ``CRAWLER_TASK_EVENTS`` values.
 EVENT_MODES = ("auto", "on", "off")
 
@@ -330,6 +332,12 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_REVISIT_STORE_UNCHANGED", "revisit_store_unchanged", _bool, False,
          "Write a revisited page to the stores again when it did not change (its counters and "
          "schedule move either way)."),
+    Spec("CRAWLER_NEAR_DUPLICATES", "near_duplicates", str.lower, "",
+         "Look for near-duplicate pages (a simhash of the text, indexed by band in Redis): `mark` "
+         "names the page a record nearly duplicates, `nofollow` also follows none of its links, "
+         "`nobody` also stores no body; empty: off.", choices=NEAR_DUPLICATE_MODES),
+    Spec("CRAWLER_NEAR_DUPLICATE_DISTANCE", "near_duplicate_distance", int, 3,
+         "Bits two simhashes may differ by and their pages still be near-duplicates (0 to 3).", gt=-1, lt=4),
     Spec("CRAWLER_MAX_QUEUED", "max_queued", int, 0,
          "While more fetches than this wait in the broker, feeds skip their tick and "
          "`submit()` raises `QueueFull`; 0 = no cap.", ge=0),

@@ -114,6 +114,8 @@ class Settings:
     revisit_tick_s: float = _DEFAULTS["revisit_tick_s"]
     revisit_batch: int = _DEFAULTS["revisit_batch"]
     revisit_store_unchanged: bool = _DEFAULTS["revisit_store_unchanged"]
+    near_duplicates: str = _DEFAULTS["near_duplicates"]
+    near_duplicate_distance: int = _DEFAULTS["near_duplicate_distance"]
     max_queued: int = _DEFAULTS["max_queued"]
     seed_file: str = _DEFAULTS["seed_file"]
     kafka_seeds: str = _DEFAULTS["kafka_seeds"]

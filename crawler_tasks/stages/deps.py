@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ..state.feeds import FeedState
     from ..state.gate import Gate
     from ..state.hosts import HostLimiter
+    from ..state.near_dups import NearDups
     from ..state.revisits import Revisits
     from ..state.round_trip import RoundTrip
     from ..state.stats import Stats
@@ -79,6 +80,8 @@ class Publishing(Configured, Protocol):
     def known_links(self) -> KnownLinks: ...
     @property
     def revisits(self) -> Revisits: ...
+    @property
+    def near_dups(self) -> NearDups: ...
 
 
 class Politeness(Protocol):

@@ -43,7 +43,7 @@ from ..core.policy import (
 from ..core.politeness import ALLOW, Feedback, host_key
 from ..core.responses import Download
 from ..net.download import download
-from . import control, enqueue, failures, middleware, parse, render, revisit
+from . import control, enqueue, failures, middleware, near_dups, parse, render, revisit
 from .enqueue import TaskEnd
 from .middleware import Go
 from .visit import Visit, visiting
@@ -266,7 +266,7 @@ def apply(v: Visit, outcome: Outcome) -> Answer:
         case Drop(counts=counts, follow=follow):  # a middleware's choice: no record; its replacement is gated
             end = TaskEnd(follow, counts)
         case HandOn():
-            end = revisit.observed(rt, req, parsed(v, outcome), v.progress.previous, v.limits)
+            end = near_dups.checked(rt, revisit.observed(rt, req, parsed(v, outcome), v.progress.previous, v.limits))
         case Redirect(record=record, target=target, counts=counts):
             end = TaskEnd([target], counts, record=record)
         case Fail(record=record):

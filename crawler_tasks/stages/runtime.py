@@ -39,6 +39,7 @@ from ..state.feeds import FeedState
 from ..state.gate import Gate
 from ..state.hosts import HostLimiter
 from ..state.keys import Keys
+from ..state.near_dups import NearDups
 from ..state.revisits import Revisits
 from ..state.round_trip import RoundTrip
 from ..state.seen import make_filter
@@ -65,6 +66,7 @@ class Runtime:
         self.crawls = Crawls(self.redis, self.keys, cache_seconds=settings.crawl_refresh_s)
         self.known_links = KnownLinks.of(settings)
         self.revisits = Revisits(self.redis, self.keys)
+        self.near_dups = NearDups(self.redis, self.keys)
         self.claims = Claims(self.redis, self.keys, ttl=settings.claim_ttl)
         self.stats = Stats(self.redis, self.keys)
         self.store_queue = StoreQueue(self.redis, self.keys)

@@ -132,6 +132,11 @@ class Keys:
         """ZSET of a crawl's revisit schedule: URL -> due time and slot (``core/revisit.py``)."""
         return self._crawl(crawl_id, "revisit")
 
+    def near_dups(self, crawl_id: str, band: int) -> str:
+        """HASH of one simhash band of a crawl's pages: band value -> their entries
+        (``state/near_dups.py``)."""
+        return self._crawl(crawl_id, f"near:{band}")
+
     def revisit_crawls(self) -> str:
         """SET of the crawls that keep a revisit schedule (what Beat's tick looks at)."""
         return f"{self.prefix}:revisit:crawls"
