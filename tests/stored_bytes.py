@@ -15,7 +15,7 @@ LARGE = PageRecord(url="http://site.test/b", fingerprint="e" * 40, crawl_id="c1"
 STORE = "sqlite:///x.db"
 #: Record fields added since these bytes were written (a reader fills in their defaults).
 NEWER_FIELDS = ("items", "item_types", "rule", "rendered", "dom", "signature", "changed", "previous_fetched_at",
-                "changed_at", "near_duplicate_of")
+                "changed_at", "near_duplicate_of", "duplicate_of")
 
 
 def as_written(record: PageRecord) -> dict:

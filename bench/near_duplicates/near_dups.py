@@ -8,7 +8,8 @@ paragraph replaced. Every page goes through ``core.simhash`` and the crawl's ban
 in a private Redis (``state.near_dups``, one script a page), originals first, then the
 near-duplicates shuffled, as a crawl would find them. Prints per edit size the recall
 (near-duplicates matched to their original), the precision (matches that are right) and
-the Redis bytes per page, at the default distance of 3 bits.
+the Redis bytes per page (the band index and the body-digest index), at the default
+distance of 3 bits.
 
     bench/near_dups                    # 2,000 articles and their near-duplicates, edits of 1, 3, 5, 10 words
     bench/near_dups --pages 500 --edit 3
@@ -17,6 +18,7 @@ the Redis bytes per page, at the default distance of 3 bits.
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import random
 import sys
@@ -73,16 +75,21 @@ def run(client: redis.Redis, pages: int, edit: int, within: int) -> dict[str, fl
     client.execute_command("MEMORY", "PURGE")
     before = int(client.info("memory")["used_memory"])
     fp = lambda name: hashlib.sha1(name.encode()).hexdigest()  # noqa: E731
+    page = lambda name: {"fingerprint": fp(name), "url": f"https://site.example.org/articles/{name}",  # noqa: E731
+                         "fetched_at": "2026-11-28T12:00:00+00:00"}
+    digest = lambda name: "sha1:" + base64.b32encode(hashlib.sha1(name.encode()).digest()).decode()  # noqa: E731
     wrong = 0
     started = time.perf_counter()
     for i, article in enumerate(articles):
-        if index.look_and_add("c", fp(f"o{i}"), simhash(text(sites, article)), within) is not None:
+        if index.look_and_add("c", page(f"o{i}"), simhash(text(sites, article)), within,
+                              digest=digest(f"o{i}")).near is not None:
             wrong += 1  # an original matched another original
     order = list(range(pages))
     rnd.shuffle(order)
     right = 0
     for i in order:
-        match = index.look_and_add("c", fp(f"n{i}"), simhash(text(sites, edited(rnd, vocab, articles[i], edit))), within)
+        match = index.look_and_add("c", page(f"n{i}"), simhash(text(sites, edited(rnd, vocab, articles[i], edit))),
+                                   within, digest=digest(f"n{i}")).near
         if match is None:
             continue
         if match.fingerprint == fp(f"o{i}"):

@@ -149,7 +149,9 @@ class WARCStore(WriteOnly):
     # -- writing -----------------------------------------------------------
 
     def _build(self, record: PageRecord) -> tuple[Any, list[Any]]:
-        """The response warcio record of ``record``, and those that go with it: the request,
+        """The response warcio record of ``record`` (a ``revisit`` record, identical payload
+        digest, when its body repeats a page archived before: ``duplicate_of``), and those
+        that go with it: the request,
         a ``metadata`` record of the items a parse rule extracted (JSON), and a rendered
         page's DOM as a ``conversion`` record."""
         writer = WARCWriter(io.BytesIO(), gzip=True, warc_version="1.1")  # builds, never writes
@@ -167,9 +169,15 @@ class WARCStore(WriteOnly):
         warc_headers = {"WARC-Date": date}
         if truncated:
             warc_headers["WARC-Truncated"] = truncated
-        response = writer.create_warc_record(
-            record.url, "response", payload=io.BytesIO(payload), length=len(payload),
-            warc_headers_dict=warc_headers, http_headers=http_headers)
+        same = record.duplicate_of
+        if same and record.payload_digest and not truncated:  # the body is archived with that page
+            response = writer.create_revisit_record(
+                record.url, record.payload_digest, same["url"], _warc_date(same["fetched_at"]),
+                http_headers=http_headers, warc_headers_dict=warc_headers)
+        else:
+            response = writer.create_warc_record(
+                record.url, "response", payload=io.BytesIO(payload), length=len(payload),
+                warc_headers_dict=warc_headers, http_headers=http_headers)
         concurrent = {"WARC-Date": date,
                       "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")}
         others = []

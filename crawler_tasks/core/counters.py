@@ -85,6 +85,7 @@ REVISIT_CHANGED = "revisit/changed"
 REVISIT_UNCHANGED = "revisit/unchanged"
 REVISIT_NOT_MODIFIED = "revisit/not_modified"
 NEAR_DUPLICATE = "pages/near_duplicate"
+DUPLICATE_BODY = "pages/duplicate_body"
 RETRIES = "retries"
 FAILURES = "failures"
 REDIRECTS = "redirects"
@@ -224,6 +225,7 @@ REGISTRY: tuple[Counter, ...] = (
     Counter(REVISIT_UNCHANGED, "revisits that found the same text"),
     Counter(REVISIT_NOT_MODIFIED, "revisits a 304 answered"),
     Counter(NEAR_DUPLICATE, "pages found to nearly duplicate a stored page (`CRAWLER_NEAR_DUPLICATES`)"),
+    Counter(DUPLICATE_BODY, "pages whose body repeats a stored page's byte for byte (`CRAWLER_NEAR_DUPLICATES`)"),
     # retries, failures, redirects, robots.txt
     Counter(RETRIES, "retries scheduled (download errors, 408, 429, 5xx, a blocked or failed proxy request)"),
     RETRY_REASON,

@@ -283,6 +283,9 @@ class PageRecord:
     #: With ``CRAWLER_NEAR_DUPLICATES``: the fingerprint of a stored page this one nearly
     #: duplicates (its text's simhash within ``CRAWLER_NEAR_DUPLICATE_DISTANCE`` bits).
     near_duplicate_of: str | None = None
+    #: With ``CRAWLER_NEAR_DUPLICATES``: the stored page whose body this one repeats byte for
+    #: byte (same ``payload_digest``): its ``url``, ``fetched_at`` and ``fingerprint``.
+    duplicate_of: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-ready dict (shallow: its lists and dicts are shared)."""

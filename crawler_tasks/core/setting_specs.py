@@ -333,7 +333,8 @@ SPECS: tuple[Spec, ...] = (
          "Write a revisited page to the stores again when it did not change (its counters and "
          "schedule move either way)."),
     Spec("CRAWLER_NEAR_DUPLICATES", "near_duplicates", str.lower, "",
-         "Look for near-duplicate pages (a simhash of the text, indexed by band in Redis): `mark` "
+         "Look for near-duplicate pages (a simhash of the text, indexed by band in Redis) and bodies "
+         "repeated byte for byte (archived as WARC `revisit` records): `mark` "
          "names the page a record nearly duplicates, `nofollow` also follows none of its links, "
          "`nobody` also stores no body; empty: off.", choices=NEAR_DUPLICATE_MODES),
     Spec("CRAWLER_NEAR_DUPLICATE_DISTANCE", "near_duplicate_distance", int, 3,

@@ -137,6 +137,11 @@ class Keys:
         (``state/near_dups.py``)."""
         return self._crawl(crawl_id, f"near:{band}")
 
+    def digests(self, crawl_id: str) -> str:
+        """HASH of a crawl's page bodies by digest: payload digest -> the first page's
+        fingerprint, URL and fetch time (``state/near_dups.py``)."""
+        return self._crawl(crawl_id, "digests")
+
     def revisit_crawls(self) -> str:
         """SET of the crawls that keep a revisit schedule (what Beat's tick looks at)."""
         return f"{self.prefix}:revisit:crawls"

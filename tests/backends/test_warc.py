@@ -291,3 +291,25 @@ def test_a_rendered_page_keeps_its_response_as_served_and_its_dom_as_a_conversio
     assert conversion["headers"].get_header("Content-Type") == "text/html; charset=utf-8"
     assert conversion["payload"].decode("utf-8") == page.dom and conversion["digests_ok"]
     assert json.loads(meta["payload"])["rendered"] == page.rendered
+
+
+def test_a_body_repeated_byte_for_byte_is_archived_as_a_revisit_record(raw_site, tmp_path):
+    first = fetched(raw_site, "/page.html")
+    again = fetched(raw_site, "/page.html?copy=1")
+    again.duplicate_of = {"url": first.url, "fetched_at": first.fetched_at, "fingerprint": first.fingerprint}
+    store = WARCStore(str(tmp_path))
+    store.upsert([first, again])
+    store.close()
+    records = read_warcs(tmp_path)
+    (revisit,) = by_type(records, "revisit")
+    headers = revisit["headers"]
+    assert headers.get_header("WARC-Target-URI") == again.url
+    assert headers.get_header("WARC-Refers-To-Target-URI") == first.url
+    assert headers.get_header("WARC-Payload-Digest") == first.payload_digest == again.payload_digest
+    assert "identical-payload-digest" in headers.get_header("WARC-Profile")
+    assert revisit["payload"] == b"" and revisit["http"].get_statuscode() == "200"
+    assert [r["headers"].get_header("WARC-Target-URI") for r in by_type(records, "response")] == [first.url]
+    (path,) = tmp_path.glob("*.warc.gz")
+    check = subprocess.run([sys.executable, "-m", "warcio.cli", "check", "-v", str(path)],
+                           capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
