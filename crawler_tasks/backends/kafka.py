@@ -32,6 +32,13 @@ A page fetched again with fewer items sends those: its earlier messages at posit
 ``fetched_at``). Create the topic beside the records' where topics are not created on
 first use.
 
+Change events: ``kafka://host:9092/changes?only=changes`` keeps to the records a revisit
+found changed (``changed: true``, see ``docs/recrawl.md``) and sends each as a small change
+event (``url``, ``fingerprint``, ``crawl_id``, ``status``, ``title``, ``changed_at``,
+``previous_fetched_at``, ``signature``) keyed ``<crawl>:<fingerprint>:<changed_at>``, in the
+same transactions: a crawl's store ``pages.db,kafka://…/changes?only=changes`` keeps its
+pages in SQLite and announces its changes on Kafka, each once.
+
 Write-only: Kafka is read by its consumers, not by ``crawler-tasks export`` or a
 recrawl's validators (:class:`~crawler_tasks.backends.base.WriteOnly`).
 
@@ -55,7 +62,7 @@ from ..core import codec
 from ..core.errors import StoreUnavailable, UnknownStore
 from ..core.items import item_rows
 from ..core.kafka_uri import BadKafkaURI, KafkaTarget, error_text, parse_kafka_uri
-from ..core.models import PageRecord
+from ..core.models import PageRecord, change_event
 from .base import RecordFailure, WriteOnly
 
 log = logging.getLogger(__name__)
@@ -142,6 +149,10 @@ class KafkaStore(WriteOnly):
         committed)."""
         failures: list[RecordFailure] = []
         messages: list[Message] = []
+        if self.target.only == "changes":
+            messages = [Message(self.topic, f"{record_key(r)}:{r.changed_at}", codec.dumps(change_event(r)),
+                             r.fingerprint) for r in records if r.changed is True]
+            records = ()
         for record in records:
             value, problem = message_of(record, self.target.max_message_bytes)
             if value is None:

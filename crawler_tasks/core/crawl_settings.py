@@ -5,7 +5,7 @@ from the workers' settings::
 
     custom_settings = {"delay": 0.5, "host_concurrency": 1, "max_depth": 3,
                        "max_pages": 200, "allowed_domains": ["shop.example"],
-                       "headers": {"X-Shop-Client": "crawler"}}
+                       "headers": {"X-Shop-Client": "crawler"}, "revisit": 86400}
 
 Scrapy's names are accepted too (``DOWNLOAD_DELAY``, ``CONCURRENT_REQUESTS_PER_DOMAIN``,
 ``DEPTH_LIMIT``, ``CLOSESPIDER_PAGECOUNT``, ``DEFAULT_REQUEST_HEADERS``). What a crawl
@@ -48,6 +48,8 @@ class CrawlSettings:
     max_pages: int | None = None
     #: Headers sent with every request of the crawl (a request's own win).
     headers: tuple[tuple[str, str], ...] = ()
+    #: Seconds before a stored page is first due again: the crawl keeps a revisit schedule.
+    revisit: float | None = None
 
     def __bool__(self) -> bool:
         return self != CrawlSettings()
@@ -123,5 +125,11 @@ def _headers(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(value.items())
 
 
+def _revisit(value: Any) -> float:
+    if _delay(value) <= 0:
+        raise ValueError(f"seconds > 0 are needed, not {value!r}")
+    return float(value)
+
+
 _CHECKS: dict[str, Callable[[Any], Any]] = {"delay": _delay, "host_concurrency": _count, "allowed_domains": _domains,
-           "max_depth": _count, "max_pages": _count, "headers": _headers}
+           "max_depth": _count, "max_pages": _count, "headers": _headers, "revisit": _revisit}

@@ -33,7 +33,9 @@ SCHEMES = ("kafka", "kafkas")
 DEFAULT_PORT = 9092
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
-OPTIONS = ("group", "compression", "max_message_bytes", "timeout", "sasl_mechanism", "ca_certs")
+OPTIONS = ("group", "compression", "max_message_bytes", "timeout", "sasl_mechanism", "ca_certs", "only")
+#: What a Kafka store may keep to (``only=``): every record (""), or the change events.
+ONLY = ("", "changes")
 DEFAULT_GROUP = "crawler-seeds"
 DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
 DEFAULT_TIMEOUT = 30.0
@@ -60,6 +62,8 @@ class KafkaTarget:
     compression: str = "lz4"
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     timeout: float = DEFAULT_TIMEOUT
+    #: ``changes``: a store of change events, not records (``only=changes``).
+    only: str = ""
 
     @property
     def display(self) -> str:
@@ -172,6 +176,10 @@ def _options(query: str, tls: bool, bad: Any) -> dict[str, Any]:
             if value < low:
                 raise bad(f"{name} must be at least {low}")
             out[name] = value
+    if "only" in raw:
+        if raw["only"] not in ONLY:
+            raise bad(f"only must be {' or '.join(repr(o) for o in ONLY if o)}")
+        out["only"] = raw["only"]
     if "ca_certs" in raw:
         if not tls:
             raise bad("ca_certs needs kafkas:// (TLS)")

@@ -62,7 +62,7 @@ class Limits:
             delay=custom.delay,
             host_concurrency=custom.host_concurrency,
             headers=custom.headers,
-            revisit=config.revisit,
+            revisit=config.revisit or custom.revisit,
         )
 
 

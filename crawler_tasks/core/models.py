@@ -316,6 +316,14 @@ class PageRecord:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+def change_event(record: PageRecord) -> dict[str, Any]:
+    """What a revisit that found ``record``'s page changed tells: the page, when it changed,
+    when it was fetched before, and its new signature (small JSON, never the page)."""
+    return {"url": record.url, "fingerprint": record.fingerprint, "crawl_id": record.crawl_id,
+            "status": record.status, "title": record.title, "changed_at": record.changed_at,
+            "previous_fetched_at": record.previous_fetched_at, "signature": record.signature}
+
+
 def json_bytes(data: dict[str, Any]) -> bytes:
     """``json.dumps(data, ensure_ascii=False).encode()``, without ever holding the JSON
     of a long string value whole as text: it is escaped a slice at a time, straight to

@@ -14,7 +14,7 @@ from ..broker.lists import redis_list, wake
 from ..broker.messages import task_message
 from ..core import routing
 from ..core.errors import BrokerUnavailable, QueueFull
-from ..core.models import CrawlRequest
+from ..core.models import CrawlRequest, change_event
 from ..core.store_uris import masked
 from ..core.timing import now_iso
 from ..state.store_queue import StoreEntry
@@ -35,10 +35,7 @@ def page_summary(entry: StoreEntry) -> dict[str, Any]:
 
 def change_summary(entry: StoreEntry) -> dict[str, Any]:
     """What a change callback receives: the page that changed, when, and its signature."""
-    r = entry.record
-    return {"url": r.url, "fingerprint": r.fingerprint, "crawl_id": r.crawl_id, "status": r.status,
-            "changed_at": r.changed_at, "previous_fetched_at": r.previous_fetched_at,
-            "signature": r.signature, "store": masked(entry.store)}
+    return {**change_event(entry.record), "store": masked(entry.store)}
 
 
 def call_back(rt: StoreDeps, crawl_id: str, due: dict[str, dict[str, Any]]) -> set[str]:

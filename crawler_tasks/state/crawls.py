@@ -272,6 +272,7 @@ class Crawls:
         self.client.hdel(self.keys.stats_flushed(), crawl_id)
         self.client.hdel(self.keys.done_callbacks(), crawl_id)
         self.client.srem(self.keys.crawls_running(), crawl_id)
+        self.client.srem(self.keys.revisit_crawls(), crawl_id)  # its schedule went with its keys
         self._cache.pop(crawl_id, None)
         return removed
 

@@ -168,3 +168,18 @@ def test_the_store_takes_one_topic_and_says_so_as_a_store_error():
         open_store("kafka://k1/a,b")
     with pytest.raises(UnknownStore, match="kafka store 'kafka://app:\\*\\*\\*@k1/'"):
         open_store("kafka://app:secret@k1/")
+
+
+def test_a_changes_topic_keeps_to_the_pages_a_revisit_found_changed(kafka):
+    topic = f"changes-{token()}"
+    store = store_of(kafka, topic, "?only=changes")
+    changed = page(1, changed=True, changed_at="2026-11-26T10:00:00+00:00", signature="abc",
+                   previous_fetched_at="2026-11-25T10:00:00+00:00")
+    assert store.upsert([changed, page(2, changed=False), page(3), page(4, changed="not_modified")]) == []
+    (message,) = read_topic(kafka.bootstrap, topic, expect=1)
+    assert message.key().decode() == "c:fp0001:2026-11-26T10:00:00+00:00"
+    event = json.loads(message.value())
+    assert event == {"url": "http://a.test/1", "fingerprint": "fp0001", "crawl_id": "c", "status": 200,
+                     "title": "page 1", "changed_at": "2026-11-26T10:00:00+00:00",
+                     "previous_fetched_at": "2026-11-25T10:00:00+00:00", "signature": "abc"}
+    store.close()

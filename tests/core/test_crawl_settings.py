@@ -39,7 +39,7 @@ def test_our_names_and_scrapys_name_the_same_settings():
     ({"headers": {"X-A": "a\r\nX-B: b"}}, "p.custom_settings['headers']: header 'X-A' holds a line break"),
     ({"allowed_domains": [""]}, "p.custom_settings['allowed_domains']: a list of domain names is needed"),
     ({"CONCURRENT_REQUESTS": 4}, "p.custom_settings: unknown setting 'CONCURRENT_REQUESTS' (known: "
-                                 "allowed_domains, delay, headers, host_concurrency, max_depth, max_pages)"),
+                                 "allowed_domains, delay, headers, host_concurrency, max_depth, max_pages, revisit)"),
 ])
 def test_a_wrong_setting_is_one_line_naming_the_plugin_and_the_setting(raw, message):
     with pytest.raises(PluginError) as err:
@@ -110,3 +110,13 @@ def test_a_plugin_with_settings_alone_is_not_idle_and_its_settings_are_loaded():
         assert only.idle() == [] and only.settings_for(()).max_pages == 3
     finally:
         del sys.modules[module.__name__]
+
+
+def test_a_plugin_can_give_its_crawls_a_revisit_schedule():
+    assert parse_crawl_settings("p", {"revisit": 3600}).revisit == 3600.0
+    with pytest.raises(PluginError, match=r"p.custom_settings\['revisit'\]: seconds > 0"):
+        parse_crawl_settings("p", {"revisit": 0})
+    config = CrawlConfig(crawl_id="c", domains=frozenset())
+    assert Limits.of(config, Settings(), CrawlSettings(revisit=600.0)).revisit == 600.0
+    started = CrawlConfig(crawl_id="c", domains=frozenset(), revisit=60.0)
+    assert Limits.of(started, Settings(), CrawlSettings(revisit=600.0)).revisit == 60.0  # the start's first

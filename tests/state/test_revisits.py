@@ -35,3 +35,11 @@ def test_a_dropped_schedule_is_gone(rt):
     rt.revisits.schedule(crawl, "http://a.test/1", Slot(time.time(), 60.0))
     rt.revisits.drop(crawl)
     assert crawl not in rt.revisits.crawls() and rt.revisits.outlook(crawl, time.time()).scheduled == 0
+
+
+def test_a_purged_crawl_takes_its_schedule_with_it(rt):
+    crawl = "rv-" + token()
+    rt.crawls.register(crawl, domains=["a.test"], revisit=60.0)
+    rt.revisits.schedule(crawl, "http://a.test/1", Slot(time.time(), 60.0))
+    assert rt.crawls.purge(crawl) >= 2
+    assert crawl not in rt.revisits.crawls() and rt.revisits.outlook(crawl, time.time()).scheduled == 0
