@@ -1,5 +1,5 @@
-"""Two rules of time every stage shares: the timestamp records and registries carry, and
-the back-off between attempts (a fetch's retries, a store's, robots.txt's, the mover's)."""
+"""The rules of time every stage shares: the timestamp records and registries carry (and
+reading one back), and the back-off between attempts (a fetch's retries, a store's, robots.txt's, the mover's)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,17 @@ def now_iso() -> str:
         shown = datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds")
         _last = (second, shown)
     return shown
+
+
+def epoch_of(iso: str | None) -> float | None:
+    """The Unix time of a timestamp as :func:`now_iso` writes it (or with ``Z``); None for
+    none, or for one that is not ISO 8601."""
+    if not iso:
+        return None
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def backoff(settings: Settings, retries: int) -> float:

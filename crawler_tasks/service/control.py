@@ -11,6 +11,7 @@ from typing import Any
 from ..core.errors import BadInput
 from ..stages import control
 from ..stages.runtime import Runtime, current
+from ..state.revisits import Outlook
 from .celery_app import default_app
 
 #: Seconds a crawl purged with work outstanding stays marked, so its fetches still queued
@@ -73,15 +74,15 @@ def list_crawls(rt: Runtime | None = None, crawl_ids: Sequence[str] | None = Non
     stats = rt.stats.read_many(ids)
     left = rt.crawls.outstanding_many(ids)
     life = rt.crawls.standings(ids)
+    outlooks = rt.revisits.outlooks(ids, time.time())
     return [{"crawl_id": cid, "state": crawl_state(life[cid].control, left[cid]),
              "started": life[cid].started, "finished": None if left[cid] else life[cid].finished,
              "outstanding": left[cid], "counters": stats[cid], "max_pages": life[cid].max_pages,
-             "settings": life[cid].settings, "revisits": _revisits(rt, cid)} for cid in ids]
+             "settings": life[cid].settings, "revisits": _revisits(outlooks[cid])} for cid in ids]
 
 
-def _revisits(rt: Runtime, crawl_id: str) -> dict[str, Any] | None:
+def _revisits(outlook: Outlook) -> dict[str, Any] | None:
     """A crawl's revisit schedule: pages kept, due now, the next due time (None: none kept)."""
-    outlook = rt.revisits.outlook(crawl_id, time.time())
     if not outlook.scheduled:
         return None
     due = outlook.next_due

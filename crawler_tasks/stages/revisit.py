@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..core import counters
@@ -30,7 +29,7 @@ from ..core.errors import QueueFull
 from ..core.models import CrawlRequest, PageRecord
 from ..core.revisit import PIN, REVISIT, RevisitPolicy, Slot, freshness
 from ..core.signature import text_signature
-from ..core.timing import now_iso
+from ..core.timing import epoch_of, now_iso
 from . import control, enqueue
 
 if TYPE_CHECKING:
@@ -39,15 +38,6 @@ if TYPE_CHECKING:
     from .enqueue import TaskEnd
 
 log = logging.getLogger(__name__)
-
-
-def _epoch(iso: str | None) -> float | None:
-    if not iso:
-        return None
-    try:
-        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def observed(rt: FetchDeps, req: CrawlRequest, end: TaskEnd, previous: PageRecord | None,
@@ -78,7 +68,7 @@ def observed(rt: FetchDeps, req: CrawlRequest, end: TaskEnd, previous: PageRecor
         old = float(visit["i"]) if visit else limits.revisit
         interval = pinned or policy.after_visit(old, changed is True, now=now, hint=hint,
                                                 due=float(visit["d"]) if visit else now,
-                                                changed_before=_epoch(last_change) or now)
+                                                changed_before=epoch_of(last_change) or now)
         name = (counters.REVISIT_NOT_MODIFIED if not_modified
                 else counters.REVISIT_CHANGED if changed else counters.REVISIT_UNCHANGED)
         counts[name] = counts.get(name, 0) + 1
@@ -109,9 +99,8 @@ def send_due(rt: SeedDeps) -> dict[str, int]:
     gate as revisits; returns how many per crawl."""
     sent: dict[str, int] = {}
     for crawl_id in rt.revisits.crawls():
-        _, known = rt.crawls.progress(crawl_id)
         config = rt.crawls.config(crawl_id)
-        state = config.control if known else control.CANCELLED
+        state = config.control if rt.crawls.registered(crawl_id) else control.CANCELLED
         if state == control.CANCELLED:  # cancelled, or purged: its schedule goes with it
             rt.revisits.drop(crawl_id)
             continue

@@ -7,6 +7,7 @@ nothing else. The crawls that keep one are listed in a set, for Beat's tick.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,10 +62,16 @@ class Revisits:
 
     def outlook(self, crawl_id: str, now: float) -> Outlook:
         """How many URLs ``crawl_id`` keeps, how many are due at ``now``, and the next due time."""
-        key = self.keys.revisits(crawl_id)
+        return self.outlooks([crawl_id], now)[crawl_id]
+
+    def outlooks(self, crawl_ids: Sequence[str], now: float) -> dict[str, Outlook]:
+        """:meth:`outlook` of each of ``crawl_ids``, in one round trip."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.zcard(key)
-        pipe.zcount(key, "-inf", due_score(now))
-        pipe.zrange(key, 0, 0, withscores=True)
-        scheduled, due, first = pipe.execute()
-        return Outlook(scheduled, due, unpack(first[0][1]).due if first else None)
+        for crawl_id in crawl_ids:
+            key = self.keys.revisits(crawl_id)
+            pipe.zcard(key)
+            pipe.zcount(key, "-inf", due_score(now))
+            pipe.zrange(key, 0, 0, withscores=True)
+        raw = pipe.execute()
+        return {crawl_id: Outlook(scheduled, due, unpack(first[0][1]).due if first else None)
+                for crawl_id, (scheduled, due, first) in zip(crawl_ids, zip(*[iter(raw)] * 3))}
