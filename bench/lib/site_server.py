@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 
 _HEADERS = ("HTTP/1.1 {status}\r\nServer: bench-site\r\nContent-Type: text/html; charset=utf-8\r\n"
@@ -63,6 +64,7 @@ class SiteServer:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                arrived = time.monotonic()
                 method, target, version = _request_line(head)
                 close = _wants_close(head, version)
                 path = target.split(b"?", 1)[0].split(b"#", 1)[0]
@@ -71,12 +73,28 @@ class SiteServer:
                     await asyncio.sleep(self.latency)
                 writer.write(response.render(close=close, head_only=method == b"HEAD"))
                 await writer.drain()
+                self.sent(arrived)
                 if close:
                     break
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
             pass
         finally:
             writer.close()
+
+
+    def sent(self, arrived: float) -> None:
+        """A response went out, its request having arrived at ``arrived`` (monotonic)."""
+
+
+async def serve_until_stopped(server: asyncio.Server) -> None:
+    """Print ``listening <port>`` for ``server`` and serve until SIGTERM or SIGINT."""
+    print(f"listening {server.sockets[0].getsockname()[1]}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with server:
+        await stop.wait()
 
 
 def _request_line(head: bytes) -> tuple[bytes, bytes, bytes]:
@@ -98,13 +116,7 @@ async def serve(root: Path, port: int, latency: float) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     srv = await asyncio.start_server(server.handle, sock=sock, backlog=1024, limit=64 * 1024)
-    print(f"listening {sock.getsockname()[1]}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    async with srv:
-        await stop.wait()
+    await serve_until_stopped(srv)
 
 
 def main() -> int:

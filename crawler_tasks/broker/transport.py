@@ -13,7 +13,8 @@ killed between the two (or after it wrote the take to its AOF and before it sent
 the reply, which with ``appendfsync always`` lasts as long as an fsync) leaves
 the message only in the worker's memory or nowhere: a page lost across a Redis
 restart. Here a worker takes with a script (:data:`TAKE`) that pops the first
-message of its lists in order and writes kombu's note in the same step, so a
+messages of its lists in order (as many as its prefetch has room for, up to
+:data:`TAKE_MOST`) and writes kombu's note in the same step, so a
 take either happened with its note or not at all; a reply that never arrives
 leaves a noted message the sweep gives back. A script cannot block, so a take
 that finds nothing (or empties the lists, when the take also drops their stale
@@ -39,7 +40,7 @@ kombu reaches the crawl queues too (a base list unless it names a priority).
 Publishes, notes and acks go through a :class:`~crawler_tasks.state.pool.LeanPool`.
 
 Such an app's connection, which takes with ``BRPOP`` and notes after, keeps a
-message whose note failed because Redis went away: it is held (:data:`_held`)
+message whose note failed because Redis went away: it is held (:data:`.acks.held`)
 and put back at the front of its queue once Redis answers (the next restore
 sweep, or the channel's close), where kombu would drop it.
 """
@@ -47,24 +48,20 @@ sweep, or the channel's close), where kombu would drop it.
 from __future__ import annotations
 
 import hashlib
-import logging
 import numbers
-import os
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from queue import Empty
 from typing import Any
 
 import kombu.transport
-from kombu.transport import TRANSPORT_ALIASES, virtual
+from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 
 from ..state import scripts
 from ..state.pool import LeanPool
+from . import acks
 from .bindings import KOMBU_SEP
 from .lists import BAND_SEP, PipeBatch, redis_list, wake, wake_commands, wake_list
 from .messages import loads, register_json
@@ -74,108 +71,14 @@ BANDED_OPTION = "banded_queues"
 #: The script taking a message and noting it in one step (``state/lua/broker_take.lua``).
 TAKE = scripts.source("broker_take.lua").encode()
 TAKE_SHA = hashlib.sha1(TAKE).hexdigest()
-
-_noted_in_take: set[str] = set()  # delivery tags noted by TAKE itself: kombu's note sends nothing
-#: Delivery tags acked in a task's own round trip (:func:`in_band_ack`): kombu sends nothing.
-_acked_in_band: set[str] = set()
-#: Messages taken from a queue whose unacked note failed (Redis went away): each
-#: ``(payload, exchange, routing_key)``, put back when Redis answers.
-_held: deque[tuple[dict[str, Any], str, str]] = deque()
-logger = logging.getLogger(__name__)
-#: The process whose channels take messages (a forked pool child inherits the module, not
-#: the consumer; it may publish, or close a channel, but takes nothing).
-_consumer_pid: int | None = None
-
-
-def in_band_ack(delivery_tag: str) -> Callable[[Any], None] | None:
-    """What acks the message ``delivery_tag`` inside a pipeline on the broker Redis (the
-    page's last round trip, when the broker is the state Redis), so that kombu's ack
-    after the task sends nothing; None when this process does not consume (a prefork
-    child: its parent acks)."""
-    if _consumer_pid != os.getpid():
-        return None
-
-    def queue(pipe: Any) -> None:
-        pipe.hdel(kombu_redis.Channel.unacked_key, delivery_tag)
-        pipe.zrem(kombu_redis.Channel.unacked_index_key, delivery_tag)
-        _acked_in_band.add(delivery_tag)
-
-    return queue
-
-
-def _consuming() -> None:
-    global _consumer_pid
-    _consumer_pid = os.getpid()
-
-
-class QoS(kombu_redis.QoS):
-    """kombu's ack emulation, in plain pipelines on a crawler connection (no MULTI/EXEC):
-    kombu's own note and ack take their pipeline from :meth:`pipe_or_acquire`; a message
-    its task acked in band (:func:`in_band_ack`) is only forgotten here."""
-
-    def append(self, message: Any, delivery_tag: str) -> None:
-        """Note ``message`` as unacked (a message taken by :data:`TAKE` is noted already);
-        when Redis fails under the note, hold the message to put back
-        (:meth:`give_back_held`) and fail as kombu does."""
-        if delivery_tag in _noted_in_take:
-            _noted_in_take.discard(delivery_tag)
-            virtual.QoS.append(self, message, delivery_tag)
-            return
-        try:
-            super().append(message, delivery_tag)
-        except self.channel.connection_errors:
-            delivery = message.delivery_info
-            _held.append((message._raw, delivery["exchange"], delivery["routing_key"]))
-            raise
-
-    def give_back_held(self) -> None:
-        """Put each message held by :meth:`append` back at the front of its queue (raises
-        the connection error while Redis is still away; what is left stays held)."""
-        while _held:
-            payload, exchange, routing_key = _held[0]
-            with self.channel.conn_or_acquire() as client, client.pipeline() as pipe:
-                self.channel._do_restore_message(payload, exchange, routing_key, pipe)
-                pipe.execute()
-            _held.popleft()
-            logger.warning("put back task %s, taken as the broker went away",
-                           payload.get("headers", {}).get("id"))
-
-    def restore_visible(self, *args: Any, **kwargs: Any) -> None:
-        self.give_back_held()
-        super().restore_visible(*args, **kwargs)
-
-    def restore_unacked(self, client: Any = None) -> Any:
-        self.give_back_held()
-        return super().restore_unacked(client)
-
-    def ack(self, delivery_tag: str) -> None:
-        if delivery_tag in _acked_in_band:
-            _acked_in_band.discard(delivery_tag)
-            virtual.QoS.ack(self, delivery_tag)
-            return
-        super().ack(delivery_tag)
-
-    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
-        _acked_in_band.discard(delivery_tag)
-        super().reject(delivery_tag, requeue=requeue)
-
-    @contextmanager
-    def pipe_or_acquire(self, pipe: Any = None, client: Any = None) -> Iterator[Any]:
-        if pipe:  # a caller's transaction (kombu's restore)
-            yield pipe
-        else:
-            with self.channel.conn_or_acquire(client) as conn:
-                yield conn.pipeline(transaction=self.channel.banded_queues is None)
-
-    def _remove_from_indices(self, delivery_tag: str, pipe: Any = None) -> Any:
-        with self.pipe_or_acquire(pipe) as pipe:  # the copy first: see the module's docstring
-            return pipe.hdel(self.unacked_key, delivery_tag).zrem(self.unacked_index_key, delivery_tag)
-
+#: Messages one take brings at most: as many as the worker's prefetch has room for, so
+#: that a worker far from Redis is not held to one message a round trip.
+TAKE_MOST = 32
 
 class Channel(kombu_redis.Channel):
     """A Redis channel whose queues but the banded ones are a single list each."""
 
-    QoS = QoS
+    QoS = acks.QoS
     #: Queues with a list per priority step; None: every queue (kombu's behaviour).
     banded_queues: frozenset[str] | None = None
     from_transport_options = (*kombu_redis.Channel.from_transport_options,  # type: ignore[assignment]
@@ -226,7 +129,7 @@ class Channel(kombu_redis.Channel):
         return super()._connparams(asynchronous=asynchronous)
 
     def basic_consume(self, queue: str, no_ack: bool, *args: Any, **kwargs: Any) -> Any:
-        _consuming()
+        acks.consuming()
         if no_ack:  # a take for it notes nothing (kombu's reply consumers ack nothing)
             self._no_ack_queues.add(queue)
         else:
@@ -234,7 +137,7 @@ class Channel(kombu_redis.Channel):
         return super().basic_consume(queue, no_ack, *args, **kwargs)
 
     def basic_get(self, queue: str, no_ack: bool = False, **kwargs: Any) -> Any:
-        _consuming()
+        acks.consuming()
         was = queue in self._no_ack_queues
         if no_ack:
             self._no_ack_queues.add(queue)
@@ -270,20 +173,22 @@ class Channel(kombu_redis.Channel):
         self._brpop_sent_at = kombu_redis.monotonic()  # type: ignore[assignment]  # typed None in kombu
         self._sent_take = self._taking
         if self._taking:
-            command_args = self._take_args(queues)
+            free = self.qos.can_consume_max_estimate()
+            command_args = self._take_args(queues, max(1, min(TAKE_MOST, free or 1)))
         else:
             wakes = list(dict.fromkeys(wake_list(queue) for queue in queues))
             command_args = ["BRPOP", *wakes, timeout if timeout is not None else self.brpop_timeout]
         self.client.connection.send_command(*command_args)
         return None
 
-    def _take_args(self, queues: list[str]) -> list[Any]:
+    def _take_args(self, queues: list[str], most: int = 1) -> list[Any]:
+        """The take of up to ``most`` messages from ``queues``, as ``EVALSHA`` arguments."""
         lists = self._lists(queues)
         wakes = [wake_list(self._of_queue(name, queues)) for name in lists]
         noted = "".join("0" if self._of_queue(name, queues) in self._no_ack_queues else "1"
                         for name in lists)
         return ["EVALSHA", TAKE_SHA, 2 + 2 * len(lists), self.unacked_key, self.unacked_index_key,
-                *lists, *wakes, time.time(), int(self._has_lmpop()), noted]
+                *lists, *wakes, time.time(), int(self._has_lmpop()), noted, most]
 
     def _of_queue(self, name: str, queues: list[str]) -> str:
         """The queue of list ``name`` (a queue's base list, or one of its bands)."""
@@ -321,14 +226,15 @@ class Channel(kombu_redis.Channel):
             if not reply:
                 self._taking = False
                 raise Empty()
-            dest, item, more, noted = reply
+            dest, more, *taken = reply
             self._taking = bool(more)  # none left: wait for a token next
-            payload = loads(item)
             queue = self._of_queue(kombu_redis.bytes_to_str(dest), self.active_queues)
             self._queue_cycle.rotate(queue)
-            if noted:
-                _noted_in_take.add(payload["properties"]["delivery_tag"])
-            self.connection._deliver(payload, queue)
+            for item, noted in zip(taken[::2], taken[1::2]):
+                payload = loads(item)
+                if noted:
+                    acks.noted_in_take.add(payload["properties"]["delivery_tag"])
+                self.connection._deliver(payload, queue)
             return True
         finally:
             self._in_poll = None  # type: ignore[assignment]  # kombu types it as its first value
@@ -347,9 +253,9 @@ class Channel(kombu_redis.Channel):
                 reply = client.evalsha(*args)
         if not reply:
             raise Empty()
-        payload = loads(reply[1])
+        payload = loads(reply[2])
         if reply[3]:
-            _noted_in_take.add(payload["properties"]["delivery_tag"])
+            acks.noted_in_take.add(payload["properties"]["delivery_tag"])
         return payload
 
     def _put(self, queue: str, message: Any, **kwargs: Any) -> None:

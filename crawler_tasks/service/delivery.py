@@ -26,7 +26,7 @@ from celery import Task, signals
 from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
 
-from ..broker import transport
+from ..broker import acks
 from ..core import counters, routing
 from ..core.errors import BadInput, StateUnavailable
 from ..core.models import CrawlRequest
@@ -181,12 +181,12 @@ def worker_lost_too_often(task: Task, rt: Runtime, req: CrawlRequest) -> bool:
 
 def in_band_ack(task: Task, rt: Runtime) -> Callable[[Any], None] | None:
     """The message's ack for the page's last round trip, when the broker is the state Redis
-    and this process consumes it (:func:`crawler_tasks.broker.transport.in_band_ack`):
+    and this process consumes it (:func:`crawler_tasks.broker.acks.in_band_ack`):
     the page then leaves its crawl and its message at once, one round trip fewer."""
     tag = (task.request.properties or {}).get("delivery_tag")
     if not tag or rt.fetch_queue is None or not rt.fetch_queue.shared:
         return None
-    return transport.in_band_ack(tag)
+    return acks.in_band_ack(tag)
 
 
 def tracked(task: Task, rt: Runtime, req: CrawlRequest) -> bool:

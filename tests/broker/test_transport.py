@@ -3,6 +3,7 @@ behaviour for any other app in the process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -11,7 +12,7 @@ import pytest
 import redis
 from celery import Celery
 
-from crawler_tasks.broker import transport
+from crawler_tasks.broker import acks, transport
 from crawler_tasks.broker.lists import wake_list
 from crawler_tasks.broker.queues import monitor_listening
 from crawler_tasks.core import routing
@@ -93,7 +94,7 @@ def test_a_message_acked_in_a_task_s_round_trip_is_not_acked_again():
     message, conn = _taken(create_app(settings()))
     tag = message.delivery_tag
     assert client.hexists("unacked", tag) and client.zscore("unacked_index", tag) is not None
-    ack = transport.in_band_ack(tag)
+    ack = acks.in_band_ack(tag)
     assert ack is not None
     with client.pipeline(transaction=True) as pipe:  # as the page's last round trip
         ack(pipe)
@@ -121,11 +122,11 @@ def test_a_message_taken_but_not_acked_in_band_is_acked_by_kombu_and_a_requeue_r
 
 def test_a_forked_pool_child_leaves_the_ack_to_its_parent():
     _taken(create_app(settings()))  # this process consumes now
-    assert transport.in_band_ack("x") is not None
+    assert acks.in_band_ack("x") is not None
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # a prefork child: the consumer is its parent's
-        os.write(write, b"none" if transport.in_band_ack("x") is None else b"some")
+        os.write(write, b"none" if acks.in_band_ack("x") is None else b"some")
         os._exit(0)
     os.waitpid(pid, 0)
     assert os.read(read, 4) == b"none"
@@ -264,3 +265,38 @@ def test_a_consumer_that_acks_nothing_leaves_no_unacked_copy():
         assert client.hlen("unacked") == 1
         message.ack()
     assert got == ["reply-1"] and client.hlen("unacked") == 0 and client.zcard("unacked_index") == 0
+
+
+def test_a_consumer_with_room_takes_several_messages_of_its_first_band_in_one_round_trip(monkeypatch):
+    flush(DB)
+    client = redis.Redis.from_url(f"{REDIS}/{DB}")
+    app = create_app(settings())
+    for n, band in enumerate((0, 4, 0, 4, 4)):  # band 4 goes before band 0
+        app.send_task(routing.FETCH_TASK, args=[{}], queue=routing.FETCH_QUEUE, task_id=f"t{n}-b{band}",
+                      priority=routing.broker_priority(band, redis=True))
+    got: list[tuple[str, int]] = []
+    takes: list[int] = []
+    real_take_args = transport.Channel._take_args
+
+    def counted(self, queues, most=1):
+        takes.append(most)
+        return real_take_args(self, queues, most)
+
+    monkeypatch.setattr(transport.Channel, "_take_args", counted)
+    with app.connection_for_read() as conn:
+        channel = conn.default_channel
+        channel.basic_qos(prefetch_count=2)
+
+        def on_message(message):
+            got.append((message.headers["id"], int(client.hlen("unacked"))))  # noted as it was taken
+            message.ack()
+
+        channel.basic_consume(routing.FETCH_QUEUE, False, on_message, "c1")
+        deadline = time.monotonic() + 10
+        while len(got) < 5 and time.monotonic() < deadline:
+            with contextlib.suppress(socket.timeout):
+                conn.drain_events(timeout=1)
+    assert [tid for tid, _ in got] == ["t1-b4", "t3-b4", "t4-b4", "t0-b0", "t2-b0"]  # band by band
+    assert all(noted >= 1 for _, noted in got)
+    assert takes[:3] == [2, 2, 2]  # room for two each time: two, the band's last one, two
+    assert lists(client) == {} and client.hlen("unacked") == 0
