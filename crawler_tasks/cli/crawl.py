@@ -19,13 +19,13 @@ from ..core import counters, routing
 from ..core.addresses import METADATA, classify, literal_addresses, normal_host, parse_address
 from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, CrawlStalled, CrawlStateLost, StoreUnavailable
 from ..core.program import idle_warning, parse_plugins, program_of
-from ..core.settings import DEFAULT_STORE, Settings
+from ..core.settings import DEFAULT_STORE, Settings, pool_missing
 from ..core.store_uris import masked, split_uris, sqlite_path
 from ..core.urls import host_of
 from ..stages.seed import build_requests
 from ..state.connection import safe_url
 from .common import absolute_store
-from .local import CrawlWatch, EmbeddedRedis, Workers, pool_missing, unreachable, wait_drained
+from .local import CrawlWatch, EmbeddedRedis, Workers, unreachable, wait_drained
 from .progress import Progress, Rate, ending, progress_line, summary_rows
 
 #: Pages one render worker of ``crawler-tasks crawl`` renders at once (one browser).

@@ -7,7 +7,6 @@ run the same real worker processes a user runs.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import shutil
 import signal
@@ -104,18 +103,6 @@ def unreachable(settings: Settings) -> list[str]:
         except BrokerUnavailable:
             away.append(name)
     return away
-
-
-#: Pools that need a package of their own, and the extra that installs it.
-POOL_PACKAGES = {"gevent": "gevent"}
-
-
-def pool_missing(pool: str, find: Callable[[str], object] = importlib.util.find_spec) -> str | None:
-    """What is missing for worker pool ``pool`` (one line), or None when it can start."""
-    package = POOL_PACKAGES.get(pool)
-    if package is None or find(package) is not None:
-        return None
-    return f"CRAWLER_WORKER_POOL={pool} needs {package}, which is not installed: pip install 'crawler-tasks[{package}]'"
 
 
 def worker_command(*, name: str, pool: str, concurrency: int,

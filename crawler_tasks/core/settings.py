@@ -9,9 +9,10 @@ default, meaning and bounds); this module re-exports that table and its constant
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,8 @@ from .setting_specs import (
 from .setting_types import _allowlist, _bool, _number
 
 __all__ = ["DEDUP_MODES", "DEFAULT_BROKER_URL", "DEFAULT_STORE", "DOWNLOAD_TIMEOUT", "EVENT_MODES", "PIPELINES",
-           "POOLS", "POOL_CONCURRENCY", "RETRY_BACKOFF_MAX", "SPECS", "Settings", "Spec"]
+           "POOLS", "POOL_CONCURRENCY", "POOL_PACKAGES", "RETRY_BACKOFF_MAX", "SPECS", "Settings", "Spec",
+           "pool_missing"]
 
 _DEFAULTS: dict[str, Any] = {spec.attr: spec.default for spec in SPECS}
 
@@ -241,3 +243,18 @@ class Settings:
                 value = "1" if value else "0"
             env[spec.env] = str(value)
         return env
+
+
+#: Pools that need a package of their own, and the extra that installs it.
+POOL_PACKAGES = {"gevent": "gevent"}
+
+
+def pool_missing(pool: str, find: Callable[[str], object] = importlib.util.find_spec,
+                 named: str | None = None) -> str | None:
+    """What is missing for worker pool ``pool`` (one line, the pool ``named`` as its user
+    gave it: ``CRAWLER_WORKER_POOL=gevent`` by default), or None when it can start."""
+    package = POOL_PACKAGES.get(pool)
+    if package is None or find(package) is not None:
+        return None
+    return (f"{named or f'CRAWLER_WORKER_POOL={pool}'} needs {package}, which is not installed: "
+            f"pip install 'crawler-tasks[{package}]'")

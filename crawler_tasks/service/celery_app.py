@@ -26,7 +26,7 @@ from ..broker import lists, transport
 from ..core import routing
 from ..core.errors import PluginError, SettingsError, UnknownStore
 from ..core.program import idle_warning, program_of
-from ..core.settings import POOLS, Settings
+from ..core.settings import POOLS, Settings, pool_missing
 from ..net.render import browser_problem
 from ..state.connection import broker_params
 from . import tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's store dispatcher and mover)
@@ -190,6 +190,10 @@ def _settings_from_env() -> Settings:
         pool = pool_named(sys.argv[1:]) if _is_celery_command() and "worker" in sys.argv[1:] else None
         if pool in POOLS and pool != settings.worker_pool:
             settings = settings.replace(worker_pool=pool)
+        if _is_celery_command() and "worker" in sys.argv[1:]:
+            missing = pool_missing(settings.worker_pool)
+            if missing is not None:
+                _refuse(missing)
         return settings
     except SettingsError as exc:
         if _is_celery_command():

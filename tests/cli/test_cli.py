@@ -10,7 +10,8 @@ import sys
 import pytest
 import redis
 
-from crawler_tasks.cli.local import free_port, pool_missing
+from crawler_tasks.cli.local import free_port
+from crawler_tasks.core.settings import pool_missing
 from tests.helpers import REDIS, token
 
 PREFIX = os.environ["CRAWLER_KEY_PREFIX"]  # set by conftest

@@ -45,3 +45,15 @@ def test_every_task_is_stopped_before_the_broker_would_hand_its_message_to_anoth
         assert 0 < config["task_soft_time_limit"] < config["task_time_limit"] < vt
         # each bounded wait inside a task ends before the soft limit
         assert Settings(visibility_timeout=vt).state_hold_s < config["task_soft_time_limit"]
+
+
+def test_a_worker_configured_for_a_pool_whose_package_is_not_installed_stops_in_one_line(tmp_path):
+    # (``-P gevent`` itself is Celery's: its command patches for gevent before it loads any app.)
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['gevent'] = None  # not installed\n")
+    done = subprocess.run([CELERY, "-A", "crawler_tasks", "worker", "--without-mingle"],
+                          env={**os.environ, "CRAWLER_WORKER_POOL": "gevent", "PYTHONPATH": str(tmp_path)},
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "crawler_tasks: CRAWLER_WORKER_POOL=gevent needs gevent, which is not installed: "
+        "pip install 'crawler-tasks[gevent]'")
