@@ -12,10 +12,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis
-from kombu.exceptions import OperationalError
 
 from ..backends import open_store
-from ..core import counters, routing
+from ..core import counters
 from ..core.addresses import METADATA, classify, literal_addresses, normal_host, parse_address
 from ..core.errors import BadInput, BrokerUnavailable, CrawlerError, CrawlStalled, CrawlStateLost, StoreUnavailable
 from ..core.program import idle_warning, parse_plugins, program_of
@@ -27,9 +26,7 @@ from ..state.connection import safe_url
 from .common import absolute_store
 from .local import CrawlWatch, EmbeddedRedis, Workers, unreachable, wait_drained
 from .progress import Progress, Rate, ending, progress_line, summary_rows
-
-#: Pages one render worker of ``crawler-tasks crawl`` renders at once (one browser).
-RENDER_CONCURRENCY = 4
+from .renderers import Renderers
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
@@ -116,54 +113,6 @@ def _render_seed_hosts(settings: Settings, requests: list) -> Settings:
     return settings.replace(render_hosts=tuple(dict.fromkeys((*settings.render_hosts, *hosts))))
 
 
-class _Renderers:
-    """The crawl's render worker: started once a page to render waits for one (at once with
-    ``--render``), never otherwise. It must find its browser, or the crawl stops there
-    (resumable with ``--crawl-id``)."""
-
-    #: Seconds between two looks at the render queue.
-    LOOK_S = 1.0
-
-    def __init__(self, settings: Settings, app: Any, crawl_id: str, say: Any = print,
-                 log_path: str | None = None) -> None:
-        self.settings, self.app, self.crawl_id, self.say = settings, app, crawl_id, say
-        self.log_path = log_path
-        self.workers: Workers | None = None
-        self._looked = 0.0
-
-    def start(self) -> None:
-        from ..net.render import browser_problem
-
-        problem = browser_problem(self.settings)
-        if problem:
-            raise BadInput(f"pages to render, but {problem}")
-        self.workers = Workers(self.settings, name=f"{self.crawl_id}-render@%h", queues=(routing.RENDER_QUEUE,),
-                               pool="threads", concurrency=RENDER_CONCURRENCY, log_path=self.log_path).start()
-        self.say("starting a render worker (Chromium) for the pages to render")
-
-    def __call__(self) -> None:
-        if self.workers is not None:
-            if not self.workers.alive():
-                raise CrawlerError("the render worker exited before the crawl drained")
-            return
-        now = time.monotonic()
-        if now - self._looked < self.LOOK_S:
-            return
-        self._looked = now
-        from ..broker.queues import queue_depths
-
-        try:
-            waiting = queue_depths(self.app, self.settings, (routing.RENDER_QUEUE,))[routing.RENDER_QUEUE]["total"]
-        except (redis.RedisError, OperationalError, OSError):  # the broker away a while: the watch says so
-            return
-        if waiting:
-            self.start()
-
-    def stop(self, timeout: float) -> None:
-        if self.workers is not None:
-            self.workers.stop(timeout=timeout)
-
-
 def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     """Run workers on this machine, submit ``requests`` and wait until their crawl drains.
 
@@ -178,7 +127,8 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
     embedded: EmbeddedRedis | None = None
     log_path: str | None = None
     workers: Workers | None = None
-    renderers: _Renderers | None = None
+    renderers: Renderers | None = None
+    rt: Any = None
     try:
         away = ["--embedded-redis"] if getattr(args, "embedded_redis", False) else unreachable(settings)
         if away and away != ["--embedded-redis"] and _configured(settings):
@@ -202,10 +152,12 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
 
         app = create_app(settings)
         rt = current(app)
-        renderers = _Renderers(settings, app, crawl_id, say=lambda line: print(line, file=sys.stderr),
+        renderers = Renderers(settings, app, crawl_id, say=lambda line: print(line, file=sys.stderr),
                                log_path=log_path)
         if settings.render_hosts:
             renderers.start()
+        if args.crawl_id:
+            _go_on(rt, crawl_id)
         started = time.monotonic()
         accepted = submit_requests(rt, requests, max_depth=args.max_depth,
                                    max_pages=args.max_pages, store=settings.store,
@@ -233,8 +185,10 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
         [listed] = list_crawls(rt, [crawl_id])
         _flush_stats(rt, crawl_id)
     except KeyboardInterrupt:
-        print(f"\nstopping: running tasks finish, the rest stays queued (a second signal "
-              f"stops at once); resume with --crawl-id {crawl_id}", file=sys.stderr)
+        held = embedded is None and rt is not None and _hold(rt, crawl_id)
+        rest = "is held for it (other crawls on this Redis go on)" if held else "stays queued"
+        print(f"\nstopping: running tasks finish, the rest {rest} (a second signal stops at once); "
+              f"resume with --crawl-id {crawl_id}", file=sys.stderr)
         raise
     finally:
         _shut_down(settings, workers, embedded, renderers)
@@ -245,6 +199,27 @@ def run_crawl(requests: list, args: argparse.Namespace) -> dict[str, Any]:
             "ended": ending(stats, listed["state"], stalled=stalled is not None),
             "stalled": str(stalled) if stalled is not None else None,
             "export": f"crawler-tasks export --store {shlex.quote(masked(first))} --crawl-id {crawl_id}"}
+
+
+def _hold(rt: Any, crawl_id: str) -> bool:
+    """Pause an interrupted crawl, so that the workers of another crawl on the same Redis
+    hold its queued fetches instead of running them; False when Redis does not answer."""
+    from ..stages import control
+
+    try:
+        rt.crawls.set_control(crawl_id, control.PAUSED)
+        control.withdraw_waiting(rt, crawl_id)
+    except redis.RedisError:
+        return False
+    return True
+
+
+def _go_on(rt: Any, crawl_id: str) -> None:
+    """A crawl run again by its id goes on: paused (interrupted, or by ``pause``), it resumes."""
+    from ..stages import control
+
+    if rt.crawls.control_of(crawl_id) == control.PAUSED:
+        control.resume(rt, crawl_id)
 
 
 def worker_log(asked: str | None, store: str, crawl_id: str) -> str:
@@ -290,7 +265,7 @@ def _flush_stats(rt: Any, crawl_id: str) -> None:
         print(f"crawl statistics not written to the store: {exc}", file=sys.stderr)
 
 
-def _shut_down(settings: Settings, workers: Any, embedded: Any, renderers: _Renderers | None = None) -> None:
+def _shut_down(settings: Settings, workers: Any, embedded: Any, renderers: Renderers | None = None) -> None:
     """Stop the workers warm (at once on a second signal), then the embedded Redis."""
     try:
         if workers is not None:

@@ -106,6 +106,12 @@ def test_a_signal_stops_the_crawl_warm_and_it_resumes_without_loss(signum, site,
     if signum != signal.SIGTERM:
         return  # the same warm stop: the resume is crawled once, after SIGTERM
 
+    # Held for it: another crawl on the same Redis runs to its end and runs none of them.
+    assert "the rest is held for it" in err
+    other = cli("crawl", f"{site.url}/tree/{token()}/0?size=3", "--store", str(tmp_path / "other.db"),
+                "--workers", "1", env=env, timeout=120)
+    assert other.returncode == 0, other.stderr
+    assert len(stored(str(tmp_path / "other.db"))) == 3 and stored(store) == before
     resumed = cli("crawl", url, "--store", store, "--workers", "1", "--crawl-id", crawl_id,
                   env=env, timeout=180)
     assert resumed.returncode == 0, resumed.stderr
