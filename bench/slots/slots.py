@@ -18,64 +18,33 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 LIB = HERE.parent / "lib"
 sys.path.insert(0, str(LIB))
 
+from one_crawl import crawl_once, helper  # noqa: E402
 from servers import private_redis  # noqa: E402
 from site_gen import ensure_site  # noqa: E402
 from timed_site import in_flight  # noqa: E402
 
 
 def one_run(args: argparse.Namespace, root: Path, checkout: str | None) -> str:
+    env = {"CRAWLER_WORKER_CONCURRENCY": str(args.threads), "CRAWLER_HOST_CONCURRENCY": str(args.cap)}
+    if checkout:
+        env["PYTHONPATH"] = checkout
     with tempfile.TemporaryDirectory(prefix="bench-slots-") as tmp, private_redis("slots") as redis:
         work = Path(tmp)
-        times_file = work / "times.json"
-        site = subprocess.Popen([sys.executable, LIB / "timed_site.py", str(root), str(args.latency),
-                                 str(times_file)], stdout=subprocess.PIPE)
-        try:
-            assert site.stdout is not None
-            port = int(site.stdout.readline().split()[1])
-            wall, cpu = _crawl(args, f"http://127.0.0.1:{port}/", redis.url, work, checkout)
-        finally:
-            site.send_signal(signal.SIGTERM)
-            site.wait()
-        times = json.loads(times_file.read_text())
+        with helper(LIB / "timed_site.py", root, args.latency, work / "times.json") as port:
+            wall, cpu = crawl_once(args.crawler, f"http://127.0.0.1:{port}/", redis.url, work, env, "bench/slots")
+        times = json.loads((work / "times.json").read_text())
     mean, rate = in_flight(times)
     return (f"{checkout or 'this checkout'}: {len(times)} requests, wall {wall:.1f} s "
             f"({len(times) / wall:.0f}/s), in flight {mean:.2f} of {args.cap}, {rate:.0f} requests/s "
             f"in the window, CPU {cpu / len(times) * 1000:.2f} ms/page")
-
-
-def _crawl(args: argparse.Namespace, url: str, redis_url: str, work: Path, checkout: str | None) -> tuple[float, float]:
-    """``crawler-tasks crawl URL``: its wall time from start to exit, and the CPU seconds of it and
-    the workers it started (reaped by it)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(CRAWLER_BROKER_URL=redis_url, CRAWLER_REDIS_URL=redis_url, CRAWLER_STORE=str(work / "pages.db"),
-               CRAWLER_WORKER_CONCURRENCY=str(args.threads), CRAWLER_HOST_CONCURRENCY=str(args.cap),
-               # one local host: no robots.txt, no delay (the cap is what is measured)
-               CRAWLER_ROBOTSTXT_OBEY="0", CRAWLER_DOWNLOAD_DELAY="0", CRAWLER_PRIVATE_ALLOWLIST="127.0.0.0/8")
-    if checkout:
-        env["PYTHONPATH"] = checkout
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.monotonic()
-    code = subprocess.call([args.crawler, "crawl", url, "--workers", "1", "--quiet", "--store",
-                            str(work / "pages.db")], env=env, cwd=work, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    wall = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the crawl and the workers it reaped
-    if code != 0:
-        raise SystemExit(f"bench/slots: crawler-tasks exited with code {code}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> int:

@@ -18,7 +18,8 @@ from typing import Any
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 
-noted_in_take: set[str] = set()  # delivery tags noted by the take script itself: kombu's note sends nothing
+#: Delivery tags noted by the take script itself: kombu's note sends nothing.
+noted_in_take: set[str] = set()
 #: Delivery tags acked in a task's own round trip (:func:`in_band_ack`): kombu sends nothing.
 acked_in_band: set[str] = set()
 #: Messages taken from a queue whose unacked note failed (Redis went away): each
@@ -58,9 +59,9 @@ class QoS(kombu_redis.QoS):
     its task acked in band (:func:`in_band_ack`) is only forgotten here."""
 
     def append(self, message: Any, delivery_tag: str) -> None:
-        """Note ``message`` as unacked (a message taken by :data:`~crawler_tasks.broker.transport.TAKE` is noted already);
+        """Note ``message`` as unacked (a message taken by the take script is noted already);
         when Redis fails under the note, hold the message to put back
-        (:meth:`give_backheld`) and fail as kombu does."""
+        (:meth:`give_back_held`) and fail as kombu does."""
         if delivery_tag in noted_in_take:
             noted_in_take.discard(delivery_tag)
             virtual.QoS.append(self, message, delivery_tag)
@@ -72,7 +73,7 @@ class QoS(kombu_redis.QoS):
             held.append((message._raw, delivery["exchange"], delivery["routing_key"]))
             raise
 
-    def give_backheld(self) -> None:
+    def give_back_held(self) -> None:
         """Put each message held by :meth:`append` back at the front of its queue (raises
         the connection error while Redis is still away; what is left stays held)."""
         while held:
@@ -85,11 +86,11 @@ class QoS(kombu_redis.QoS):
                            payload.get("headers", {}).get("id"))
 
     def restore_visible(self, *args: Any, **kwargs: Any) -> None:
-        self.give_backheld()
+        self.give_back_held()
         super().restore_visible(*args, **kwargs)
 
     def restore_unacked(self, client: Any = None) -> Any:
-        self.give_backheld()
+        self.give_back_held()
         return super().restore_unacked(client)
 
     def ack(self, delivery_tag: str) -> None:

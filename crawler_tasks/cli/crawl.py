@@ -207,8 +207,7 @@ def _hold(rt: Any, crawl_id: str) -> bool:
     from ..stages import control
 
     try:
-        rt.crawls.set_control(crawl_id, control.PAUSED)
-        control.withdraw_waiting(rt, crawl_id)
+        control.pause(rt, crawl_id, settle_s=0)
     except redis.RedisError:
         return False
     return True
@@ -218,7 +217,7 @@ def _go_on(rt: Any, crawl_id: str) -> None:
     """A crawl run again by its id goes on: paused (interrupted, or by ``pause``), it resumes."""
     from ..stages import control
 
-    if rt.crawls.control_of(crawl_id) == control.PAUSED:
+    if rt.crawls.config(crawl_id).control == control.PAUSED:
         control.resume(rt, crawl_id)
 
 

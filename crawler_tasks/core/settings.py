@@ -249,12 +249,9 @@ class Settings:
 POOL_PACKAGES = {"gevent": "gevent"}
 
 
-def pool_missing(pool: str, find: Callable[[str], object] = importlib.util.find_spec,
-                 named: str | None = None) -> str | None:
-    """What is missing for worker pool ``pool`` (one line, the pool ``named`` as its user
-    gave it: ``CRAWLER_WORKER_POOL=gevent`` by default), or None when it can start."""
+def pool_missing(pool: str, find: Callable[[str], object] = importlib.util.find_spec) -> str | None:
+    """What is missing for worker pool ``pool`` (one line), or None when it can start."""
     package = POOL_PACKAGES.get(pool)
     if package is None or find(package) is not None:
         return None
-    return (f"{named or f'CRAWLER_WORKER_POOL={pool}'} needs {package}, which is not installed: "
-            f"pip install 'crawler-tasks[{package}]'")
+    return f"CRAWLER_WORKER_POOL={pool} needs {package}, which is not installed: pip install 'crawler-tasks[{package}]'"

@@ -45,10 +45,14 @@ def pause(rt: FetchDeps, crawl_id: str, *, settle_s: float | None = None) -> int
     """Hold the crawl's fetches in Redis from now on (the others go on): its fetches waiting
     for their hosts leave the waiting rooms at once, so they hold no host back; once more
     after the workers' cache time, for fetches parked by a worker that had not yet seen the
-    pause. Returns how many waiting fetches were held."""
+    pause (``settle_s``: that wait; 0, none and no second look, for a crawl whose own
+    workers are stopping). Returns how many waiting fetches were held."""
     rt.crawls.set_control(crawl_id, PAUSED)
     held = withdraw_waiting(rt, crawl_id)
-    time.sleep(rt.crawls.cache_seconds + 0.5 if settle_s is None else settle_s)
+    settle = rt.crawls.cache_seconds + 0.5 if settle_s is None else settle_s
+    if settle <= 0:
+        return held
+    time.sleep(settle)
     return held + withdraw_waiting(rt, crawl_id)
 
 

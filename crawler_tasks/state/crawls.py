@@ -151,11 +151,6 @@ class Crawls:
             self.client.hset(self.keys.crawl(crawl_id), "control", control)
         self._cache.pop(crawl_id, None)
 
-    def control_of(self, crawl_id: str) -> str | None:
-        """The crawl's control state as Redis has it now (``paused``, ``cancelled``...), or None."""
-        value = self.client.hget(self.keys.crawl(crawl_id), "control")
-        return value.decode() if isinstance(value, bytes) else value
-
     def hold(self, crawl_id: str, task_id: str, request: dict[str, Any]) -> None:
         """Keep a fetch of a paused crawl (its task id stays outstanding) until it resumes."""
         self.client.rpush(self.keys.held(crawl_id), _held(task_id, request))
