@@ -164,8 +164,8 @@ class RedisWatch:
 
     def rooms(self) -> list[str]:
         """The waiting rooms of the due hosts, and the movers' set."""
-        hosts: list[bytes] = self.client.zrange(self.keys.hosts_due(), 0, -1)  # type: ignore[assignment]
-        return [*(self.keys.host_wait(h.decode()) for h in hosts), self.keys.hosts_moving()]
+        hosts: list[bytes] = self.client.zrange(self.keys.hosts_due(0), 0, -1)  # type: ignore[assignment]
+        return [*(self.keys.host_wait(h.decode()) for h in hosts), self.keys.hosts_moving(0)]
 
     def waiting(self, rooms: list[str]) -> int:
         """Fetches waiting for their host, over every host (as ``HostLimiter.waiting``)."""

@@ -52,13 +52,13 @@ def fill(client, keys: Keys, crawls: int, hosts: int, seen: int) -> None:
     pipe = client.pipeline(transaction=False)
     for h in range(hosts):
         host = f"host{h:04d}.test:80"
-        pipe.zadd(keys.hosts_due(), {host: now + h})
-        pipe.zadd(keys.hosts_recent(), {host: now - h})
+        pipe.zadd(keys.hosts_due(0), {host: now + h})
+        pipe.zadd(keys.hosts_recent(0), {host: now - h})
         pipe.zadd(keys.host_wait(host), {f"task{h}-{i}\t{{}}": i for i in range(5)})
         pipe.hset(keys.host(host), mapping={"delay": 1, "requests": 100})
     # The waiting fetches per crawl, as the waiting rooms' scripts keep them; a tenth of the
     # crawls paused, each holding 500 fetches.
-    pipe.hset(keys.hosts_waiting_crawls(), mapping={f"crawl{c:03d}": hosts * 5 // crawls for c in range(crawls)})
+    pipe.hset(keys.hosts_waiting_crawls(0), mapping={f"crawl{c:03d}": hosts * 5 // crawls for c in range(crawls)})
     for c in range(0, crawls, 10):
         pipe.hset(keys.crawl(f"crawl{c:03d}"), "control", "paused")
         pipe.rpush(keys.held(f"crawl{c:03d}"), *[f"held-{i}" for i in range(500)])

@@ -17,7 +17,7 @@ from rich.text import Text
 from ..core import counters, figures, routing
 from ..core.figures import duration
 from ..service.snapshot import CrawlFigures, Snapshot
-from ..state.hosts import HostState
+from ..state.host_views import HostState
 from .progress import Rate
 
 #: Seconds of history behind a pages-per-second rate.

@@ -38,6 +38,9 @@ PIPELINES = ("local", "split")
 DEDUP_MODES = ("set", "bloom")
 #: What a worker does with a near-duplicate page ("": it does not look for them).
 NEAR_DUPLICATE_MODES = ("", "mark", "nofollow", "nobody")
+#: Politeness shards on a Redis Cluster where CRAWLER_HOST_SHARDS is unset: an even share
+#: for up to 16 masters (``core/shards.py``), and a mover visit per shard (``bench/shards``).
+CLUSTER_HOST_SHARDS = 16
 #: ``CRAWLER_TASK_EVENTS`` values.
 EVENT_MODES = ("auto", "on", "off")
 
@@ -186,6 +189,12 @@ SPECS: tuple[Spec, ...] = (
     Spec("CRAWLER_HOST_CONCURRENCY", "host_concurrency", int, 2,
          "Requests in flight to one host across every worker and node; 0 = no cap. A fetch "
          "that may not go yet waits in Redis, not in a worker.", ge=0),
+    Spec("CRAWLER_HOST_SHARDS", "host_shards", int, None,
+         "Shards of the politeness state (each host's limits, slots, waiting room and "
+         "robots.txt go to one, by a hash of `host:port`), each with a hash tag of its own "
+         "spread over a Redis Cluster's masters. Every worker and client of one Redis must "
+         "use the same value; change it only with nothing waiting.",
+         "1 on one Redis, 16 on a Redis Cluster", ge=1, lt=16385),
     Spec("CRAWLER_ROBOTSTXT_OBEY", "robotstxt_obey", _bool, True,
          "Fetch each origin's robots.txt once (cached in Redis for the cluster), obey its "
          "rules for `CRAWLER_USER_AGENT` and its `Crawl-delay`."),

@@ -18,6 +18,7 @@ from typing import Any
 
 from .errors import SettingsError
 from .setting_specs import (
+    CLUSTER_HOST_SHARDS,
     DEDUP_MODES,
     DEFAULT_BROKER_URL,
     DEFAULT_STORE,
@@ -62,6 +63,7 @@ class Settings:
     user_agent: str = _DEFAULTS["user_agent"]
     download_delay: float = _DEFAULTS["download_delay"]
     host_concurrency: int = _DEFAULTS["host_concurrency"]
+    host_shards: int = _DEFAULTS["host_shards"]  # None: by the state Redis, see __post_init__
     robotstxt_obey: bool = _DEFAULTS["robotstxt_obey"]
     robotstxt_ttl: float = _DEFAULTS["robotstxt_ttl"]
     autothrottle: bool = _DEFAULTS["autothrottle"]
@@ -151,6 +153,9 @@ class Settings:
         if self.worker_concurrency is None:  # (an unknown pool is refused below)
             object.__setattr__(self, "worker_concurrency", POOL_CONCURRENCY.get(self.worker_pool, 1))
             object.__setattr__(self, "_derived", (*self._derived, "worker_concurrency"))
+        if self.host_shards is None:
+            object.__setattr__(self, "host_shards", CLUSTER_HOST_SHARDS if self.state_is_cluster else 1)
+            object.__setattr__(self, "_derived", (*self._derived, "host_shards"))
         if not self.start_urls_key:
             object.__setattr__(self, "start_urls_key", f"{self.key_prefix}:start_urls")
             object.__setattr__(self, "_derived", (*self._derived, "start_urls_key"))
@@ -203,6 +208,11 @@ class Settings:
     def idle_connections_per_thread(self) -> int:
         """Hosts whose idle connection each worker thread's session keeps open."""
         return max(1, self.max_idle_connections // self.worker_concurrency)
+
+    @property
+    def state_is_cluster(self) -> bool:
+        """Whether the state Redis is a Redis Cluster (``redis+cluster://``)."""
+        return self.redis_url.startswith(("redis+cluster://", "rediss+cluster://"))
 
     @property
     def broker_is_redis(self) -> bool:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ..broker.queues import queue_depths
 from ..core import counters
 from ..core.errors import BadInput
-from ..state.hosts import HostState
+from ..state.host_views import HostState
 from ..state.store_queue import QueueDepth
 from .control import list_crawls
 

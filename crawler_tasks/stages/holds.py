@@ -97,7 +97,7 @@ class FetchHolds:
                         self.task_id, self.host, exc)
             self.rt.hosts.owe(self.host, self.task_id, self.feedback, self.crawl_delay, self.delay)
         finally:
-            self.rt.hosts.wake_mover(self.paced)  # the host's next waiting fetch may go
+            self.rt.hosts.wake_mover(self.host, self.paced)  # the host's next waiting fetch may go
 
 
 def give_back_abandoned(rt: FetchDeps, host: str, task_id: str) -> None:

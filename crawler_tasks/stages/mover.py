@@ -14,6 +14,13 @@ When the broker is the state Redis, the scripts send waiting fetches themselves
 fetch over in its own release, the mover's look sends those of the hosts it
 finds due, and a freed slot wakes the mover only where a delay holds the host
 back (:meth:`~crawler_tasks.state.hosts.HostLimiter.wake_mover`).
+
+With the politeness state in several shards (``CRAWLER_HOST_SHARDS``), each mover
+keeps when it should next look at each shard (:class:`ShardLooks`): when the shard's
+own answer says its next host is due, sooner when this process parked a fetch there
+or freed a slot of one of its hosts, and at the latest :func:`idle_look_s` after the
+last look (a shard other processes fill is still looked at, by them and by this one).
+With one shard that is today's single look, every :data:`MAX_SLEEP_S` at most.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ log = logging.getLogger(__name__)
 
 #: Longest sleep between two looks at the due hosts (seconds).
 MAX_SLEEP_S = 0.1
+#: Longest time between two looks of one mover at a shard where nothing is due.
+MAX_IDLE_S = 1.0
 MIN_SLEEP_S = 0.005
 #: Shortest time between two looks when this process's downloads keep freeing slots: a
 #: freed slot wakes the mover, at most this often (the other processes' slots are seen
@@ -43,16 +52,48 @@ MIN_SLEEP_S = 0.005
 MIN_LOOK_S = 0.02
 
 
-def move_once(rt: MoverDeps) -> float | None:
-    """Publish the fetches whose host may go now; seconds until the next host is due.
-    Releases owed since Redis failed under them are settled first."""
+def move_once(rt: MoverDeps, shard: int = 0) -> float | None:
+    """Publish the fetches of ``shard`` whose host may go now; seconds until the shard's next
+    host is due. Releases owed since Redis failed under them are settled first."""
     if rt.hosts.owed:
         rt.hosts.settle_owed()
-    taken, wait = rt.hosts.take_due()
+    taken, wait = rt.hosts.take_due(shard)
     if taken:
         enqueue.publish_moved(rt, [(item.request, item.task_id) for item in taken],
                               [(item.member, item.request.crawl_id) for item in taken])
     return 0.0 if taken else wait
+
+
+def idle_look_s(shards: int) -> float:
+    """Longest time between two looks of one mover at one shard: :data:`MAX_SLEEP_S` with
+    one shard, up to :data:`MAX_IDLE_S` with many (a look per shard costs a script call)."""
+    return min(MAX_IDLE_S, MAX_SLEEP_S * shards)
+
+
+class ShardLooks:
+    """When a mover should next look at each shard (monotonic times): pure bookkeeping."""
+
+    def __init__(self, shards: int) -> None:
+        self.idle_s = idle_look_s(shards)
+        self.next = [0.0] * shards  # every shard is looked at first
+
+    def due(self, now: float) -> list[int]:
+        """The shards to look at now."""
+        return [k for k, at in enumerate(self.next) if at <= now]
+
+    def looked(self, shard: int, now: float, wait: float | None) -> None:
+        """``shard`` was looked at ``now`` and said its next host is due in ``wait`` seconds."""
+        self.next[shard] = now + (self.idle_s if wait is None else min(wait, self.idle_s))
+
+    def hint(self, hints: dict[int, float]) -> None:
+        """Look sooner at shards this process asked for (shard -> monotonic time)."""
+        for shard, at in hints.items():
+            if shard < len(self.next) and at < self.next[shard]:
+                self.next[shard] = at
+
+    def sleep_s(self, now: float) -> float:
+        """Seconds until the next look, kept between :data:`MIN_SLEEP_S` and :data:`MAX_SLEEP_S`."""
+        return min(max(min(self.next) - now, MIN_SLEEP_S), MAX_SLEEP_S)
 
 
 class Mover:
@@ -70,9 +111,13 @@ class Mover:
 
     def _run(self) -> None:
         failures = 0
+        looks = ShardLooks(self.rt.hosts.shards)
         while not self._stop.is_set():
             try:
-                wait = move_once(self.rt)
+                looks.hint(self.rt.hosts.take_hints())
+                now = time.monotonic()
+                for shard in looks.due(now):
+                    looks.looked(shard, now, move_once(self.rt, shard))
                 failures = 0
             except (redis.RedisError, OperationalError) as exc:
                 failures += 1
@@ -83,7 +128,7 @@ class Mover:
                 log.exception("host mover: unexpected error")
                 self._stop.wait(1.0)
                 continue
-            self._sleep(MAX_SLEEP_S if wait is None else min(max(wait, MIN_SLEEP_S), MAX_SLEEP_S))
+            self._sleep(looks.sleep_s(time.monotonic()))
 
     def _sleep(self, seconds: float) -> None:
         """Sleep ``seconds``, or until a slot of this process is freed (then at least

@@ -32,10 +32,15 @@ the slot, and ``take_due`` does the same for the hosts it finds due, so a fetch
 over its host's cap costs no round trip of its own. Redis then keeps about 580
 bytes per waiting fetch, against 230 for the request alone (``bench/defer``).
 
-Every key has the hash tag ``{hosts}``: one slot of a Redis Cluster, so each
-script runs atomically there (the mover's script names the host keys it
-visits itself, from their templates in :mod:`~crawler_tasks.state.keys`, which
-Redis Cluster allows within the slot). The scripts are ``lua/hosts_*.lua``.
+The hosts are split over ``CRAWLER_HOST_SHARDS`` shards by a hash of ``host:port``
+(:mod:`~crawler_tasks.core.shards`). A shard's keys share one hash tag (``{hosts}``
+with one shard): one slot of a Redis Cluster, so each script runs atomically there
+(the mover's script names the host keys it visits itself, from their templates in
+:mod:`~crawler_tasks.state.keys`, which Redis Cluster allows within the slot). Each
+shard has its own due hosts, moving fetches, arrivals, recent hosts and benched
+proxies; the movers visit every shard (:mod:`crawler_tasks.stages.mover`), and the
+read side sums over them (:mod:`~crawler_tasks.state.host_views`). The scripts are
+``lua/hosts_*.lua``.
 """
 
 from __future__ import annotations
@@ -44,19 +49,20 @@ import json
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import redis
 
-from ..core import counters, routing
+from ..core import routing
 from ..core.models import CrawlRequest
 from ..core.politeness import LEAD_S, MARGIN_S, Feedback, Slot, delay_floor, host_key
 from ..core.settings import Settings
 from . import scripts
+from .host_views import HostViews
 from .keys import Keys, template
 from .round_trip import queue_script
-from .waiting_room import Handover, Moved, Waiting, carried, member, read_entry
+from .waiting_room import Handover, Moved, carried, member, read_entry
 
 #: Seconds a host's state outlives its last request.
 HOST_TTL = 86400
@@ -73,35 +79,13 @@ UNCAPPED_BATCH = 64
 RECENT_HOSTS = 10_000
 
 
-@dataclass(frozen=True)
-class HostState:
-    """One host as ``crawler-tasks stats`` shows it."""
-
-    host: str
-    delay: float
-    in_flight: int
-    waiting: int
-    requests: int
-    deferred: int
-    throttled: int
-    blocked: int
-    proxied: bool
-    backoff: float
-    concurrency_cut: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-class HostLimiter:
+class HostLimiter(HostViews):
     """Per-host delay, concurrency and waiting fetches, kept in Redis (see the module doc);
     with a ``handover``, waiting fetches go onto the broker from inside the scripts."""
 
     def __init__(self, client: redis.Redis, keys: Keys, settings: Settings,
                  handover: Handover | None = None) -> None:
-        self.redis = client
-        self.keys = keys
-        self.settings = settings
+        super().__init__(client, keys, settings)
         self.handover = handover
         self._tail = b"" if handover is None else handover.tail
         #: Hosts the ``recent`` list keeps (:data:`RECENT_HOSTS`).
@@ -111,16 +95,20 @@ class HostLimiter:
         self._release = scripts.register(client, "hosts_release.lua")
         self._take_due = scripts.register(client, "hosts_take_due.lua")
         self._route = scripts.register(client, "hosts_route.lua")
-        self._leave = scripts.register(client, "hosts_leave.lua")
         #: Set when a slot of this process was freed: the host's next waiting fetch may go,
         #: and the mover (:mod:`crawler_tasks.stages.mover`) looks without waiting out its sleep.
         self.freed = threading.Event()
+        #: Shard -> monotonic time by which this process's mover should look at it: hints left
+        #: by this process's parks, routes and freed slots (:meth:`take_hints`).
+        self._hints: dict[int, float] = {}
         #: Releases Redis did not take (an outage), by task id: settled by :meth:`settle_owed`.
         self._owed: dict[str, tuple[str, Feedback, float | None, float | None]] = {}
         self._owed_lock = threading.Lock()
-        #: Where the mover's script finds the keys of the hosts it visits.
-        self._host_keys = json.dumps({"host": template(keys.host), "slots": template(keys.host_slots),
-                                      "wait": template(keys.host_wait)})
+        #: Where the scripts of each shard find the keys of the hosts they visit.
+        self._host_keys = [json.dumps({"host": template(partial(keys.host, shard=k)),
+                                       "slots": template(partial(keys.host_slots, shard=k)),
+                                       "wait": template(partial(keys.host_wait, shard=k))})
+                           for k in range(self.shards)]
 
     def _floor(self, crawl_delay: float | None, delay: float | None) -> float:
         return delay_floor(self.settings.download_delay, crawl_delay, delay)
@@ -139,9 +127,9 @@ class HostLimiter:
         if self._owed:  # a new attempt of the task owns its slot again
             with self._owed_lock:
                 self._owed.pop(task_id, None)
-        k, s = self.keys, self.settings
+        k, s, shard = self.keys, self.settings, self.keys.host_shard(host)
         answer = self._acquire(
-            keys=[k.host(host), k.host_slots(host), k.hosts_recent(), k.proxies_benched()],
+            keys=[k.host(host), k.host_slots(host), k.hosts_recent(shard), k.proxies_benched(shard)],
             args=[task_id, self._floor(crawl_delay, delay),
                   s.host_concurrency if concurrency is None else concurrency, self._auto,
                   self.slot_lease, host, HOST_TTL, len(s.proxies), s.autothrottle_start_delay,
@@ -158,12 +146,13 @@ class HostLimiter:
 
     def park(self, host: str, task_id: str, request: CrawlRequest, until: float) -> None:
         """Keep ``request`` (task ``task_id``) waiting for ``host`` in Redis, in its band."""
-        k = self.keys
+        k, shard = self.keys, self.keys.host_shard(host)
         rank = routing.MAX_BAND - routing.band(request.priority)
-        self._park(keys=[k.host(host), k.host_wait(host), k.hosts_due(), k.hosts_recent(),
-                         k.host_slots(host), k.hosts_arrivals(), k.hosts_waiting_crawls()],
+        self._park(keys=[k.host(host), k.host_wait(host), k.hosts_due(shard), k.hosts_recent(shard),
+                         k.host_slots(host), k.hosts_arrivals(shard), k.hosts_waiting_crawls(shard)],
                    args=[self._entries([(request, task_id)])[0], rank, until, host, HOST_TTL, task_id,
                          self.recent_hosts, request.crawl_id])
+        self.hint(shard, max(0.0, until - time.time()))
 
     def _entries(self, fetches: Sequence[tuple[CrawlRequest, str]]) -> list[bytes | str]:
         """The waiting-room entries of ``fetches``: carrying their messages with a handover."""
@@ -186,21 +175,25 @@ class HostLimiter:
         there after a delivery)."""
         assert self.handover is not None, "routing needs the broker to be this Redis"
         k, s = self.keys, self.settings
-        args: list[Any] = [self._host_keys, s.download_delay, s.host_concurrency, self._auto,
-                           s.autothrottle_start_delay, HOST_TTL, self.recent_hosts, self._tail]
+        by_shard: dict[int, list[Any]] = {}
         for (request, _), entry in zip(fetches, self._entries(fetches)):
-            args += [host_key(request.url), entry, routing.MAX_BAND - routing.band(request.priority),
-                     request.crawl_id]
-        queue_script(pipe, self._route, [k.hosts_due(), k.hosts_recent(), k.hosts_arrivals(),
-                                         k.hosts_waiting_crawls()], args)
+            host = host_key(request.url)
+            by_shard.setdefault(k.host_shard(host), []).extend(
+                [host, entry, routing.MAX_BAND - routing.band(request.priority), request.crawl_id])
+        for shard, fetch_args in by_shard.items():
+            args: list[Any] = [self._host_keys[shard], s.download_delay, s.host_concurrency, self._auto,
+                               s.autothrottle_start_delay, HOST_TTL, self.recent_hosts, self._tail, *fetch_args]
+            queue_script(pipe, self._route, [k.hosts_due(shard), k.hosts_recent(shard),
+                                             k.hosts_arrivals(shard), k.hosts_waiting_crawls(shard)], args)
+            self.hint(shard, s.download_delay)  # a fetch it sent to a room may go then
 
     def release(self, host: str, task_id: str, feedback: Feedback, *,
                 crawl_delay: float | None = None, delay: float | None = None, pipe: Any = None) -> bool:
         """Free the slot of task ``task_id`` and adapt ``host``'s limits to ``feedback``;
         True when the host now goes through the proxies (``pipe``: queued there, False)."""
-        k, s = self.keys, self.settings
-        keys = [k.host(host), k.host_slots(host), k.hosts_due(), k.proxies_benched(), k.host_wait(host),
-                k.hosts_waiting_crawls()]
+        k, s, shard = self.keys, self.settings, self.keys.host_shard(host)
+        keys = [k.host(host), k.host_slots(host), k.hosts_due(shard), k.proxies_benched(shard), k.host_wait(host),
+                k.hosts_waiting_crawls(shard)]
         args = [task_id, feedback.kind, feedback.status,
                 -1 if feedback.retry_after is None else feedback.retry_after,
                 feedback.latency, self._floor(crawl_delay, delay), s.retry_backoff_max, self._auto,
@@ -214,15 +207,29 @@ class HostLimiter:
             return False
         return bool(self._release(keys=keys, args=args))
 
-    def wake_mover(self, paced: bool) -> None:
-        """A slot of this process was freed (``paced``: by a fetch whose crawl brings its own
-        delay or cap): wake the mover when the host's next waiting fetch may be its to send.
-        With a handover the release sent it already, unless a delay holds it back."""
+    def wake_mover(self, host: str, paced: bool) -> None:
+        """A slot of ``host`` in this process was freed (``paced``: by a fetch whose crawl
+        brings its own delay or cap): wake the mover, to look at the host's shard, when the
+        host's next waiting fetch may be its to send. With a handover the release sent it
+        already, unless a delay holds it back."""
         s = self.settings
         if not (self.holds or paced):
             return
         if self.handover is None or paced or s.download_delay > 0 or s.autothrottle:
+            self.hint(self.keys.host_shard(host), 0.0)
             self.freed.set()
+
+    def hint(self, shard: int, after: float) -> None:
+        """Ask this process's mover to look at ``shard`` within ``after`` seconds."""
+        at = time.monotonic() + after
+        if at < self._hints.get(shard, float("inf")):
+            self._hints[shard] = at
+
+    def take_hints(self) -> dict[int, float]:
+        """The shards this process asked its mover to look at (shard -> monotonic time), and
+        forget them."""
+        hints, self._hints = self._hints, {}
+        return hints
 
     def owe(self, host: str, task_id: str, feedback: Feedback, crawl_delay: float | None,
             delay: float | None = None) -> None:
@@ -252,12 +259,12 @@ class HostLimiter:
             settled += 1
         return settled
 
-    def take_due(self, limit: int = DUE_BATCH) -> tuple[list[Moved], float | None]:
-        """Waiting fetches whose host may go now (each with a slot reserved), and seconds
-        until the next host is due (None: nothing waits)."""
+    def take_due(self, shard: int = 0, limit: int = DUE_BATCH) -> tuple[list[Moved], float | None]:
+        """Waiting fetches of ``shard`` whose host may go now (each with a slot reserved), and
+        seconds until the shard's next host is due (None: nothing waits there)."""
         k, s = self.keys, self.settings
-        raw = self._take_due(keys=[k.hosts_due(), k.hosts_moving(), k.hosts_waiting_crawls()],
-                             args=[self._host_keys, limit, s.download_delay, s.host_concurrency,
+        raw = self._take_due(keys=[k.hosts_due(shard), k.hosts_moving(shard), k.hosts_waiting_crawls(shard)],
+                             args=[self._host_keys[shard], limit, s.download_delay, s.host_concurrency,
                                    self._auto, RESERVE_S, MOVE_LEASE_S, UNCAPPED_BATCH,
                                    s.autothrottle_start_delay, LEAD_S, self._tail])
         wait = float(raw[0])
@@ -272,102 +279,13 @@ class HostLimiter:
     def moved(self, members: Sequence[tuple[str, str]], pipe: Any = None) -> None:
         """Forget fetches the mover published, each a (moving entry, crawl id) (``pipe``:
         queued there)."""
-        if members:
-            keys = [self.keys.hosts_moving(), self.keys.hosts_waiting_crawls()]
-            args = [value for pair in members for value in pair]
+        by_shard: dict[int, list[str]] = {}
+        for entry, crawl_id in members:
+            by_shard.setdefault(self.keys.host_shard(entry.partition("\t")[0]), []).extend((entry, crawl_id))
+        for shard, args in by_shard.items():
+            keys = [self.keys.hosts_moving(shard), self.keys.hosts_waiting_crawls(shard)]
             if pipe is not None:
                 queue_script(pipe, self._leave, keys, args)
             else:
                 self._leave(keys=keys, args=args)
 
-    def waiting_by_crawl(self) -> dict[str, int]:
-        """Fetches waiting for their hosts, per crawl (kept as they come and go: no walk)."""
-        raw = self.redis.hgetall(self.keys.hosts_waiting_crawls())
-        return {k.decode(): n for k, v in raw.items() if (n := int(v)) > 0}
-
-    def forget_crawl(self, crawl_id: str) -> None:
-        """Drop the waiting count of a purged crawl."""
-        self.redis.hdel(self.keys.hosts_waiting_crawls(), crawl_id)
-
-    def waiting(self) -> int:
-        """Fetches waiting for their host, over every host (walks the due hosts)."""
-        hosts = self.redis.zrange(self.keys.hosts_due(), 0, -1)
-        with self.redis.pipeline(transaction=False) as pipe:
-            for h in hosts:
-                pipe.zcard(self.keys.host_wait(h.decode()))
-            counts = pipe.execute()
-        return sum(counts) + self.redis.zcard(self.keys.hosts_moving())
-
-    def waiting_of(self, crawl_id: str, batch: int = 200) -> list[Waiting]:
-        """The fetches of crawl ``crawl_id`` waiting in the hosts' rooms (walks the due hosts,
-        ``batch`` rooms per round trip)."""
-        needles = (json.dumps({"crawl_id": crawl_id}, separators=(",", ":"))[1:-1].encode(),
-                   f"\t{crawl_id}\t".encode())
-        hosts = [h.decode() for h in self.redis.zrange(self.keys.hosts_due(), 0, -1)]
-        found: list[Waiting] = []
-        for i in range(0, len(hosts), batch):
-            chunk = hosts[i:i + batch]
-            with self.redis.pipeline(transaction=False) as pipe:
-                for h in chunk:
-                    pipe.zrange(self.keys.host_wait(h), 0, -1)
-                rooms = pipe.execute()
-            for host, room in zip(chunk, rooms):
-                for raw in room:
-                    if needles[0] not in raw and needles[1] not in raw:  # cheap test first
-                        continue
-                    task_id, crawl, request = read_entry(raw.decode())
-                    if crawl == crawl_id:
-                        found.append(Waiting(host, raw, task_id, request))
-        return found
-
-    def unwait(self, entries: Sequence[Waiting]) -> list[bool]:
-        """Take ``entries`` out of their waiting rooms; for each, whether it was still there
-        (False: the mover took it first). A room left empty is cleared by the mover's next look."""
-        if not entries:
-            return []
-        by_host: dict[str, list[int]] = {}
-        for n, e in enumerate(entries):
-            by_host.setdefault(e.host, []).append(n)
-        counts = self.keys.hosts_waiting_crawls()
-        with self.redis.pipeline(transaction=False) as pipe:
-            for host, ns in by_host.items():
-                args = [v for n in ns for v in (entries[n].member, entries[n].request.get("crawl_id", ""))]
-                self._leave(keys=[self.keys.host_wait(host), counts], args=args, client=pipe)
-            answers = pipe.execute()
-        gone = [False] * len(entries)
-        for ns, answer in zip(by_host.values(), answers):
-            for n, flag in zip(ns, answer):
-                gone[n] = bool(flag)
-        return gone
-
-    def held_slots(self, hosts: Sequence[str]) -> dict[str, list[str]]:
-        """The task ids holding (or reserved) a slot of each of ``hosts``, leases still running."""
-        seconds, micros = self.redis.time()
-        now = seconds + micros / 1e6
-        with self.redis.pipeline(transaction=False) as pipe:
-            for h in hosts:
-                pipe.zrangebyscore(self.keys.host_slots(h), now, "+inf")
-            raw = pipe.execute()
-        return {h: [m.decode() for m in ids] for h, ids in zip(hosts, raw)}
-
-    def busiest(self, n: int = 10, recent: int = 200) -> list[HostState]:
-        """The ``n`` busiest of the ``recent`` hosts last active: most waiting, then in flight."""
-        hosts = [h.decode() for h in self.redis.zrevrange(self.keys.hosts_recent(), 0, recent - 1)]
-        with self.redis.pipeline(transaction=False) as pipe:
-            for h in hosts:
-                pipe.hgetall(self.keys.host(h))
-                pipe.zcard(self.keys.host_slots(h))
-                pipe.zcard(self.keys.host_wait(h))
-            raw = pipe.execute()
-        states = [self._state(h, raw[3 * i], raw[3 * i + 1], raw[3 * i + 2]) for i, h in enumerate(hosts)]
-        states.sort(key=lambda st: (st.waiting, st.in_flight, st.requests), reverse=True)
-        return states[:n]
-
-    def _state(self, host: str, fields: dict[bytes, bytes], slots: int, waiting: int) -> HostState:
-        f = {key.decode(): value.decode() for key, value in fields.items()}
-        return HostState(host=host, delay=float(f.get("delay", self.settings.download_delay)),
-                         in_flight=slots, waiting=waiting, requests=int(f.get(counters.HOST_REQUESTS, 0)),
-                         deferred=int(f.get(counters.HOST_DEFERRED, 0)),
-                         throttled=int(f.get(counters.HOST_THROTTLED, 0)),
-                         blocked=int(f.get(counters.HOST_BLOCKED, 0)), proxied=f.get("proxied") == "1",
-                         backoff=float(f.get("backoff", 0)), concurrency_cut=int(f.get("cut", 0)))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..core.shards import shard_of, spread_tags
+
 
 def template(key: Callable[..., str], arity: int = 1) -> list[str]:
     """The text around the ``arity`` variable parts of the key ``key`` names: a script
@@ -34,10 +36,14 @@ def template(key: Callable[..., str], arity: int = 1) -> list[str]:
 
 
 class Keys:
-    """Builds key names under ``prefix`` (``CRAWLER_KEY_PREFIX``)."""
+    """Builds key names under ``prefix`` (``CRAWLER_KEY_PREFIX``), with the politeness keys
+    split over ``host_shards`` hash tags (``CRAWLER_HOST_SHARDS``)."""
 
-    def __init__(self, prefix: str = "crawler") -> None:
+    def __init__(self, prefix: str = "crawler", host_shards: int = 1) -> None:
         self.prefix = prefix
+        #: Shards of the politeness keys: a host's keys all carry its shard's tag.
+        self.host_shards = host_shards
+        self._host_stems = tuple(f"{prefix}:{{{tag}}}:" for tag in spread_tags("hosts", host_shards))
 
     def _crawl(self, crawl_id: str, name: str) -> str:
         return f"{self.crawl_stem(crawl_id)}{name}"
@@ -193,65 +199,79 @@ class Keys:
         """LIST of the store entries one worker took and is writing."""
         return f"{self.prefix}:{{store}}:taken:{consumer}"
 
-    # Politeness keys share the hash tag {hosts} (see :mod:`crawler_tasks.state.hosts`).
+    # Politeness keys: a host's keys, and the keys its scripts share with the other hosts of
+    # its shard, carry the shard's hash tag ({hosts} with one shard, {hosts:k…} with several:
+    # core/shards.py), so each script runs on one slot (see crawler_tasks.state.hosts).
 
-    def hosts_stem(self) -> str:
-        """Stem of every per-host key."""
-        return f"{self.prefix}:{{hosts}}:"
+    def host_shard(self, host: str) -> int:
+        """The politeness shard of ``host`` (``host:port``)."""
+        return shard_of(host, self.host_shards)
 
-    def host(self, host: str) -> str:
+    def hosts_stem(self, shard: int) -> str:
+        """Stem of every politeness key of one shard."""
+        return self._host_stems[shard]
+
+    def host(self, host: str, shard: int | None = None) -> str:
         """HASH of one host's limits: ``next`` (Redis time its next request may start),
         ``delay``, ``backoff``, ``auto`` (AutoThrottle), ``cut`` (concurrency cut after
         timeouts), and its counters (:data:`~crawler_tasks.core.counters.HOST`: ``requests``,
-        ``deferred``, ``throttled``, ``blocked``)."""
-        return f"{self.hosts_stem()}host:{host}"
+        ``deferred``, ``throttled``, ``blocked``). ``shard``: the host's own, given by a
+        caller that knows it (the templates of a shard's scripts)."""
+        return f"{self._stem_of(host, shard)}host:{host}"
 
-    def host_slots(self, host: str) -> str:
+    def host_slots(self, host: str, shard: int | None = None) -> str:
         """ZSET task id -> lease expiry of the requests in flight to one host (or reserved
         for a fetch the mover sent)."""
-        return f"{self.hosts_stem()}slots:{host}"
+        return f"{self._stem_of(host, shard)}slots:{host}"
 
-    def host_wait(self, host: str) -> str:
+    def host_wait(self, host: str, shard: int | None = None) -> str:
         """ZSET waiting-room entry (:mod:`~crawler_tasks.state.waiting_room`) -> band rank ×
         10¹³ + arrival number: fetches waiting for one host, highest band first, then first come."""
-        return f"{self.hosts_stem()}wait:{host}"
+        return f"{self._stem_of(host, shard)}wait:{host}"
 
-    def hosts_due(self) -> str:
-        """ZSET host -> Redis time its waiting fetches are next looked at by a mover."""
-        return f"{self.hosts_stem()}due"
+    def _stem_of(self, host: str, shard: int | None) -> str:
+        return self._host_stems[self.host_shard(host) if shard is None else shard]
 
-    def hosts_arrivals(self) -> str:
-        """STRING counter: the order in which fetches joined a waiting room (first in, first out
-        within a band)."""
-        return f"{self.hosts_stem()}arrivals"
+    def hosts_due(self, shard: int) -> str:
+        """ZSET host -> Redis time its waiting fetches are next looked at by a mover (the
+        hosts of one shard)."""
+        return f"{self.hosts_stem(shard)}due"
 
-    def hosts_moving(self) -> str:
-        """ZSET ``<host>\\t<score>\\t<entry>`` -> lease expiry: waiting fetches a mover took
-        and is publishing (given back to their host when the lease runs out)."""
-        return f"{self.hosts_stem()}moving"
+    def hosts_arrivals(self, shard: int) -> str:
+        """STRING counter: the order in which fetches joined a waiting room of the shard (first
+        in, first out within a band)."""
+        return f"{self.hosts_stem(shard)}arrivals"
 
-    def hosts_waiting_crawls(self) -> str:
-        """HASH crawl id -> its fetches waiting for their hosts (in a waiting room, or taken
-        by a mover and not yet published): kept by the scripts that fill and empty the rooms."""
-        return f"{self.hosts_stem()}waiting_crawls"
+    def hosts_moving(self, shard: int) -> str:
+        """ZSET ``<host>\\t<score>\\t<entry>`` -> lease expiry: waiting fetches of the shard a
+        mover took and is publishing (given back to their host when the lease runs out)."""
+        return f"{self.hosts_stem(shard)}moving"
 
-    def hosts_recent(self) -> str:
-        """ZSET host -> Redis time of its last request or deferral (``stats`` reads the busiest)."""
-        return f"{self.hosts_stem()}recent"
+    def hosts_waiting_crawls(self, shard: int) -> str:
+        """HASH crawl id -> its fetches waiting for the shard's hosts (in a waiting room, or
+        taken by a mover and not yet published): kept by the scripts that fill and empty the
+        rooms, summed over the shards on read."""
+        return f"{self.hosts_stem(shard)}waiting_crawls"
 
-    def proxies_benched(self) -> str:
-        """ZSET proxy index (in ``CRAWLER_PROXIES``) -> Redis time until which it is left out."""
-        return f"{self.hosts_stem()}proxies:benched"
+    def hosts_recent(self, shard: int) -> str:
+        """ZSET host -> Redis time of its last request or deferral, for the shard's hosts
+        (``stats`` reads the busiest)."""
+        return f"{self.hosts_stem(shard)}recent"
+
+    def proxies_benched(self, shard: int) -> str:
+        """ZSET proxy index (in ``CRAWLER_PROXIES``) -> Redis time until which the shard's
+        hosts leave it out (each shard learns a failing proxy from its own hosts)."""
+        return f"{self.hosts_stem(shard)}proxies:benched"
 
     def robots(self, origin: str) -> str:
-        """HASH of one origin's robots.txt (``scheme://host:port``): ``state``, ``packed``
-        (its rule lines, compressed, at most 64 KiB), ``status``, ``until``
-        (:mod:`crawler_tasks.net.robots`)."""
-        return f"{self.hosts_stem()}robots:{origin}"
+        """HASH of one origin's robots.txt (``scheme://host:port``), kept in its host's shard:
+        ``state``, ``packed`` (its rule lines, compressed, at most 64 KiB), ``status``,
+        ``until`` (:mod:`crawler_tasks.net.robots`)."""
+        return f"{self._stem_of(origin.partition('://')[2], None)}robots:{origin}"
 
     def robots_lock(self, origin: str) -> str:
         """STRING held (with a TTL) by the one fetch downloading an origin's robots.txt."""
-        return f"{self.hosts_stem()}robots:{origin}:lock"
+        return f"{self.robots(origin)}:lock"
 
     def stats_flushed(self) -> str:
         """HASH crawl id -> its counters (JSON) as last written to its store's statistics."""

@@ -24,7 +24,7 @@ from rich.console import Console
 from crawler_tasks.cli.local import free_port
 from crawler_tasks.cli.top_view import Rates, plain_line, render, time_left
 from crawler_tasks.service.snapshot import CrawlFigures, Snapshot
-from crawler_tasks.state.hosts import HostState
+from crawler_tasks.state.host_views import HostState
 from crawler_tasks.state.store_queue import QueueDepth
 from tests.helpers import token
 

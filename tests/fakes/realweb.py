@@ -89,6 +89,22 @@ class RealWeb:
         """The politeness keys (``host:port``) of the hosts."""
         return [self.base(i).removeprefix("http://") for i in range(len(self.servers))]
 
+    def assert_crawled_politely(self, urls: list[str], disallowed_counted: int) -> None:
+        """Assert what a polite crawl of the seeds leaves: every allowed page stored once
+        (``urls``), no disallowed page fetched, each robots.txt fetched once, and the
+        crawl's ``robots/disallowed`` counter (``disallowed_counted``) one per disallowed link."""
+        from crawler_tasks.core.urls import canonicalize_url
+
+        stored = sorted(canonicalize_url(u) for u in urls)
+        disallowed = {canonicalize_url(self.base(i) + p) for i in range(len(self.servers)) for p in DISALLOWED}
+        assert len(stored) == len(set(stored)), "a page stored twice"
+        assert set(stored) - disallowed == {canonicalize_url(u) for u in self.expected()}
+        for i in range(len(self.servers)):
+            hits = self.hits(i)
+            assert not [p for p in hits if p.startswith(("/private/", "/cart"))], "a disallowed page was fetched"
+            assert hits["/robots.txt"] == 1
+        assert disallowed_counted == len(disallowed)
+
     def hits(self, index: int) -> Counter[str]:
         with self.lock:
             return Counter(self.counts[index])

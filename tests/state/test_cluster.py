@@ -194,11 +194,44 @@ def test_keys_the_scripts_name_themselves_stay_in_their_slot_on_a_redis_cluster(
         assert len(list(rt.redis.scan_iter(match=f"{stem}:*"))) >= 2  # a generation, its bits
 
         host = "example.test:80"
+        shard = rt.keys.host_shard(host)
+        assert rt.hosts.shards == 16  # the politeness state's default shards on a cluster
         rt.hosts.park(host, "t-a", CrawlRequest("http://example.test/a"), 0)
-        assert [m.task_id for m in rt.hosts.take_due()[0]] == ["t-a"]
+        assert [m.task_id for m in rt.hosts.take_due(shard)[0]] == ["t-a"]
         time.sleep(0.3)  # the mover died: the fetch goes back to its host's waiting room
         rt.redis.delete(rt.keys.host_slots(host))
-        assert [m.task_id for m in rt.hosts.take_due()[0]] == ["t-a"]
+        assert [m.task_id for m in rt.hosts.take_due(shard)[0]] == ["t-a"]
         assert rt.redis.zscore(rt.keys.host_slots(host), "t-a")
     finally:
+        rt.close()
+
+
+def test_a_polite_crawl_spreads_its_hosts_over_the_shards_and_keeps_every_rule(cluster_url, tmp_path):
+    """The defaults on (robots.txt obeyed, two requests per host, the guard), the delay
+    shortened: the politeness state in its 16 shards on the cluster's masters."""
+    from crawler_tasks.core import counters
+    from tests.fakes.realweb import RealWeb
+    from tests.holds import assert_nothing_held
+    from tests.system.test_realweb import defaults
+
+    flush(CLUSTER_BROKER_DB)
+    settings = defaults(tmp_path, broker_url=f"{REDIS}/{CLUSTER_BROKER_DB}", redis_url=cluster_url)
+    rt = Runtime(settings, create_app(settings))
+    web = RealWeb(hosts=6, first_ip=110).start()
+    workers = Workers(settings, processes=2, concurrency=8, name=f"cw{token()}@%h",
+                      log_path=str(tmp_path / "workers.log")).start()
+    try:
+        crawl_id = f"w{token()}"
+        submit_requests(rt, build_requests(web.seeds, crawl_id=crawl_id), store=settings.store)
+        wait_drained(lambda: rt.crawls.outstanding(crawl_id) == 0, timeout=90, workers=workers)
+        web.assert_crawled_politely([r.url for r in open_store(settings.store).records(crawl_id)],
+                                    rt.stats.read(crawl_id).get(counters.ROBOTS_DISALLOWED, 0))
+        assert_nothing_held(rt, web.hosts)
+        for host in web.hosts:  # each host's keys on the master of its shard's tag
+            assert rt.redis.exists(rt.keys.host(host), rt.keys.robots(f"http://{host}")) == 2
+        assert sum(h.deferred for h in rt.hosts.busiest(10)) > 0  # fetches did wait in the rooms
+        assert rt.hosts.waiting_by_crawl() == {}
+    finally:
+        workers.stop()
+        web.stop()
         rt.close()

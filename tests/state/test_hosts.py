@@ -155,7 +155,7 @@ def test_the_recent_hosts_list_keeps_the_newest_hosts_only(limiter_rt):
         assert rt.hosts.acquire(host, f"t{i}").go
         if i % 2:
             rt.hosts.park(host, f"w{i}", CrawlRequest(f"http://h{i}.test/w"), 0)
-    recent = [h.decode() for h in rt.redis.zrange(rt.keys.hosts_recent(), 0, -1)]
+    recent = [h.decode() for h in rt.redis.zrange(rt.keys.hosts_recent(0), 0, -1)]
     assert 20 <= len(recent) <= 22  # trimmed to 20 once it is a tenth over
     assert recent[-1] == "h99.test:80" and "h0.test:80" not in recent
     assert [h.host for h in rt.hosts.busiest(n=1)] == ["h99.test:80"]

@@ -169,7 +169,7 @@ class Twin:
         """Release through the script from ``pace`` and check it against the twin: (the host's
         pace as Redis has it after, as the twin says it at the time before the call)."""
         self.write(pace)
-        for key in (self.keys.host_wait(HOST), self.keys.hosts_due(), self.keys.proxies_benched()):
+        for key in (self.keys.host_wait(HOST), self.keys.hosts_due(0), self.keys.proxies_benched(0)):
             self.redis.delete(key)
         if waiting:  # as park leaves it: the fetch in the room, the host marked
             self.redis.zadd(self.keys.host_wait(HOST), {"waiting-fetch": 0})
@@ -190,12 +190,12 @@ class Twin:
             assert got.auto == pytest.approx(want.auto, rel=1e-12)
         assert early.pace.next - CLOCK <= got.next <= late.pace.next + CLOCK
         assert proxied is early.proxied
-        benched = self.redis.zscore(self.keys.proxies_benched(), str(feedback.proxy))
+        benched = self.redis.zscore(self.keys.proxies_benched(0), str(feedback.proxy))
         if early.bench_until is None:
             assert benched is None
         else:
             assert early.bench_until - CLOCK <= benched <= late.bench_until + CLOCK  # type: ignore[operator]
-        due = self.redis.zscore(self.keys.hosts_due(), HOST)
+        due = self.redis.zscore(self.keys.hosts_due(0), HOST)
         if early.due is None:
             assert due is None
         else:
@@ -204,7 +204,7 @@ class Twin:
 
     def check_limits(self, pace: HostPace) -> tuple[float, int]:
         """The delay and concurrency :meth:`HostLimiter.acquire` gives the host, against the twin."""
-        for key in (self.keys.host_wait(HOST), self.keys.proxies_benched(), self.keys.host_slots(HOST)):
+        for key in (self.keys.host_wait(HOST), self.keys.proxies_benched(0), self.keys.host_slots(HOST)):
             self.redis.delete(key)
         self.redis.hdel(self.keys.host(HOST), "waiting")  # as the mover leaves an emptied room
         delay, concurrency = limits(pace, self.rules)

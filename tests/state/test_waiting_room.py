@@ -196,7 +196,7 @@ def test_a_handed_over_fetch_is_the_message_celery_would_read_with_a_tag_of_its_
         assert tags[0] != tags[1] and all(t.startswith("t-a.") for t in tags)
         assert rt.hosts.waiting_by_crawl() == {}
         assert not rt.redis.exists(rt.keys.host_wait(HOST))
-        assert rt.redis.zscore(rt.keys.hosts_due(), HOST) is None  # the mover has nothing to look at
+        assert rt.redis.zscore(rt.keys.hosts_due(0), HOST) is None  # the mover has nothing to look at
     finally:
         rt.close()
 
@@ -235,7 +235,7 @@ def test_a_new_fetch_of_a_busy_host_waits_in_its_room_and_one_of_a_free_host_goe
         waiting = [read_entry(m.decode())[0] for m in rt.redis.zrange(rt.keys.host_wait(busy), 0, -1)]
         assert waiting == ["t-b0", "t-b1"]  # in arrival order, no broker message for them
         assert rt.hosts.waiting_by_crawl() == {"c": 2}
-        assert rt.redis.zscore(rt.keys.hosts_due(), busy) is not None  # the mover will look at it
+        assert rt.redis.zscore(rt.keys.hosts_due(0), busy) is not None  # the mover will look at it
         assert rt.redis.lrange(wake_list("crawl.fetch"), 0, -1) == [b"1"]
         messages = [orjson.loads(m) for m in rt.redis.lrange("crawl.fetch:4", 0, -1)]
         assert sorted(m["headers"]["id"] for m in messages) == ["t-f0", "t-f1"]

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""bench/shards: one crawl's state on one Redis against a local Redis Cluster of 3 and 6
+masters: pages/s, and each master's share of the commands and the CPU.
+
+    bench/shards/shards.py [--masters 3,6] [--hosts 120] [--pages-per-host 15] [--delay 0.5]
+                           [--pages 3000] [--runs 1] [--only broad,fast] [--host-shards default]
+
+Two crawls, each ``crawler-tasks crawl SEEDS --workers 2`` timed from start to exit:
+
+- **broad**: bench/broad's site (``--hosts`` loopback hosts × ``--pages-per-host``, 20 ms
+  per answer) with the defaults (robots.txt obeyed, two requests per host, the guard open
+  to loopback) and the delay shortened to ``--delay``;
+- **fast**: the bench site on one host, 3,000 pages, unpaced as bench/compare (no delay,
+  no cap: what is measured is Redis, not a host's pace).
+
+The state (``CRAWLER_REDIS_URL``) is one private redis-server, then a cluster of each
+``--masters`` count started here as ``redis-cli --cluster create`` makes one (no
+replicas); the broker is one more private redis-server in every row (the cluster cannot
+be a broker), so the rows differ only in where the state lives. Per master: commands
+(``total_commands_processed``) and Redis CPU (``used_cpu_user + used_cpu_sys``) over the
+crawl; ``max/mean`` and ``min/mean`` say how evenly the crawl spread over them.
+``--host-shards 1,default`` adds, on each cluster, a row with the politeness state on one
+hash tag (``CRAWLER_HOST_SHARDS=1``) beside the default's 16 tags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+LIB = Path(__file__).resolve().parent.parent / "lib"
+BROAD = Path(__file__).resolve().parent.parent / "broad_crawl"
+sys.path.insert(0, str(LIB))
+
+from one_crawl import ONE_HOST, helper  # noqa: E402
+from servers import Children, RedisServer, redis_binary  # noqa: E402
+from site_gen import ensure_site  # noqa: E402
+
+#: The broad crawl: the defaults, the guard open to the site's loopback addresses.
+BROAD_ENV = {"CRAWLER_PRIVATE_ALLOWLIST": "127.0.0.0/8"}
+
+
+def cluster_ports(n: int) -> list[int]:
+    """Free ports whose cluster-bus port (+10000) is free too."""
+    ports: list[int] = []
+    port = 21000
+    while len(ports) < n and port < 30000:
+        port += 1
+        try:
+            for p in (port, port + 10000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        ports.append(port)
+    return ports
+
+
+def start_cluster(group: Children, root: Path, masters: int) -> list[int]:
+    """``masters`` cluster-enabled redis-servers joined with ``redis-cli --cluster create``."""
+    ports = cluster_ports(masters)
+    for port in ports:
+        group.spawn([redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                     "--cluster-config-file", str(root / f"nodes-{port}.conf"), "--save", "", "--appendonly", "no",
+                     "--dir", str(root), "--loglevel", "warning"], name=f"cluster {port}")
+    for port in ports:
+        _wait(lambda p=port: redis.Redis(port=p).ping())
+    subprocess.run([shutil.which("redis-cli") or "redis-cli", "--cluster", "create",
+                    *(f"127.0.0.1:{p}" for p in ports), "--cluster-replicas", "0", "--cluster-yes"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+    _wait(lambda: all(redis.Redis(port=p).cluster("info")["cluster_state"] == "ok" for p in ports))
+    return ports
+
+
+def _wait(check, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except redis.RedisError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit("bench/shards: a Redis did not come up")
+
+
+def reading(ports: list[int]) -> list[tuple[int, float]]:
+    """(commands, CPU seconds) of each server so far."""
+    out = []
+    for port in ports:
+        client = redis.Redis(port=port)
+        stats, cpu = client.info("stats"), client.info("cpu")
+        out.append((int(stats["total_commands_processed"]), float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])))
+        client.close()
+    return out
+
+
+def crawl(crawler: str, seeds: list[str], broker: str, state: str, work: Path, env: dict[str, str]) -> tuple[float, int]:
+    """One ``crawler-tasks crawl``: wall seconds from start to exit, and pages stored."""
+    import os
+
+    full = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    store = work / "pages.db"
+    full.update(env, CRAWLER_BROKER_URL=broker, CRAWLER_REDIS_URL=state, CRAWLER_STORE=str(store))
+    started = time.monotonic()
+    code = subprocess.call([crawler, "crawl", *seeds, "--workers", "2", "--quiet", "--store", str(store)],
+                           env=full, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.monotonic() - started
+    if code != 0:
+        raise SystemExit(f"bench/shards: crawler-tasks exited with code {code}")
+    with sqlite3.connect(store) as db:
+        pages = db.execute("SELECT count(*) FROM pages").fetchone()[0]
+    return wall, pages
+
+
+def spread(values: list[float]) -> str:
+    mean = sum(values) / len(values)
+    return f"{max(values) / mean:.2f} / {min(values) / mean:.2f}" if mean else "–"
+
+
+def one_row(args: argparse.Namespace, workload: str, seeds: list[str], env: dict[str, str], masters: int,
+            host_shards: str) -> str:
+    with tempfile.TemporaryDirectory(prefix="bench-shards-") as tmp, Children() as group:
+        work = Path(tmp)
+        broker = RedisServer(group, work, "broker").start()
+        if masters == 1:
+            state = RedisServer(group, work, "state").start()
+            ports, state_url = [state.port], state.url
+        else:
+            ports = start_cluster(group, work, masters)
+            state_url = f"redis+cluster://127.0.0.1:{ports[0]}"
+        before, broker_before = reading(ports), reading([broker.port])
+        if host_shards != "default":
+            env = {**env, "CRAWLER_HOST_SHARDS": host_shards}
+        wall, pages = crawl(args.crawler, seeds, broker.url, state_url, work, env)
+        after, broker_after = reading(ports), reading([broker.port])
+    commands = [a[0] - b[0] for a, b in zip(after, before)]
+    cpu = [a[1] - b[1] for a, b in zip(after, before)]
+    broker_cmds = broker_after[0][0] - broker_before[0][0]
+    where = "one Redis" if masters == 1 else f"cluster, {masters} masters"
+    if host_shards != "default":
+        where += f", {host_shards} host shard{'s' if host_shards != '1' else ''}"
+    per_master = " ".join(f"{c / pages:.1f}" for c in commands)
+    return (f"| {workload} | {where} | {pages} | {pages / wall:.0f} | {sum(commands) / pages:.1f} | {per_master} | "
+            f"{spread([float(c) for c in commands])} | {sum(cpu) / pages * 1e6:.0f} | {spread(cpu)} | "
+            f"{broker_cmds / pages:.1f} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--masters", default="3,6", help="cluster sizes, comma list (default 3,6)")
+    parser.add_argument("--hosts", type=int, default=120, help="hosts of the broad crawl (default 120)")
+    parser.add_argument("--pages-per-host", type=int, default=15, help="pages of each (default 15)")
+    parser.add_argument("--delay", type=float, default=0.5, help="the broad crawl's delay (default 0.5 s)")
+    parser.add_argument("--pages", type=int, default=3000, help="pages of the fast crawl (default 3000)")
+    parser.add_argument("--runs", type=int, default=1, help="rounds (default 1)")
+    parser.add_argument("--only", default="broad,fast", help="workloads, comma list (default broad,fast)")
+    parser.add_argument("--host-shards", default="default",
+                        help="CRAWLER_HOST_SHARDS of the cluster rows, comma list ('default': unset)")
+    parser.add_argument("--crawler", default=shutil.which("crawler-tasks") or "crawler-tasks")
+    args = parser.parse_args()
+    sizes = [(1, "default"), *((int(m), h) for m in args.masters.split(",") if m
+                               for h in args.host_shards.split(","))]
+    print("| crawl | state | pages | pages/s | state cmds/page | per master | cmds max/mean / min/mean "
+          "| state CPU µs/page | CPU max/mean / min/mean | broker cmds/page |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for _ in range(args.runs):
+        for workload in args.only.split(","):
+            if workload == "broad":
+                with helper(BROAD / "broad_site.py", "--hosts", str(args.hosts), "--pages-per-host",
+                            str(args.pages_per_host), "--latency", "0.02", "--log", "/dev/null") as port:
+                    hosts = [f"127.0.{1 + i // 254}.{1 + i % 254}" for i in range(args.hosts)]
+                    seeds = [f"http://{h}:{port}/" for h in hosts]
+                    env = {**BROAD_ENV, "CRAWLER_DOWNLOAD_DELAY": f"{args.delay:g}"}
+                    for masters, host_shards in sizes:
+                        print(one_row(args, "broad", seeds, env, masters, host_shards), flush=True)
+            else:
+                root = ensure_site(args.pages).root
+                with helper(LIB / "timed_site.py", root, 0, "/dev/null") as port:
+                    for masters, host_shards in sizes:
+                        print(one_row(args, "fast", [f"http://127.0.0.1:{port}/"], dict(ONE_HOST), masters,
+                                      host_shards), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Shards of shared state: which shard a name belongs to, and hash tags that spread shards
+evenly over a Redis Cluster's masters.
+
+A Redis Cluster puts a key on one of 16,384 slots by the CRC16 of its hash tag (the text
+between its first ``{`` and the next ``}``), and ``redis-cli --cluster create`` gives each
+master one run of consecutive slots. Tags named ``hosts:0`` … ``hosts:15`` would fall on
+slots at random, several on one master and none on another; :func:`spread_tags` picks, for
+shard k of n, the first tag ``hosts:k``, ``hosts:k.1``, ``hosts:k.2`` … whose slot lies in
+the k-th of n equal runs of slots, so n shards share out evenly over any number of masters
+up to n holding equal runs. The tags are a pure function of (base, n): every process names
+the same keys.
+"""
+
+from __future__ import annotations
+
+import zlib
+from functools import lru_cache
+
+#: Slots of a Redis Cluster.
+SLOTS = 16384
+
+
+def _crc16_table() -> tuple[int, ...]:
+    table = []
+    for byte in range(256):
+        crc = byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+        table.append(crc & 0xFFFF)
+    return tuple(table)
+
+
+_TABLE = _crc16_table()
+
+
+def crc16(data: bytes) -> int:
+    """CRC16-CCITT (XMODEM), the checksum Redis Cluster hashes keys with."""
+    crc = 0
+    for byte in data:
+        crc = ((crc << 8) & 0xFFFF) ^ _TABLE[((crc >> 8) ^ byte) & 0xFF]
+    return crc
+
+
+def tag_slot(tag: str) -> int:
+    """The Redis Cluster slot of every key whose hash tag is ``tag``."""
+    return crc16(tag.encode()) % SLOTS
+
+
+def shard_of(name: str, shards: int) -> int:
+    """The shard of ``name`` among ``shards``: the same in every process and every run
+    (CRC32 of its UTF-8 bytes, not Python's randomised ``hash``)."""
+    if shards <= 1:
+        return 0
+    return zlib.crc32(name.encode()) % shards
+
+
+@lru_cache(maxsize=64)
+def spread_tags(base: str, shards: int) -> tuple[str, ...]:
+    """Hash tags for ``shards`` shards of ``base``: ``(base,)`` for one shard; else, for shard
+    k, the first of ``base:k``, ``base:k.1``, ``base:k.2`` … whose slot lies in the k-th of
+    ``shards`` equal runs of the slot space. ValueError below 1 or above :data:`SLOTS`."""
+    if not 1 <= shards <= SLOTS:
+        raise ValueError(f"shards must be 1 to {SLOTS}, not {shards}")
+    if shards == 1:
+        return (base,)
+    tags = []
+    for k in range(shards):
+        low, high = k * SLOTS // shards, (k + 1) * SLOTS // shards
+        n = 0
+        while True:
+            tag = f"{base}:{k}" if n == 0 else f"{base}:{k}.{n}"
+            if low <= tag_slot(tag) < high:
+                break
+            n += 1
+        tags.append(tag)
+    return tuple(tags)

@@ -1,0 +1,49 @@
+"""Shards of shared state: stable shard numbers and hash tags spread over the slots."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from crawler_tasks.core.shards import SLOTS, crc16, shard_of, spread_tags, tag_slot
+
+
+def test_crc16_is_the_checksum_redis_cluster_hashes_keys_with():
+    assert crc16(b"123456789") == 0x31C3  # the XMODEM check value Redis's cluster spec gives
+    assert tag_slot("123456789") == 12739  # CLUSTER KEYSLOT 123456789
+    assert tag_slot("hosts") == 7676  # CLUSTER KEYSLOT {hosts}
+
+
+def test_a_name_always_falls_in_the_same_shard_and_names_spread_over_them():
+    assert shard_of("example.com:443", 1) == 0
+    first = [shard_of(f"h{i}.test:80", 16) for i in range(1600)]
+    assert first == [shard_of(f"h{i}.test:80", 16) for i in range(1600)]
+    assert shard_of("example.com:443", 16) == 0 and shard_of("example.com:80", 16) == 3  # CRC32
+    counts = Counter(first)
+    assert set(counts) == set(range(16)) and max(counts.values()) < 1.35 * min(counts.values())
+
+
+def test_one_shard_keeps_the_plain_tag():
+    assert spread_tags("hosts", 1) == ("hosts",)
+
+
+@pytest.mark.parametrize("shards", [2, 16, 64])
+def test_each_shard_s_tag_falls_in_its_own_run_of_slots(shards):
+    tags = spread_tags("hosts", shards)
+    assert len(set(tags)) == shards
+    for k, tag in enumerate(tags):
+        assert k * SLOTS // shards <= tag_slot(tag) < (k + 1) * SLOTS // shards
+
+
+@pytest.mark.parametrize("masters", [3, 6, 16])
+def test_sixteen_shards_share_out_over_masters_holding_equal_runs_within_a_shard(masters):
+    """``redis-cli --cluster create`` gives each master one run of about SLOTS / masters slots."""
+    owner = Counter(tag_slot(t) * masters // SLOTS for t in spread_tags("hosts", 16))
+    assert len(owner) == masters and max(owner.values()) - min(owner.values()) <= 1
+
+
+def test_shard_counts_out_of_range_are_refused():
+    for bad in (0, SLOTS + 1):
+        with pytest.raises(ValueError, match="shards must be 1 to 16384"):
+            spread_tags("hosts", bad)
