@@ -49,7 +49,7 @@ SECTIONS: tuple[tuple[str, tuple[str, str], tuple[str, ...]], ...] = (
         "CRAWLER_RENDER_BLOCK", "CRAWLER_RENDER_MAX_REQUESTS", "CRAWLER_RENDER_PAGES_PER_BROWSER",
         "CRAWLER_RENDER_BROWSER_MAX_MIB")),
     ("The gate", ("the gate", "gate.md"), (
-        "CRAWLER_DEDUP", "CRAWLER_BLOOM_CAPACITY", "CRAWLER_BLOOM_ERROR_RATE",
+        "CRAWLER_DEDUP", "CRAWLER_GATE_SHARDS", "CRAWLER_BLOOM_CAPACITY", "CRAWLER_BLOOM_ERROR_RATE",
         "CRAWLER_RECRAWL_AFTER", "CRAWLER_MAX_QUEUED", "CRAWLER_KNOWN_LINKS")),
     ("Revisits", ("revisits and changes", "recrawl.md"), (
         "CRAWLER_REVISIT_MIN_S", "CRAWLER_REVISIT_MAX_S", "CRAWLER_REVISIT_GROWTH",

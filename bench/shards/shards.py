@@ -2,8 +2,8 @@
 """bench/shards: one crawl's state on one Redis against a local Redis Cluster of 3 and 6
 masters: pages/s, and each master's share of the commands and the CPU.
 
-    bench/shards/shards.py [--masters 3,6] [--hosts 120] [--pages-per-host 15] [--delay 0.5]
-                           [--pages 3000] [--runs 1] [--only broad,fast] [--host-shards default]
+    bench/shards/shards.py [--rows one,c3,c6] [--hosts 120] [--pages-per-host 15] [--delay 0.5]
+                           [--pages 3000] [--runs 1] [--only broad,fast]
 
 Two crawls, each ``crawler-tasks crawl SEEDS --workers 2`` timed from start to exit:
 
@@ -13,14 +13,15 @@ Two crawls, each ``crawler-tasks crawl SEEDS --workers 2`` timed from start to e
 - **fast**: the bench site on one host, 3,000 pages, unpaced as bench/compare (no delay,
   no cap: what is measured is Redis, not a host's pace).
 
-The state (``CRAWLER_REDIS_URL``) is one private redis-server, then a cluster of each
-``--masters`` count started here as ``redis-cli --cluster create`` makes one (no
-replicas); the broker is one more private redis-server in every row (the cluster cannot
+The state (``CRAWLER_REDIS_URL``) is, per row of ``--rows``, one private redis-server
+(``one``) or a cluster of N masters (``cN``) started here as ``redis-cli --cluster
+create`` makes one (no replicas); ``:K`` after a row sets ``CRAWLER_HOST_SHARDS`` and
+``CRAWLER_GATE_SHARDS`` to K (``c3:1``: the cluster with one tag for the politeness
+state and one per crawl, as before they were split; ``one:4``: one Redis with four of
+each, what the split costs there). The broker is one more private redis-server in every row (the cluster cannot
 be a broker), so the rows differ only in where the state lives. Per master: commands
 (``total_commands_processed``) and Redis CPU (``used_cpu_user + used_cpu_sys``) over the
 crawl; ``max/mean`` and ``min/mean`` say how evenly the crawl spread over them.
-``--host-shards 1,default`` adds, on each cluster, a row with the politeness state on one
-hash tag (``CRAWLER_HOST_SHARDS=1``) beside the default's 16 tags.
 """
 
 from __future__ import annotations
@@ -127,8 +128,9 @@ def spread(values: list[float]) -> str:
     return f"{max(values) / mean:.2f} / {min(values) / mean:.2f}" if mean else "–"
 
 
-def one_row(args: argparse.Namespace, workload: str, seeds: list[str], env: dict[str, str], masters: int,
-            host_shards: str) -> str:
+def one_row(args: argparse.Namespace, workload: str, seeds: list[str], env: dict[str, str], row: str) -> str:
+    where, _, shards = row.partition(":")
+    masters = 1 if where == "one" else int(where.removeprefix("c"))
     with tempfile.TemporaryDirectory(prefix="bench-shards-") as tmp, Children() as group:
         work = Path(tmp)
         broker = RedisServer(group, work, "broker").start()
@@ -139,16 +141,16 @@ def one_row(args: argparse.Namespace, workload: str, seeds: list[str], env: dict
             ports = start_cluster(group, work, masters)
             state_url = f"redis+cluster://127.0.0.1:{ports[0]}"
         before, broker_before = reading(ports), reading([broker.port])
-        if host_shards != "default":
-            env = {**env, "CRAWLER_HOST_SHARDS": host_shards}
+        if shards:
+            env = {**env, "CRAWLER_HOST_SHARDS": shards, "CRAWLER_GATE_SHARDS": shards}
         wall, pages = crawl(args.crawler, seeds, broker.url, state_url, work, env)
         after, broker_after = reading(ports), reading([broker.port])
     commands = [a[0] - b[0] for a, b in zip(after, before)]
     cpu = [a[1] - b[1] for a, b in zip(after, before)]
     broker_cmds = broker_after[0][0] - broker_before[0][0]
     where = "one Redis" if masters == 1 else f"cluster, {masters} masters"
-    if host_shards != "default":
-        where += f", {host_shards} host shard{'s' if host_shards != '1' else ''}"
+    if shards:
+        where += f", {shards} shard{'s' if shards != '1' else ''}"
     per_master = " ".join(f"{c / pages:.1f}" for c in commands)
     return (f"| {workload} | {where} | {pages} | {pages / wall:.0f} | {sum(commands) / pages:.1f} | {per_master} | "
             f"{spread([float(c) for c in commands])} | {sum(cpu) / pages * 1e6:.0f} | {spread(cpu)} | "
@@ -157,19 +159,17 @@ def one_row(args: argparse.Namespace, workload: str, seeds: list[str], env: dict
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--masters", default="3,6", help="cluster sizes, comma list (default 3,6)")
+    parser.add_argument("--rows", default="one,c3,c6",
+                        help="where the state lives, comma list: one, cN, with :K for K shards (default one,c3,c6)")
     parser.add_argument("--hosts", type=int, default=120, help="hosts of the broad crawl (default 120)")
     parser.add_argument("--pages-per-host", type=int, default=15, help="pages of each (default 15)")
     parser.add_argument("--delay", type=float, default=0.5, help="the broad crawl's delay (default 0.5 s)")
     parser.add_argument("--pages", type=int, default=3000, help="pages of the fast crawl (default 3000)")
     parser.add_argument("--runs", type=int, default=1, help="rounds (default 1)")
     parser.add_argument("--only", default="broad,fast", help="workloads, comma list (default broad,fast)")
-    parser.add_argument("--host-shards", default="default",
-                        help="CRAWLER_HOST_SHARDS of the cluster rows, comma list ('default': unset)")
     parser.add_argument("--crawler", default=shutil.which("crawler-tasks") or "crawler-tasks")
     args = parser.parse_args()
-    sizes = [(1, "default"), *((int(m), h) for m in args.masters.split(",") if m
-                               for h in args.host_shards.split(","))]
+    rows = [r for r in args.rows.split(",") if r]
     print("| crawl | state | pages | pages/s | state cmds/page | per master | cmds max/mean / min/mean "
           "| state CPU µs/page | CPU max/mean / min/mean | broker cmds/page |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -181,14 +181,13 @@ def main() -> int:
                     hosts = [f"127.0.{1 + i // 254}.{1 + i % 254}" for i in range(args.hosts)]
                     seeds = [f"http://{h}:{port}/" for h in hosts]
                     env = {**BROAD_ENV, "CRAWLER_DOWNLOAD_DELAY": f"{args.delay:g}"}
-                    for masters, host_shards in sizes:
-                        print(one_row(args, "broad", seeds, env, masters, host_shards), flush=True)
+                    for row in rows:
+                        print(one_row(args, "broad", seeds, env, row), flush=True)
             else:
                 root = ensure_site(args.pages).root
                 with helper(LIB / "timed_site.py", root, 0, "/dev/null") as port:
-                    for masters, host_shards in sizes:
-                        print(one_row(args, "fast", [f"http://127.0.0.1:{port}/"], dict(ONE_HOST), masters,
-                                      host_shards), flush=True)
+                    for row in rows:
+                        print(one_row(args, "fast", [f"http://127.0.0.1:{port}/"], dict(ONE_HOST), row), flush=True)
     return 0
 
 

@@ -38,9 +38,6 @@ PIPELINES = ("local", "split")
 DEDUP_MODES = ("set", "bloom")
 #: What a worker does with a near-duplicate page ("": it does not look for them).
 NEAR_DUPLICATE_MODES = ("", "mark", "nofollow", "nobody")
-#: Politeness shards on a Redis Cluster where CRAWLER_HOST_SHARDS is unset: an even share
-#: for up to 16 masters (``core/shards.py``), and a mover visit per shard (``bench/shards``).
-CLUSTER_HOST_SHARDS = 16
 #: ``CRAWLER_TASK_EVENTS`` values.
 EVENT_MODES = ("auto", "on", "off")
 
@@ -190,10 +187,9 @@ SPECS: tuple[Spec, ...] = (
          "Requests in flight to one host across every worker and node; 0 = no cap. A fetch "
          "that may not go yet waits in Redis, not in a worker.", ge=0),
     Spec("CRAWLER_HOST_SHARDS", "host_shards", int, None,
-         "Shards of the politeness state (each host's limits, slots, waiting room and "
-         "robots.txt go to one, by a hash of `host:port`), each with a hash tag of its own "
-         "spread over a Redis Cluster's masters. Every worker and client of one Redis must "
-         "use the same value; change it only with nothing waiting.",
+         "Shards of the politeness state (a host's limits, slots, waiting room, robots.txt go to "
+         "one by a hash of `host:port`), each a hash tag spread over a Redis Cluster's masters. "
+         "Every client of one Redis must use the same value; change it with nothing waiting.",
          "1 on one Redis, 16 on a Redis Cluster", ge=1, lt=16385),
     Spec("CRAWLER_ROBOTSTXT_OBEY", "robotstxt_obey", _bool, True,
          "Fetch each origin's robots.txt once (cached in Redis for the cluster), obey its "
@@ -316,6 +312,11 @@ SPECS: tuple[Spec, ...] = (
          "Start-URL entries taken per `crawl.feed` tick.", gt=0),
     Spec("CRAWLER_START_URLS_INTERVAL", "start_urls_interval", _number, 5.0,
          "Seconds between Beat's `crawl.feed` ticks.", gt=0),
+    Spec("CRAWLER_GATE_SHARDS", "gate_shards", int, None,
+         "Shards of each crawl's gate (seen filter, outstanding set, counters, replay marks, split "
+         "by a hash of the URL's fingerprint), each a hash tag spread over a Redis Cluster's "
+         "masters. Every client of one Redis must use the same value; change it between crawls.",
+         "1 on one Redis, 16 on a Redis Cluster", ge=1, lt=1025),
     Spec("CRAWLER_DEDUP", "dedup", str.lower, "set",
          "Gate of each crawl: `set` (exact, a Redis SET, about 80 bytes per URL) or `bloom` "
          "(a scalable Bloom filter on Redis bitmaps, about 2 bytes per URL; may refuse a new "

@@ -18,7 +18,6 @@ from typing import Any
 
 from .errors import SettingsError
 from .setting_specs import (
-    CLUSTER_HOST_SHARDS,
     DEDUP_MODES,
     DEFAULT_BROKER_URL,
     DEFAULT_STORE,
@@ -32,6 +31,7 @@ from .setting_specs import (
     Spec,
 )
 from .setting_types import _allowlist, _bool, _number
+from .shards import CLUSTER_SHARDS
 
 __all__ = ["DEDUP_MODES", "DEFAULT_BROKER_URL", "DEFAULT_STORE", "DOWNLOAD_TIMEOUT", "EVENT_MODES", "PIPELINES",
            "POOLS", "POOL_CONCURRENCY", "POOL_PACKAGES", "RETRY_BACKOFF_MAX", "SPECS", "Settings", "Spec",
@@ -109,6 +109,7 @@ class Settings:
     start_urls_batch: int = _DEFAULTS["start_urls_batch"]
     start_urls_interval: float = _DEFAULTS["start_urls_interval"]
     dedup: str = _DEFAULTS["dedup"]
+    gate_shards: int = _DEFAULTS["gate_shards"]  # None: by the state Redis, see __post_init__
     bloom_capacity: int = _DEFAULTS["bloom_capacity"]
     bloom_error_rate: float = _DEFAULTS["bloom_error_rate"]
     recrawl_after: float = _DEFAULTS["recrawl_after"]
@@ -154,8 +155,11 @@ class Settings:
             object.__setattr__(self, "worker_concurrency", POOL_CONCURRENCY.get(self.worker_pool, 1))
             object.__setattr__(self, "_derived", (*self._derived, "worker_concurrency"))
         if self.host_shards is None:
-            object.__setattr__(self, "host_shards", CLUSTER_HOST_SHARDS if self.state_is_cluster else 1)
+            object.__setattr__(self, "host_shards", CLUSTER_SHARDS if self.state_is_cluster else 1)
             object.__setattr__(self, "_derived", (*self._derived, "host_shards"))
+        if self.gate_shards is None:
+            object.__setattr__(self, "gate_shards", CLUSTER_SHARDS if self.state_is_cluster else 1)
+            object.__setattr__(self, "_derived", (*self._derived, "gate_shards"))
         if not self.start_urls_key:
             object.__setattr__(self, "start_urls_key", f"{self.key_prefix}:start_urls")
             object.__setattr__(self, "_derived", (*self._derived, "start_urls_key"))

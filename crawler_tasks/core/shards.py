@@ -18,6 +18,9 @@ from functools import lru_cache
 
 #: Slots of a Redis Cluster.
 SLOTS = 16384
+#: Shards of the politeness state and of each crawl's gate on a Redis Cluster, where the
+#: settings leave them unset: an even share for up to 16 masters (``bench/shards``).
+CLUSTER_SHARDS = 16
 
 
 def _crc16_table() -> tuple[int, ...]:
@@ -74,3 +77,19 @@ def spread_tags(base: str, shards: int) -> tuple[str, ...]:
             n += 1
         tags.append(tag)
     return tuple(tags)
+
+
+def task_shard(task_id: str, shards: int) -> int:
+    """The shard of a task id: the one it names after its last ``.`` (:func:`shard_task_id`),
+    else a stable hash of the whole id (ids made elsewhere: adopted messages, store tokens)."""
+    if shards <= 1:
+        return 0
+    head, dot, tail = task_id.rpartition(".")
+    if dot and tail.isdigit() and int(tail) < shards and head:
+        return int(tail)
+    return shard_of(task_id, shards)
+
+
+def shard_task_id(stem: str, shard: int, shards: int) -> str:
+    """A task id that :func:`task_shard` places in ``shard`` (``stem`` itself with one shard)."""
+    return stem if shards <= 1 else f"{stem}.{shard}"

@@ -10,7 +10,6 @@ everything else goes through Celery.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -33,16 +32,6 @@ if TYPE_CHECKING:
     from .deps import EnqueueDeps, MoverDeps
 
 log = logging.getLogger(__name__)
-
-
-#: The counters of a page's first links in hex, written once.
-_COUNTERS = [f"{i:x}" for i in range(256)]
-
-
-def new_task_ids(n: int) -> list[str]:
-    """``n`` fresh task ids: one random 96-bit stem per page, a counter per link."""
-    stem = os.urandom(12).hex()
-    return [stem + c for c in _COUNTERS[:n]] + [f"{stem}{i:x}" for i in range(len(_COUNTERS), n)]
 
 
 def ensure_room(rt: EnqueueDeps) -> None:
@@ -70,8 +59,7 @@ def fetches(rt: EnqueueDeps, requests: Sequence[CrawlRequest]) -> int:
     requests, repeats = _unique(requests)
     taken = _take_unpublished(rt, crawl_id)
     requests = taken + requests
-    candidates = [Candidate(r.fingerprint, tid, r.dont_filter)
-                  for r, tid in zip(requests, new_task_ids(len(requests)))]
+    candidates = rt.gate.candidates(requests)
     try:
         call = rt.seed_calls.begin(crawl_id, [(c.task_id, r) for c, r in zip(candidates, requests)])
     except Exception:
@@ -198,8 +186,7 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, end: TaskEnd, *,
         page_counts = {k: v for k, v in counts.items() if v and k != counters.DUPLICATES}
         counts = {k: v for k, v in counts.items() if k == counters.DUPLICATES}
     counts = {**counts, counters.DUPLICATES: counts.get(counters.DUPLICATES, 0) + repeats}
-    candidates = [Candidate(c.fingerprint, tid, c.dont_filter)
-                  for c, tid in zip(children, new_task_ids(len(children)))]
+    candidates = rt.gate.candidates(children)
     if stage is not None:
         stage_id = stage_task_id(claim_id or task_id, stage)
         candidates.append(Candidate(f"stage:{stage_id}", stage_id, dont_filter=True, stage=True))
@@ -225,10 +212,10 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, end: TaskEnd, *,
     if rt.round_trip.cluster:  # the queue and the crawl live in different slots: push, then finish
         if entry is not None:
             rt.store_queue.push([entry])
-        rt.gate.finish(crawl_id, task_id)
+        rt.gate.finish(crawl_id, task_id, shards=done.shards, limited=limits.max_pages > 0)
         return _known(rt, crawl_id, children)
     if entry is None and last is None and not queued:
-        rt.gate.finish(crawl_id, task_id)
+        rt.gate.finish(crawl_id, task_id, shards=done.shards, limited=limits.max_pages > 0)
         return _known(rt, crawl_id, children)
     # One round trip, all or nothing: a push Redis refuses (out of memory) must not
     # let the task leave the crawl, or its children or its record's token would wait forever.
@@ -237,7 +224,7 @@ def complete(rt: EnqueueDeps, req: CrawlRequest, task_id: str, end: TaskEnd, *,
             _queue_children(rt, pipe, queued)
         if entry is not None:
             rt.store_queue.push([entry], pipe)
-        rt.gate.finish(crawl_id, task_id, pipe)
+        rt.gate.finish(crawl_id, task_id, pipe, done.shards, limits.max_pages > 0)
         if last is not None:
             last(pipe)
     return _known(rt, crawl_id, children)

@@ -8,6 +8,7 @@ running or countdown-waiting task always keeps the crawl open.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -130,17 +131,21 @@ class Crawls:
         counts = self.client.hmget(self.keys.crawl_hosts(crawl_id), list(hosts))
         return {h: int(n or 0) for h, n in zip(hosts, counts)}
 
+    def _outstanding_sets(self, crawl_id: str) -> list[str]:
+        return [self.keys.outstanding(crawl_id, k) for k in range(self.keys.gate_shards)]
+
     def outstanding(self, crawl_id: str) -> int:
         """Tasks of the crawl queued, running or waiting on a retry."""
-        return int(self.client.scard(self.keys.outstanding(crawl_id)))
+        return self.outstanding_many([crawl_id])[crawl_id]
 
     def progress(self, crawl_id: str) -> tuple[int, bool]:
         """Outstanding tasks and whether the crawl is registered, in one round trip."""
         with self.client.pipeline(transaction=False) as pipe:
-            pipe.scard(self.keys.outstanding(crawl_id))
+            for key in self._outstanding_sets(crawl_id):
+                pipe.scard(key)
             pipe.sismember(self.keys.crawls(), crawl_id)
-            outstanding, known = pipe.execute()
-        return int(outstanding), bool(known)
+            *counts, known = pipe.execute()
+        return sum(int(n) for n in counts), bool(known)
 
     def set_control(self, crawl_id: str, control: str | None) -> None:
         """Pause (``paused``) or cancel (``cancelled``) the crawl, or run it again (None).
@@ -221,7 +226,12 @@ class Crawls:
 
     def outstanding_many(self, crawl_ids: Sequence[str]) -> dict[str, int]:
         """:meth:`outstanding` of each of ``crawl_ids``, in one round trip."""
-        return self._each(crawl_ids, "scard", self.keys.outstanding)
+        with self.client.pipeline(transaction=False) as pipe:
+            for crawl_id in crawl_ids:
+                for key in self._outstanding_sets(crawl_id):
+                    pipe.scard(key)
+            counts = iter(pipe.execute())
+        return {cid: sum(int(next(counts)) for _ in range(self.keys.gate_shards)) for cid in crawl_ids}
 
     def _each(self, crawl_ids: Sequence[str], command: str, key: Callable[[str], str]) -> dict[str, int]:
         """``command`` (a count: ``scard``, ``llen``) on ``key`` of each crawl, in one round trip."""
@@ -237,11 +247,20 @@ class Crawls:
 
     def outstanding_sample(self, crawl_id: str, count: int = 5) -> list[str]:
         """A few outstanding task ids, for a message about a stuck crawl."""
-        return sorted(m.decode() for m in self.client.srandmember(self.keys.outstanding(crawl_id), count))
+        found: list[str] = []
+        for key in self._outstanding_sets(crawl_id):
+            found += [m.decode() for m in self.client.srandmember(key, count - len(found))]
+            if len(found) >= count:
+                break
+        return sorted(found)
 
     def errors(self, crawl_id: str, count: int = 5) -> list[str]:
         """The latest unexpected task errors of the crawl, newest first."""
-        return [e.decode() for e in self.client.lrange(self.keys.errors(crawl_id), 0, count - 1)]
+        with self.client.pipeline(transaction=False) as pipe:  # one list per gate shard
+            for k in range(self.keys.gate_shards):
+                pipe.lrange(self.keys.errors(crawl_id, k), 0, count - 1)
+            lists = pipe.execute()
+        return [e.decode() for e in itertools.chain(*itertools.zip_longest(*lists)) if e is not None][:count]
 
     def registered(self, crawl_id: str) -> bool:
         """Whether the crawl is in the registry of every crawl seen."""
@@ -258,16 +277,17 @@ class Crawls:
         a Redis Cluster is scanned), never with ``KEYS``, and removed with ``UNLINK`` (a Bloom
         filter's strings are freed in the background).
         """
-        pattern = _glob_escape(self.keys.crawl_stem(crawl_id)) + "*"
+        stems = {self.keys.crawl_stem(crawl_id), *self.keys.gate_stems(crawl_id)}
         removed = 0
-        batch: list[bytes] = []
-        for key in self.client.scan_iter(match=pattern, count=PURGE_BATCH):
-            batch.append(key)
-            if len(batch) >= PURGE_BATCH:
+        for stem in sorted(stems):  # a batch is one stem's keys: one slot
+            batch: list[bytes] = []
+            for key in self.client.scan_iter(match=_glob_escape(stem) + "*", count=PURGE_BATCH):
+                batch.append(key)
+                if len(batch) >= PURGE_BATCH:
+                    removed += int(self.client.unlink(*batch))
+                    batch = []
+            if batch:
                 removed += int(self.client.unlink(*batch))
-                batch = []
-        if batch:
-            removed += int(self.client.unlink(*batch))
         self.client.srem(self.keys.crawls(), crawl_id)
         self.client.hdel(self.keys.stats_flushed(), crawl_id)
         self.client.hdel(self.keys.done_callbacks(), crawl_id)

@@ -28,16 +28,20 @@ never looks drained while work is in flight.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import redis
 
 from ..core import counters
+from ..core.shards import shard_of, shard_task_id
 from . import scripts
+from .gate_parts import GateParts
 from .keys import Keys
+from .round_trip import run_scripts
 from .seen import SeenFilter, SeenInfo, SeenSet
 
 
@@ -109,6 +113,24 @@ class Admission(Enum):
 
 _REFUSALS = {"-d": Admission.DUPLICATE, "-b": Admission.OVER_BUDGET}
 
+#: The counters of a page's first links in hex, written once.
+_COUNTERS = [f"{i:x}" for i in range(256)]
+
+
+def new_task_ids(n: int) -> list[str]:
+    """``n`` fresh task ids: one random 96-bit stem per page, a counter per link."""
+    stem = os.urandom(12).hex()
+    return [stem + c for c in _COUNTERS[:n]] + [f"{stem}{i:x}" for i in range(len(_COUNTERS), n)]
+
+
+class Gated(Protocol):
+    """What the gate needs of a request to make its candidate."""
+
+    @property
+    def fingerprint(self) -> str: ...
+    @property
+    def dont_filter(self) -> bool: ...
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -118,6 +140,9 @@ class Completion:
     verdict: Verdict
     task_ids: list[str | None]
     admissions: list[Admission]
+    #: The gate shards the completion touched (several gate shards only): :meth:`Gate.finish`
+    #: clears their records.
+    shards: tuple[int, ...] = ()
 
     @classmethod
     def parse(cls, raw: list[bytes | str]) -> Completion:
@@ -132,6 +157,8 @@ class Gate:
     """Admits each fingerprint once per crawl, cluster-wide, and tracks outstanding tasks.
 
     ``seen`` (default: an exact SET) keeps what was admitted; see :mod:`crawler_tasks.state.seen`.
+    With several gate shards (``keys.gate_shards``) a completion takes the steps of
+    :mod:`crawler_tasks.state.gate_parts` instead of one script.
     """
 
     def __init__(self, client: redis.Redis, keys: Keys, replay_ttl: int,
@@ -146,6 +173,9 @@ class Gate:
         self._count_once = scripts.register(client, "gate_count_once.lua")
         self._settle = scripts.register(client, "gate_settle.lua")
         self._adopt = scripts.register(client, "gate_adopt.lua")
+        #: Shards of each crawl's gate (``CRAWLER_GATE_SHARDS``).
+        self.shards = keys.gate_shards
+        self._parts = GateParts(client, keys, self.seen, replay_ttl) if self.shards > 1 else None
 
     def complete(self, crawl_id: str, candidates: Sequence[Candidate], *,
                  task_id: str | None = None, counts: Mapping[str, int] | None = None,
@@ -155,6 +185,8 @@ class Gate:
         Without ``task_id`` (seeds) nothing is finishing: candidates are just gated.
         Candidates must have distinct fingerprints.
         """
+        if self._parts is not None:
+            return self._complete_parts(self._parts, crawl_id, candidates, task_id, counts or {}, max_pages)
         keys = [self.keys.outstanding(crawl_id), self.seen.key(crawl_id),
                 self.keys.stats(crawl_id), self.keys.replay(crawl_id, task_id or "-")]
         counted = [(name, amount) for name, amount in (counts or {}).items() if amount]
@@ -165,6 +197,56 @@ class Gate:
             argv += [c.fingerprint, c.task_id, "s" if c.stage else "1" if c.dont_filter else "0"]
         return Completion.parse(self._complete(keys=keys, args=argv))
 
+    def _complete_parts(self, parts: GateParts, crawl_id: str, candidates: Sequence[Candidate],
+                        task_id: str | None, counts: Mapping[str, int], max_pages: int) -> Completion:
+        """:meth:`complete` over several gate shards (:mod:`~crawler_tasks.state.gate_parts`)."""
+        counted = [(name, amount) for name, amount in counts.items() if amount]
+        verdict = "ok"
+        if task_id:
+            verdict = parts.begin(crawl_id, task_id, counted)
+            if verdict == "stale":
+                return Completion(Verdict.STALE, [], [])
+        elif counted:
+            self.add_counts(crawl_id, dict(counted))
+        kinds, inside, outside = [], [], []
+        for n, c in enumerate(candidates):
+            kind, shard = "s" if c.stage else "1" if c.dont_filter else "0", self.keys.task_shard(c.task_id)
+            if kind == "0" and shard_of(c.fingerprint, self.shards) != shard:
+                outside.append(n)  # a task id given from outside, not made in its URL's shard
+                continue
+            inside.append(n)
+            kinds.append((c.fingerprint, c.task_id, kind, shard))
+        limited = max_pages > 0
+        answers = [""] * len(candidates)
+        got, shards, _ = parts.parts(crawl_id, task_id or "", kinds, limited)
+        for n, answer in zip(inside, got):
+            answers[n] = answer
+        for n in outside:  # tested in its URL's shard (answers kept for its id: left to expire), kept in its own
+            c = candidates[n]
+            [answers[n]], _, _ = parts.parts(crawl_id, f"admit:{c.task_id}", [(c.fingerprint, c.task_id, "x",
+                                                                    shard_of(c.fingerprint, self.shards))], limited)
+            if answers[n] != "-d":
+                self.client.sadd(self.keys.outstanding(crawl_id, self.keys.task_shard(c.task_id)), c.task_id)
+        if limited:
+            new = [n for n, c in enumerate(candidates) if answers[n] != "-d" and not (c.dont_filter or c.stage)]
+            bypass = sum(1 for c in candidates if c.dont_filter and not c.stage)
+            take = parts.budget(crawl_id, task_id or "", len(new), bypass, max_pages)
+            over = new[take:]
+            parts.release(crawl_id, [candidates[n].task_id for n in over], count=False)
+            for n in over:
+                answers[n] = "-b"
+        return Completion(Verdict.REPLAY if verdict == "replay" else Verdict.OK,
+                          [None if a in _REFUSALS else a for a in answers],
+                          [_REFUSALS.get(a) or Admission.ADMITTED for a in answers], shards)
+
+    def candidates(self, requests: Sequence[Gated]) -> list[Candidate]:
+        """The candidates of ``requests``, each with a fresh task id; with several gate shards,
+        made in the shard of its URL's fingerprint (:mod:`~crawler_tasks.state.gate_parts`)."""
+        ids = new_task_ids(len(requests))
+        if self.shards > 1:
+            ids = [shard_task_id(i, shard_of(r.fingerprint, self.shards), self.shards) for i, r in zip(ids, requests)]
+        return [Candidate(r.fingerprint, tid, r.dont_filter) for r, tid in zip(requests, ids)]
+
     def admit(self, crawl_id: str, candidates: Sequence[Candidate], *, max_pages: int = 0,
               counts: Mapping[str, int] | None = None) -> list[str | None]:
         """Task id to publish under for each seed candidate, or None where the gate refused it."""
@@ -174,22 +256,30 @@ class Gate:
         """Track a fetch that another app sent straight to ``crawl.fetch`` (it bypassed the
         gate, so no id was added for it): its id joins the crawl's outstanding set once, so
         the page is stored and counted like any other and the crawl waits for it."""
-        keys = [self.keys.outstanding(crawl_id), self.keys.adopted(crawl_id, task_id),
-                self.keys.stats(crawl_id)]
+        shard = self.keys.task_shard(task_id)
+        keys = [self.keys.outstanding(crawl_id, shard), self.keys.adopted(crawl_id, task_id),
+                self.keys.stats(crawl_id, shard)]
         return Adoption(int(self._adopt(keys=keys, args=[task_id, self.replay_ttl])))
 
-    def finish(self, crawl_id: str, task_id: str, pipe: Any = None) -> None:
+    def finish(self, crawl_id: str, task_id: str, pipe: Any = None, shards: Sequence[int] = (),
+               limited: bool = True) -> None:
         """The task's children are published: it leaves the outstanding set (queued on
-        ``pipe`` when given, sent now otherwise)."""
+        ``pipe`` when given, sent now otherwise); ``shards``: those its completion touched
+        (:attr:`Completion.shards`), ``limited``: whether its crawl has a page budget."""
         own = pipe is None
         pipe = self.client.pipeline(transaction=False) if own else pipe
-        pipe.srem(self.keys.outstanding(crawl_id), task_id)
-        pipe.delete(self.keys.replay(crawl_id, task_id))
+        if self._parts is not None:
+            self._parts.finish(pipe, crawl_id, task_id, shards, limited)
+        else:
+            pipe.srem(self.keys.outstanding(crawl_id), task_id)
+            pipe.delete(self.keys.replay(crawl_id, task_id))
         if own:
             pipe.execute()
 
     def pending(self, crawl_id: str, ids: Sequence[str]) -> list[bool]:
         """Whether each of ``ids`` is still in the crawl's outstanding set."""
+        if self._parts is not None:
+            return self._parts.pending(crawl_id, ids)
         return [bool(x) for x in self.client.smismember(self.keys.outstanding(crawl_id), list(ids))]
 
     def redelivered(self, crawl_id: str, task_id: str) -> int:
@@ -210,11 +300,16 @@ class Gate:
         leave the outstanding set with it (counted ``gate/released``), or the crawl
         would wait for them forever.
         """
-        keys = [self.keys.outstanding(crawl_id), self.keys.stats(crawl_id),
-                self.keys.replay(crawl_id, task_id), self.keys.errors(crawl_id)]
+        shard = self.keys.task_shard(task_id)
+        keys = [self.keys.outstanding(crawl_id, shard), self.keys.stats(crawl_id, shard),
+                self.keys.replay(crawl_id, task_id), self.keys.errors(crawl_id, shard)]
         argv: list[str | int] = [task_id, error, len(counts)]
         for name, amount in counts.items():
             argv += [name, amount]
+        if self._parts is not None:  # the children first: a second call finds them gone
+            if self.pending(crawl_id, [task_id])[0]:
+                self._parts.release(crawl_id, children, count=True)
+            children = ()
         return bool(self._abandon(keys=keys, args=[*argv, *children]))
 
     def count_once(self, crawl_id: str, task_id: str, step: str, counts: Mapping[str, int]) -> bool:
@@ -223,8 +318,9 @@ class Gate:
         A redelivered message that repeats the step counts nothing; the marks go
         with the task's replay hash when the task finishes. False if not counted.
         """
-        keys = [self.keys.outstanding(crawl_id), self.keys.replay(crawl_id, task_id),
-                self.keys.stats(crawl_id)]
+        shard = self.keys.task_shard(task_id)
+        keys = [self.keys.outstanding(crawl_id, shard), self.keys.replay(crawl_id, task_id),
+                self.keys.stats(crawl_id, shard)]
         argv: list[str | int] = [task_id, step, self.replay_ttl]
         for name, amount in counts.items():
             if amount:
@@ -234,14 +330,27 @@ class Gate:
     def settle(self, crawl_id: str, settlements: Sequence[Settlement]) -> list[bool]:
         """Apply ``settlements`` of the crawl's tokens in one script; per token, whether it
         was still outstanding (False: settled before, e.g. by a redelivered batch)."""
-        keys = [self.keys.outstanding(crawl_id), self.keys.stats(crawl_id), self.keys.errors(crawl_id)]
-        argv: list[str | int] = []
-        for s in settlements:
-            counted = [(name, amount) for name, amount in s.counts.items() if amount]
-            argv += [s.token, s.how, len(counted)]
-            for name, amount in counted:
-                argv += [name, amount]
-        return [bool(v) for v in self._settle(keys=keys, args=argv)] if argv else []
+        if not settlements:
+            return []
+        by_shard: dict[int, list[int]] = {}
+        for n, s in enumerate(settlements):
+            by_shard.setdefault(self.keys.task_shard(s.token), []).append(n)
+        calls = []
+        for shard, ns in by_shard.items():
+            argv: list[Any] = []
+            for s in (settlements[n] for n in ns):
+                counted = [(name, amount) for name, amount in s.counts.items() if amount]
+                argv += [s.token, s.how, len(counted)]
+                for name, amount in counted:
+                    argv += [name, amount]
+            calls.append((self._settle, [self.keys.outstanding(crawl_id, shard), self.keys.stats(crawl_id, shard),
+                                         self.keys.errors(crawl_id, shard)], argv))
+        raw = run_scripts(self.client, calls)
+        out = [False] * len(settlements)
+        for ns, flags in zip(by_shard.values(), raw):
+            for n, flag in zip(ns, flags):
+                out[n] = bool(flag)
+        return out
 
     def add_counts(self, crawl_id: str, counts: Mapping[str, int]) -> None:
         """Add ``counts`` to a crawl's counters outside any task (e.g. ``seeds/invalid`` of a feed)."""
@@ -261,7 +370,8 @@ class Gate:
             return True
         pipe = self.client.pipeline(transaction=False)
         self.seen.forget(pipe, crawl_id, list(fingerprints))
-        pipe.srem(self.keys.outstanding(crawl_id), *task_ids)
+        for shard, ids in (self._parts.by_shard(task_ids, str) if self._parts else {0: list(task_ids)}).items():
+            pipe.srem(self.keys.outstanding(crawl_id, shard), *ids)
         pipe.hincrby(self.keys.stats(crawl_id), counters.GATE_ADMITTED, -len(task_ids))
         pipe.execute()
         return self.seen.can_forget

@@ -18,6 +18,7 @@ from ..core import counters
 from ..core.settings import Settings
 from . import scripts
 from .keys import Keys
+from .round_trip import run_scripts
 from .waiting_room import Waiting, read_entry
 
 
@@ -113,12 +114,12 @@ class HostViews:
         by_host: dict[str, list[int]] = {}
         for n, e in enumerate(entries):
             by_host.setdefault(e.host, []).append(n)
-        with self.redis.pipeline(transaction=False) as pipe:
-            for host, ns in by_host.items():
-                args = [v for n in ns for v in (entries[n].member, entries[n].request.get("crawl_id", ""))]
-                counts = self.keys.hosts_waiting_crawls(self.keys.host_shard(host))
-                self._leave(keys=[self.keys.host_wait(host), counts], args=args, client=pipe)
-            answers = pipe.execute()
+        calls = []
+        for host, ns in by_host.items():
+            args = [v for n in ns for v in (entries[n].member, entries[n].request.get("crawl_id", ""))]
+            counts = self.keys.hosts_waiting_crawls(self.keys.host_shard(host))
+            calls.append((self._leave, [self.keys.host_wait(host), counts], args))
+        answers = run_scripts(self.redis, calls)
         gone = [False] * len(entries)
         for ns, answer in zip(by_host.values(), answers):
             for n, flag in zip(ns, answer):

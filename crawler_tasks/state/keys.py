@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..core.shards import shard_of, spread_tags
+from ..core.shards import shard_of, spread_tags, task_shard
 
 
 def template(key: Callable[..., str], arity: int = 1) -> list[str]:
@@ -37,10 +37,13 @@ def template(key: Callable[..., str], arity: int = 1) -> list[str]:
 
 class Keys:
     """Builds key names under ``prefix`` (``CRAWLER_KEY_PREFIX``), with the politeness keys
-    split over ``host_shards`` hash tags (``CRAWLER_HOST_SHARDS``)."""
+    split over ``host_shards`` hash tags (``CRAWLER_HOST_SHARDS``) and each crawl's gate
+    over ``gate_shards`` (``CRAWLER_GATE_SHARDS``)."""
 
-    def __init__(self, prefix: str = "crawler", host_shards: int = 1) -> None:
+    def __init__(self, prefix: str = "crawler", host_shards: int = 1, gate_shards: int = 1) -> None:
         self.prefix = prefix
+        #: Shards of each crawl's gate: with one, its keys are the crawl's own (:meth:`crawl_stem`).
+        self.gate_shards = gate_shards
         #: Shards of the politeness keys: a host's keys all carry its shard's tag.
         self.host_shards = host_shards
         self._host_stems = tuple(f"{prefix}:{{{tag}}}:" for tag in spread_tags("hosts", host_shards))
@@ -49,22 +52,40 @@ class Keys:
         return f"{self.crawl_stem(crawl_id)}{name}"
 
     def crawl_stem(self, crawl_id: str) -> str:
-        """What every key of one crawl starts with (``crawler:{news}:``): ``purge`` scans for it."""
+        """What every key of one crawl starts with (``crawler:{news}:``): ``purge`` scans for it
+        (and for each :meth:`gate_stem`)."""
         return f"{self.prefix}:{{{crawl_id}}}:"
 
-    def seen(self, crawl_id: str) -> str:
-        """SET of request fingerprints admitted by the gate for one crawl."""
-        return self._crawl(crawl_id, "seen")
+    # A crawl's gate keys: with several gate shards, each shard's keys carry a hash tag of
+    # their own ({news:3…}, core/shards.py); with one, the crawl's ({news}).
 
-    def seen_recent(self, crawl_id: str) -> str:
+    def gate_stem(self, crawl_id: str, shard: int) -> str:
+        """What the keys of one gate shard of a crawl start with."""
+        if self.gate_shards == 1:
+            return self.crawl_stem(crawl_id)
+        return f"{self.prefix}:{{{spread_tags(crawl_id, self.gate_shards)[shard]}}}:"
+
+    def gate_stems(self, crawl_id: str) -> list[str]:
+        """The stems of every gate shard of a crawl."""
+        return [self.gate_stem(crawl_id, k) for k in range(self.gate_shards)]
+
+    def task_shard(self, task_id: str) -> int:
+        """The gate shard a task id belongs to (:func:`~crawler_tasks.core.shards.task_shard`)."""
+        return task_shard(task_id, self.gate_shards)
+
+    def seen(self, crawl_id: str, shard: int = 0) -> str:
+        """SET of request fingerprints admitted by the gate for one crawl (one gate shard's)."""
+        return f"{self.gate_stem(crawl_id, shard)}seen"
+
+    def seen_recent(self, crawl_id: str, shard: int = 0) -> str:
         """ZSET fingerprint -> admission time, with a recrawl window (``CRAWLER_RECRAWL_AFTER``)."""
-        return self._crawl(crawl_id, "seen:recent")
+        return f"{self.gate_stem(crawl_id, shard)}seen:recent"
 
-    def bloom(self, crawl_id: str) -> str:
-        """Stem of a crawl's Bloom gate: a HASH of its geometry at the stem (per generation
-        with a recrawl window: :meth:`bloom_generation`) and bit strings
-        (:meth:`bloom_segment`)."""
-        return self._crawl(crawl_id, "bloom")
+    def bloom(self, crawl_id: str, shard: int = 0) -> str:
+        """Stem of a crawl's Bloom gate (one gate shard's): a HASH of its geometry at the
+        stem (per generation with a recrawl window: :meth:`bloom_generation`) and bit
+        strings (:meth:`bloom_segment`)."""
+        return f"{self.gate_stem(crawl_id, shard)}bloom"
 
     @staticmethod
     def bloom_generation(stem: str, generation: int) -> str:
@@ -90,16 +111,28 @@ class Keys:
         same ids instead of losing them to the gate. Fields such as ``retry:2``
         mark steps already counted (:meth:`~crawler_tasks.state.gate.Gate.count_once`).
         """
-        return self._crawl(crawl_id, f"replay:{task_id}")
+        return f"{self.gate_stem(crawl_id, self.task_shard(task_id))}replay:{task_id}"
+
+    def part(self, crawl_id: str, task_id: str, shard: int) -> str:
+        """HASH fingerprint -> child task id (or refusal) of the links one task's completion
+        admitted in one gate shard, with ``~`` once done (several gate shards only): the
+        shard answers a redelivery the same way (:mod:`crawler_tasks.state.gate_parts`)."""
+        return f"{self.gate_stem(crawl_id, shard)}part:{task_id}"
+
+    def grants(self, crawl_id: str) -> str:
+        """HASH task id -> pages of the budget its completion took (several gate shards and a
+        page budget only): a redelivery takes the same again."""
+        return self._crawl(crawl_id, "grants")
 
     def adopted(self, crawl_id: str, task_id: str) -> str:
         """STRING (with a TTL) marking that a fetch another app sent straight to
         ``crawl.fetch`` joined the crawl, so a late duplicate of it is not adopted twice."""
-        return self._crawl(crawl_id, f"adopted:{task_id}")
+        return f"{self.gate_stem(crawl_id, self.task_shard(task_id))}adopted:{task_id}"
 
-    def outstanding(self, crawl_id: str) -> str:
-        """SET of task ids queued, running or waiting on a retry for one crawl."""
-        return self._crawl(crawl_id, "outstanding")
+    def outstanding(self, crawl_id: str, shard: int = 0) -> str:
+        """SET of task ids queued, running or waiting on a retry for one crawl (those of one
+        gate shard: :meth:`task_shard`)."""
+        return f"{self.gate_stem(crawl_id, shard)}outstanding"
 
     def held(self, crawl_id: str) -> str:
         """LIST of the fetches of a paused crawl (``{"task_id", "request"}`` JSON), held until it
@@ -120,9 +153,10 @@ class Keys:
         """HASH task id -> times its message came back after a lost worker."""
         return self._crawl(crawl_id, "deliveries")
 
-    def errors(self, crawl_id: str) -> str:
-        """LIST of the latest unexpected task errors of one crawl (newest first, capped)."""
-        return self._crawl(crawl_id, "errors")
+    def errors(self, crawl_id: str, shard: int = 0) -> str:
+        """LIST of the latest unexpected task errors of one crawl (newest first, capped; one per
+        gate shard)."""
+        return f"{self.gate_stem(crawl_id, shard)}errors"
 
     def crawl(self, crawl_id: str) -> str:
         """HASH of one crawl's configuration: max depth, max pages, store, and a
@@ -152,9 +186,10 @@ class Keys:
         """SET of the crawls that keep a revisit schedule (what Beat's tick looks at)."""
         return f"{self.prefix}:revisit:crawls"
 
-    def stats(self, crawl_id: str) -> str:
-        """HASH of one crawl's counters (the overall figures are their sum)."""
-        return self._crawl(crawl_id, "stats")
+    def stats(self, crawl_id: str, shard: int | None = None) -> str:
+        """HASH of one crawl's counters (the overall figures are their sum): the crawl's own
+        (``shard`` None), or those one gate shard's scripts move, summed with it on read."""
+        return self._crawl(crawl_id, "stats") if shard is None else f"{self.gate_stem(crawl_id, shard)}stats"
 
     def page(self, crawl_id: str, task_id: str) -> str:
         """HASH claim check of one fetched page: ``record`` (JSON) and ``body`` (zlib)."""

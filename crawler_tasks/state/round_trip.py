@@ -59,3 +59,32 @@ def queue_script(pipe: Any, script: Any, keys: list[Any], args: list[Any]) -> No
         return
     fallbacks[len(pipe.command_stack)] = lambda: script(keys=keys, args=args)
     pipe.evalsha(script.sha, len(keys), *keys, *args)
+
+
+def run_scripts(client: Any, calls: list[tuple[Any, list[Any], list[Any]]]) -> list[Any]:
+    """Run script ``calls`` (a redis-py script, its keys, its args) by digest in one pipeline,
+    or on a Redis Cluster in one pipeline per master (its client refuses EVALSHA in a
+    pipeline): the answers in order. A call Redis answers NOSCRIPT (restarted, flushed) is
+    run again on its own, which loads the script."""
+    groups: dict[str, tuple[Any, list[int]]] = {}
+    for n, (_, keys, _) in enumerate(calls):
+        if is_cluster(client):
+            node = client.get_node_from_key(keys[0])
+            groups.setdefault(node.name, (client.get_redis_connection(node), []))[1].append(n)
+        else:
+            groups.setdefault("", (client, []))[1].append(n)
+    results: list[Any] = [None] * len(calls)
+    for conn, ns in groups.values():
+        with conn.pipeline(transaction=False) as pipe:
+            for n in ns:
+                script, keys, args = calls[n]
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+            raw = pipe.execute(raise_on_error=False)
+        for n, result in zip(ns, raw):
+            if isinstance(result, redis.exceptions.NoScriptError):
+                script, keys, args = calls[n]
+                result = script(keys=keys, args=args)
+            elif isinstance(result, Exception):
+                raise result
+            results[n] = result
+    return results

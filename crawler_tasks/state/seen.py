@@ -52,6 +52,7 @@ from typing import Any
 import redis
 
 from ..core.settings import Settings
+from ..core.shards import shard_of
 from .keys import Keys, template
 
 #: Bytes per Redis string of a Bloom slice (128 MiB; Redis' limit is 512 MB).
@@ -87,9 +88,19 @@ class SeenFilter:
     def __init__(self, keys: Keys) -> None:
         self.keys = keys
 
-    def key(self, crawl_id: str) -> str:
-        """The key (or key stem) the script gets as ``KEYS[2]``."""
+    def key(self, crawl_id: str, shard: int = 0) -> str:
+        """The key (or key stem) the script gets as ``KEYS[2]`` (that of one gate shard)."""
         raise NotImplementedError
+
+    def by_shard(self, crawl_id: str, fingerprints: list[str]) -> dict[str, list[str]]:
+        """``fingerprints`` grouped by the key of their gate shard."""
+        groups: dict[str, list[str]] = {}
+        for fp in fingerprints:
+            groups.setdefault(self.key(crawl_id, shard_of(fp, self.keys.gate_shards)), []).append(fp)
+        return groups
+
+    def _each_key(self, crawl_id: str) -> list[str]:
+        return [self.key(crawl_id, k) for k in range(self.keys.gate_shards)]
 
     def params(self) -> dict[str, Any]:
         """The fragment's parameters (``P`` in Lua)."""
@@ -109,16 +120,17 @@ class SeenSet(SeenFilter):
     mode = "set"
     LUA_FILE = "seen_set.lua"
 
-    def key(self, crawl_id: str) -> str:
-        return self.keys.seen(crawl_id)
+    def key(self, crawl_id: str, shard: int = 0) -> str:
+        return self.keys.seen(crawl_id, shard)
 
     def forget(self, pipe: redis.client.Pipeline, crawl_id: str, fingerprints: list[str]) -> None:
-        if fingerprints:
-            pipe.srem(self.key(crawl_id), *fingerprints)
+        for key, fps in self.by_shard(crawl_id, fingerprints).items():
+            pipe.srem(key, *fps)
 
     def info(self, client: redis.Redis, crawl_id: str) -> SeenInfo:
-        key = self.key(crawl_id)
-        return SeenInfo(self.mode, int(client.scard(key)), int(client.memory_usage(key) or 0))
+        keys = self._each_key(crawl_id)
+        return SeenInfo(self.mode, sum(int(client.scard(k)) for k in keys),
+                        sum(int(client.memory_usage(k) or 0) for k in keys))
 
 
 class SeenRecent(SeenFilter):
@@ -136,20 +148,20 @@ class SeenRecent(SeenFilter):
         super().__init__(keys)
         self.window = window
 
-    def key(self, crawl_id: str) -> str:
-        return self.keys.seen_recent(crawl_id)
+    def key(self, crawl_id: str, shard: int = 0) -> str:
+        return self.keys.seen_recent(crawl_id, shard)
 
     def params(self) -> dict[str, Any]:
         return {"window": self.window}
 
     def forget(self, pipe: redis.client.Pipeline, crawl_id: str, fingerprints: list[str]) -> None:
-        if fingerprints:
-            pipe.zrem(self.key(crawl_id), *fingerprints)
+        for key, fps in self.by_shard(crawl_id, fingerprints).items():
+            pipe.zrem(key, *fps)
 
     def info(self, client: redis.Redis, crawl_id: str) -> SeenInfo:
-        key = self.key(crawl_id)
-        return SeenInfo(self.mode, int(client.zcard(key)), int(client.memory_usage(key) or 0),
-                        recrawl_after=self.window)
+        keys = self._each_key(crawl_id)
+        return SeenInfo(self.mode, sum(int(client.zcard(k)) for k in keys),
+                        sum(int(client.memory_usage(k) or 0) for k in keys), recrawl_after=self.window)
 
 
 #: 512-bit blocks: the bits of one URL in a slice lie in one 64-byte block.
@@ -159,7 +171,8 @@ MAX_SLICES = 10
 
 
 class Bloom(SeenFilter):
-    """A scalable, blocked Bloom filter on plain Redis strings (no RedisBloom module needed)."""
+    """A scalable, blocked Bloom filter on plain Redis strings (no RedisBloom module needed);
+    with several gate shards, one filter per shard of ``capacity / shards`` URLs each."""
 
     mode = "bloom"
     LUA_FILE = "seen_bloom.lua"
@@ -170,13 +183,15 @@ class Bloom(SeenFilter):
         super().__init__(keys)
         self.capacity, self.error_rate = capacity, error_rate
         self.window, self.segment_bytes = window, segment_bytes
-        self.geometry = [slice_geometry(capacity, error_rate, i) for i in range(MAX_SLICES)]
+        per_shard = -(-capacity // keys.gate_shards)
+        self.geometry = [slice_geometry(per_shard, error_rate, i) for i in range(MAX_SLICES)]
+        self._id = f"{capacity}/{error_rate!r}" if keys.gate_shards == 1 else f"{per_shard}/{error_rate!r}"
 
-    def key(self, crawl_id: str) -> str:
-        return self.keys.bloom(crawl_id)
+    def key(self, crawl_id: str, shard: int = 0) -> str:
+        return self.keys.bloom(crawl_id, shard)
 
     def params(self) -> dict[str, Any]:
-        return {"id": f"{self.capacity}/{self.error_rate!r}", "window": self.window,
+        return {"id": self._id, "window": self.window,
                 "segment": self.segment_bytes,
                 "geo": [[g.blocks, g.hashes, g.capacity] for g in self.geometry],
                 # the script names generations and segments as these key functions do
@@ -186,9 +201,10 @@ class Bloom(SeenFilter):
     def forget(self, pipe: redis.client.Pipeline, crawl_id: str, fingerprints: list[str]) -> None:
         """A Bloom filter cannot forget: the caller keeps the requests to publish later."""
 
-    def stems(self, crawl_id: str, now: float | None = None) -> list[str]:
-        """The filters a URL is tested against: one, or this generation's and the last one's."""
-        stem = self.key(crawl_id)
+    def stems(self, crawl_id: str, now: float | None = None, shard: int = 0) -> list[str]:
+        """The filters a URL of ``shard`` is tested against: one, or this generation's and the
+        last one's."""
+        stem = self.key(crawl_id, shard)
         if not self.window:
             return [stem]
         gen = int((time.time() if now is None else now) // self.window)
@@ -196,7 +212,7 @@ class Bloom(SeenFilter):
 
     def info(self, client: redis.Redis, crawl_id: str) -> SeenInfo:
         items = size = slices = 0
-        for stem in self.stems(crawl_id):
+        for stem in (s for k in range(self.keys.gate_shards) for s in self.stems(crawl_id, shard=k)):
             meta = client.hgetall(stem)
             if not meta:
                 continue

@@ -33,23 +33,34 @@ class Stats:
     def read(self, crawl_id: str | None = None) -> dict[str, int]:
         """Counters of one crawl, or summed over every crawl when ``crawl_id`` is None."""
         if crawl_id is not None:
-            raw = self.client.hgetall(self.keys.stats(crawl_id))
-            return {k.decode(): int(v) for k, v in sorted(raw.items())}
+            return self.read_many([crawl_id])[crawl_id]
         total: Counter[str] = Counter()
-        with self.client.pipeline(transaction=False) as pipe:
-            for member in self.client.smembers(self.keys.crawls()):
-                pipe.hgetall(self.keys.stats(member.decode()))
-            for raw in pipe.execute():
-                total.update({k.decode(): int(v) for k, v in raw.items()})
+        members = [m.decode() for m in self.client.smembers(self.keys.crawls())]
+        for counts in self.read_many(members).values():
+            total.update(counts)
         return dict(sorted(total.items()))
 
+    def _hashes(self, crawl_id: str) -> list[str]:
+        """The crawl's counter hashes: its own, and each gate shard's when there are several."""
+        if self.keys.gate_shards == 1:
+            return [self.keys.stats(crawl_id)]
+        return [self.keys.stats(crawl_id), *(self.keys.stats(crawl_id, k) for k in range(self.keys.gate_shards))]
+
     def read_many(self, crawl_ids: Sequence[str]) -> dict[str, dict[str, int]]:
-        """Counters of each of ``crawl_ids``, in one round trip."""
+        """Counters of each of ``crawl_ids`` (summed over its hashes), in one round trip."""
+        hashes = {cid: self._hashes(cid) for cid in crawl_ids}
         with self.client.pipeline(transaction=False) as pipe:
-            for crawl_id in crawl_ids:
-                pipe.hgetall(self.keys.stats(crawl_id))
-            raw = pipe.execute()
-        return {cid: {k.decode(): int(v) for k, v in sorted(r.items())} for cid, r in zip(crawl_ids, raw)}
+            for keys in hashes.values():
+                for key in keys:
+                    pipe.hgetall(key)
+            raw = iter(pipe.execute())
+        out: dict[str, dict[str, int]] = {}
+        for cid, keys in hashes.items():
+            total: Counter[str] = Counter()
+            for _ in keys:
+                total.update({k.decode(): int(v) for k, v in next(raw).items()})
+            out[cid] = dict(sorted(total.items()))
+        return out
 
     def flushed(self, crawl_ids: Sequence[str]) -> dict[str, bytes | None]:
         """Each crawl's counters as last written to its store's statistics (the digest

@@ -51,14 +51,14 @@ def test_seeds_of_a_call_killed_between_the_gate_and_the_broker_are_published_ag
     from crawler_tasks.core.timing import now_iso
     from crawler_tasks.stages import enqueue
     from crawler_tasks.state import unpublished
-    from crawler_tasks.state.gate import Candidate
+    from crawler_tasks.state.gate import Candidate, new_task_ids
 
     crawl_id = f"died-{token()}"
     urls = [f"{site.url}/page/{token()}-{i}" for i in range(3)]
     reqs = build_requests(urls, crawl_id=crawl_id)
     rt.crawls.register(crawl_id, domains={"127.0.0.1"})
     # What a seed call does up to the broker; then its process dies.
-    candidates = [Candidate(r.fingerprint, tid) for r, tid in zip(reqs, enqueue.new_task_ids(len(reqs)))]
+    candidates = [Candidate(r.fingerprint, tid) for r, tid in zip(reqs, new_task_ids(len(reqs)))]
     rt.seed_calls.begin(crawl_id, [(c.task_id, r) for c, r in zip(candidates, reqs)])
     assert rt.gate.admit(crawl_id, candidates) == [c.task_id for c in candidates]
     rt.crawls.running(crawl_id, now_iso())

@@ -116,8 +116,12 @@ def test_a_crawl_with_its_state_on_a_redis_cluster_stores_every_page_once(cluste
         assert len(urls) == len(set(urls)) == pages
         assert rt.stats.read(crawl_id)["stored"] == pages
     assert rt.stats.read(crawls[0])["duplicates"] >= 1
-    nodes = {rt.redis.get_node_from_key(rt.keys.seen(c)).port for c in crawls}
-    assert len(nodes) > 1  # the crawls' keys live on different masters
+    assert rt.keys.gate_shards == 16  # the default on a cluster
+    for crawl_id in crawls:  # each crawl's gate spreads over every master
+        shards = [rt.keys.seen(crawl_id, k) for k in range(16)]
+        assert len({rt.redis.get_node_from_key(key).port for key in shards}) == 3
+        assert sum(int(rt.redis.scard(key)) for key in shards) == pages
+        assert sum(1 for key in shards if rt.redis.scard(key)) > 8
     assert rt.robots.state_of(site.url.split("://", 1)[1]) == "allow"  # the site has none: 404
     rt.close()
 
@@ -153,19 +157,23 @@ def test_purge_removes_each_crawl_s_keys_from_the_cluster_and_nothing_else(clust
         def node(crawl_id: str) -> int:
             return rt.redis.get_node_from_key(stem(crawl_id)).port
 
+        def keys_of(crawl_id: str) -> list[bytes]:  # its own keys and its gate shards'
+            stems = {stem(crawl_id), *rt.keys.gate_stems(crawl_id)}
+            return sorted(k for s in stems for k in rt.redis.scan_iter(match=f"{s}*"))
+
         crawls = [f"p{i}{token()}" for i in range(4)]
         while len({node(c) for c in crawls}) == 1:  # the test needs crawls on two masters at least
             crawls[-1] = f"p3{token()}"
         for crawl_id in crawls:  # gated and queued: a Bloom filter, stats, config, outstanding
             submit_requests(rt, build_requests([f"http://127.0.0.1:9/{crawl_id}/{i}" for i in range(3)],
                                                crawl_id=crawl_id))
-        before = {c: list(rt.redis.scan_iter(match=f"{stem(c)}*")) for c in crawls}
+        before = {c: keys_of(c) for c in crawls}
         assert all(len(keys) >= 4 for keys in before.values())
         for crawl_id in crawls[:2]:
             assert rt.crawls.purge(crawl_id) == len(before[crawl_id])
-        after = {c: list(rt.redis.scan_iter(match=f"{stem(c)}*")) for c in crawls}
+        after = {c: keys_of(c) for c in crawls}
         assert after[crawls[0]] == after[crawls[1]] == []
-        assert sorted(after[crawls[2]]) == sorted(before[crawls[2]])
+        assert after[crawls[2]] == before[crawls[2]]
         assert rt.crawls.all_ids() == sorted(crawls[2:])
     finally:
         rt.close()

@@ -38,7 +38,7 @@ def runnable() -> list[tuple[str, dict[str, str]]]:
     """Every script as Redis gets it: the gate's once per seen filter."""
     out: list[tuple[str, dict[str, str]]] = []
     for name in scripts.names():
-        if name == "gate_complete.lua":
+        if name in ("gate_complete.lua", "gate_part.lua"):
             out += [(name, {"seen": f}) for f in FILTERS]
         elif not is_fragment(name):
             out.append((name, {}))
