@@ -40,7 +40,7 @@ class PageLog:
         pages/min), 3 failed, 2.4 MB in this process``."""
         now = time.monotonic() if now is None else now
         since, before = self._mark
-        if not self.every or now - since < self.every:
+        if not self.every or now - since < self.every - 1e-6:  # (a sum of floats may fall short)
             return None
         with self._lock:
             fetched, failed, size = self.fetched, self.failed, self.bytes

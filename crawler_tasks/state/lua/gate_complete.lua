@@ -28,6 +28,7 @@ local function each_chunk(list, fn)
   for i = 1, #list, CHUNK do fn(unpack(list, i, math.min(i + CHUNK - 1, #list))) end
 end
 -- include: {seen}
+-- include: replayed.lua
 local fps, tids, bypass, stage = {}, {}, {}, {}
 for i = first, #ARGV, 3 do
   local n = #fps + 1
@@ -35,13 +36,7 @@ for i = first, #ARGV, 3 do
 end
 if me ~= '' then
   if redis.call('SISMEMBER', KEYS[1], me) == 0 then return {'stale'} end
-  if redis.call('HEXISTS', KEYS[4], '~') == 1 then
-    local out = {'replay'}
-    each_chunk(fps, function(...)
-      for _, tid in ipairs(redis.call('HMGET', KEYS[4], ...)) do out[#out + 1] = tid or '-d' end
-    end)
-    return out
-  end
+  if redis.call('HEXISTS', KEYS[4], '~') == 1 then return replayed(KEYS[4], fps) end
 end
 local filtered = {}
 for i = 1, #fps do if not bypass[i] then filtered[#filtered + 1] = fps[i] end end

@@ -22,19 +22,14 @@ local function each_chunk(list, fn)
   for i = 1, #list, CHUNK do fn(unpack(list, i, math.min(i + CHUNK - 1, #list))) end
 end
 -- include: {seen}
+-- include: replayed.lua
 local fps, tids, kind = {}, {}, {}
 for i = 5, #ARGV, 3 do
   local n = #fps + 1
   fps[n], tids[n], kind[n] = ARGV[i], ARGV[i + 1], ARGV[i + 2]
 end
 local kept = ARGV[1] == '1'
-if kept and redis.call('HEXISTS', KEYS[4], '~') == 1 then
-  local out = {'replay'}
-  each_chunk(fps, function(...)
-    for _, tid in ipairs(redis.call('HMGET', KEYS[4], ...)) do out[#out + 1] = tid or '-d' end
-  end)
-  return out
-end
+if kept and redis.call('HEXISTS', KEYS[4], '~') == 1 then return replayed(KEYS[4], fps) end
 local filtered = {}
 local function gated(i) return kind[i] == '0' or kind[i] == 'x' end
 for i = 1, #fps do if gated(i) then filtered[#filtered + 1] = fps[i] end end
