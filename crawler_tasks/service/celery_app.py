@@ -20,15 +20,18 @@ import sys
 import threading
 from typing import Any
 
+import redis
 from celery import Celery, signals
 
 from ..broker import lists, transport
 from ..core import routing
-from ..core.errors import PluginError, SettingsError, UnknownStore
+from ..core.errors import CrawlerError, PluginError, SettingsError, UnknownStore
 from ..core.program import idle_warning, program_of
 from ..core.settings import POOLS, Settings, pool_missing
 from ..net.render import browser_problem
-from ..state.connection import broker_params
+from ..state.connection import broker_params, redis_from_url
+from ..state.crawls import layout
+from ..state.keys import Keys
 from . import tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's store dispatcher and mover)
 from .beat import beat_schedule
 
@@ -231,6 +234,29 @@ def _check_store(sender: Any = None, **_: Any) -> None:
         open_store(settings.store, settings).close()
     except (UnknownStore, SettingsError) as exc:
         _refuse(f"CRAWLER_STORE: {exc}")
+
+
+@signals.worker_init.connect
+def _check_layout(sender: Any = None, **_: Any) -> None:
+    """A worker whose shard counts differ from those this Redis's keys were laid out by
+    would name other keys for the same hosts and crawls: it stops at start with one line."""
+    app = _app_of(sender)
+    if app is None:
+        return
+    settings = app.crawler_settings
+    keys = Keys(settings.key_prefix, host_shards=settings.host_shards, gate_shards=settings.gate_shards)
+    try:
+        client = redis_from_url(settings.redis_url, check=False)
+        try:
+            stored = layout(client, keys)
+        finally:
+            client.close()
+    except (redis.RedisError, CrawlerError):
+        return  # Redis away: the worker waits for it as usual
+    for name, env in (("host_shards", "CRAWLER_HOST_SHARDS"), ("gate_shards", "CRAWLER_GATE_SHARDS")):
+        if stored.get(name, getattr(settings, name)) != getattr(settings, name):
+            _refuse(f"{env}={getattr(settings, name)}, but the keys on this Redis are laid out for "
+                    f"{stored[name]}: every worker and client of one Redis must use the same")
 
 
 @signals.worker_init.connect

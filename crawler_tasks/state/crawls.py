@@ -297,6 +297,18 @@ class Crawls:
         return removed
 
 
+def layout(client: redis.Redis, keys: Keys) -> dict[str, int]:
+    """The shard counts the keys on ``client`` are laid out by (:meth:`Keys.layout`): those of
+    ``keys`` when it is the first to say."""
+    mine = {"host_shards": keys.host_shards, "gate_shards": keys.gate_shards}
+    with client.pipeline(transaction=False) as pipe:
+        for name, value in mine.items():
+            pipe.hsetnx(keys.layout(), name, value)
+        pipe.hgetall(keys.layout())
+        *_, stored = pipe.execute()
+    return {k.decode(): int(v) for k, v in stored.items()}
+
+
 def _held(task_id: str, request: dict[str, Any]) -> str:
     """A held fetch's entry: the same text for the same fetch (so it can be let go)."""
     return json.dumps({"task_id": task_id, "request": request}, sort_keys=True)

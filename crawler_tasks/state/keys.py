@@ -308,6 +308,11 @@ class Keys:
         """STRING held (with a TTL) by the one fetch downloading an origin's robots.txt."""
         return f"{self.robots(origin)}:lock"
 
+    def layout(self) -> str:
+        """HASH of the shard counts the first worker on this Redis used (``host_shards``,
+        ``gate_shards``): a worker with other counts would name other keys, and stops."""
+        return f"{self.prefix}:layout"
+
     def stats_flushed(self) -> str:
         """HASH crawl id -> its counters (JSON) as last written to its store's statistics."""
         return f"{self.prefix}:stats_flushed"

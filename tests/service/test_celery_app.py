@@ -57,3 +57,21 @@ def test_a_worker_configured_for_a_pool_whose_package_is_not_installed_stops_in_
     assert done.stderr.strip().splitlines()[-1] == (
         "crawler_tasks: CRAWLER_WORKER_POOL=gevent needs gevent, which is not installed: "
         "pip install 'crawler-tasks[gevent]'")
+
+
+def test_a_worker_whose_shard_counts_differ_from_its_redis_s_layout_stops_in_one_line(tmp_path):
+    import redis
+
+    from tests.helpers import REDIS, token
+
+    prefix, url = f"ly{token()}", f"{REDIS}/13"
+    env = {**os.environ, "CRAWLER_BROKER_URL": url, "CRAWLER_KEY_PREFIX": prefix}
+    redis.Redis.from_url(url).hset(f"{prefix}:layout", mapping={"host_shards": 1, "gate_shards": 1})
+    done = subprocess.run([CELERY, "-A", "crawler_tasks", "worker", "--without-mingle"],
+                          env={**env, "CRAWLER_GATE_SHARDS": "4"}, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "crawler_tasks: CRAWLER_GATE_SHARDS=4, but the keys on this Redis are laid out for 1: "
+        "every worker and client of one Redis must use the same")
+    redis.Redis.from_url(url).delete(f"{prefix}:layout")
