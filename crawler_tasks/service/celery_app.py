@@ -30,7 +30,7 @@ from ..core.program import idle_warning, program_of
 from ..core.settings import POOLS, Settings, pool_missing
 from ..net.render import browser_problem
 from ..state.connection import broker_params, redis_from_url
-from ..state.crawls import layout
+from ..state.crawls import check_layout
 from ..state.keys import Keys
 from . import tasks, worker  # noqa: F401  (the shared crawl tasks; the worker's store dispatcher and mover)
 from .beat import beat_schedule
@@ -248,15 +248,13 @@ def _check_layout(sender: Any = None, **_: Any) -> None:
     try:
         client = redis_from_url(settings.redis_url, check=False)
         try:
-            stored = layout(client, keys)
+            check_layout(client, keys)
         finally:
             client.close()
+    except SettingsError as exc:
+        _refuse(str(exc))
     except (redis.RedisError, CrawlerError):
-        return  # Redis away: the worker waits for it as usual
-    for name, env in (("host_shards", "CRAWLER_HOST_SHARDS"), ("gate_shards", "CRAWLER_GATE_SHARDS")):
-        if stored.get(name, getattr(settings, name)) != getattr(settings, name):
-            _refuse(f"{env}={getattr(settings, name)}, but the keys on this Redis are laid out for "
-                    f"{stored[name]}: every worker and client of one Redis must use the same")
+        pass  # Redis away: the worker waits for it as usual
 
 
 @signals.worker_init.connect

@@ -33,7 +33,7 @@ from ..net.robots import Robots
 from ..state.callbacks import Callbacks
 from ..state.claims import Claims
 from ..state.connection import redis_from_url
-from ..state.crawls import Crawls
+from ..state.crawls import Crawls, check_layout
 from ..state.dead_letters import DeadLetters
 from ..state.feeds import FeedState
 from ..state.gate import Gate
@@ -61,6 +61,7 @@ class Runtime:
         self.app = app
         self.redis = redis_from_url(settings.redis_url, max_connections=settings.redis_max_connections)
         self.keys = Keys(settings.key_prefix, host_shards=settings.host_shards, gate_shards=settings.gate_shards)
+        check_layout(self.redis, self.keys)  # SettingsError: other shard counts than this Redis's keys
         self.gate = Gate(self.redis, self.keys, replay_ttl=settings.replay_ttl,
                          seen=make_filter(settings, self.keys))
         self.crawls = Crawls(self.redis, self.keys, cache_seconds=settings.crawl_refresh_s)

@@ -17,6 +17,7 @@ from typing import Any
 
 import redis
 
+from ..core.errors import SettingsError
 from ..core.limits import CrawlConfig
 from ..core.store_uris import masked
 from .keys import Keys
@@ -297,16 +298,21 @@ class Crawls:
         return removed
 
 
-def layout(client: redis.Redis, keys: Keys) -> dict[str, int]:
-    """The shard counts the keys on ``client`` are laid out by (:meth:`Keys.layout`): those of
-    ``keys`` when it is the first to say."""
+def check_layout(client: redis.Redis, keys: Keys) -> None:
+    """Note the shard counts of ``keys`` on ``client`` (:meth:`Keys.layout`) if none are noted
+    yet; :class:`SettingsError` when the noted ones differ: this process would name other
+    keys for the same hosts and crawls."""
     mine = {"host_shards": keys.host_shards, "gate_shards": keys.gate_shards}
     with client.pipeline(transaction=False) as pipe:
         for name, value in mine.items():
             pipe.hsetnx(keys.layout(), name, value)
         pipe.hgetall(keys.layout())
-        *_, stored = pipe.execute()
-    return {k.decode(): int(v) for k, v in stored.items()}
+        *_, raw = pipe.execute()
+    stored = {k.decode(): int(v) for k, v in raw.items()}
+    for name, env in (("host_shards", "CRAWLER_HOST_SHARDS"), ("gate_shards", "CRAWLER_GATE_SHARDS")):
+        if stored.get(name, mine[name]) != mine[name]:
+            raise SettingsError(f"{env}={mine[name]}, but the keys on this Redis are laid out for "
+                                f"{stored[name]}: every worker and client of one Redis must use the same")
 
 
 def _held(task_id: str, request: dict[str, Any]) -> str:

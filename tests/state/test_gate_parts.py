@@ -175,3 +175,17 @@ def test_a_task_id_given_from_outside_is_gated_in_its_url_s_shard():
     assert g.admit("c", [Candidate(fp, outside)]) == [outside]
     assert g.admit("c", g.candidates([Link(fp)])) == [None]  # a link to the same URL: seen
     assert g.pending("c", [outside]) == [True]
+
+
+def test_a_process_with_other_shard_counts_than_its_redis_s_keys_is_refused():
+    from crawler_tasks.core.errors import SettingsError
+    from crawler_tasks.state.crawls import check_layout
+
+    client, prefix = redis.Redis.from_url(f"{REDIS}/{DB}"), f"ly{token()}"
+    check_layout(client, Keys(prefix, gate_shards=4))  # the first one notes its counts
+    check_layout(client, Keys(prefix, gate_shards=4))
+    with pytest.raises(SettingsError, match="CRAWLER_GATE_SHARDS=1, but the keys on this Redis are laid out for 4"):
+        check_layout(client, Keys(prefix))
+    with pytest.raises(SettingsError, match="CRAWLER_HOST_SHARDS=16"):
+        check_layout(client, Keys(prefix, host_shards=16, gate_shards=4))
+    client.delete(f"{prefix}:layout")
