@@ -248,7 +248,7 @@ def _check_layout(sender: Any = None, **_: Any) -> None:
     try:
         client = redis_from_url(settings.redis_url, check=False)
         try:
-            check_layout(client, keys)
+            check_layout(client, keys, note=True)
         finally:
             client.close()
     except SettingsError as exc:

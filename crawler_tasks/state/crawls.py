@@ -88,6 +88,7 @@ class Crawls:
         if on_change:
             fields["on_change"] = json.dumps(on_change)
         pipe = self.client.pipeline(transaction=False)
+        note_layout(pipe, self.keys)  # the crawl's first keys are laid out by these counts
         pipe.sadd(self.keys.crawls(), crawl_id)
         if fields:
             pipe.hset(self.keys.crawl(crawl_id), mapping=fields)
@@ -298,14 +299,24 @@ class Crawls:
         return removed
 
 
-def check_layout(client: redis.Redis, keys: Keys) -> None:
-    """Note the shard counts of ``keys`` on ``client`` (:meth:`Keys.layout`) if none are noted
-    yet; :class:`SettingsError` when the noted ones differ: this process would name other
-    keys for the same hosts and crawls."""
-    mine = {"host_shards": keys.host_shards, "gate_shards": keys.gate_shards}
+def _layout(keys: Keys) -> dict[str, int]:
+    return {"host_shards": keys.host_shards, "gate_shards": keys.gate_shards}
+
+
+def note_layout(pipe: Any, keys: Keys) -> None:
+    """Queue on ``pipe`` the shard counts of ``keys`` (:meth:`Keys.layout`), where none are noted."""
+    for name, value in _layout(keys).items():
+        pipe.hsetnx(keys.layout(), name, value)
+
+
+def check_layout(client: redis.Redis, keys: Keys, *, note: bool = False) -> None:
+    """:class:`SettingsError` when the shard counts noted on ``client`` (:meth:`Keys.layout`)
+    differ from those of ``keys``: this process would name other keys for the same hosts and
+    crawls. ``note``: note them first where none are (a worker, which writes keys)."""
+    mine = _layout(keys)
     with client.pipeline(transaction=False) as pipe:
-        for name, value in mine.items():
-            pipe.hsetnx(keys.layout(), name, value)
+        if note:
+            note_layout(pipe, keys)
         pipe.hgetall(keys.layout())
         *_, raw = pipe.execute()
     stored = {k.decode(): int(v) for k, v in raw.items()}

@@ -182,7 +182,9 @@ def test_a_process_with_other_shard_counts_than_its_redis_s_keys_is_refused():
     from crawler_tasks.state.crawls import check_layout
 
     client, prefix = redis.Redis.from_url(f"{REDIS}/{DB}"), f"ly{token()}"
-    check_layout(client, Keys(prefix, gate_shards=4))  # the first one notes its counts
+    check_layout(client, Keys(prefix))  # nothing noted yet: nothing to differ from, nothing written
+    assert not client.exists(f"{prefix}:layout")
+    check_layout(client, Keys(prefix, gate_shards=4), note=True)  # a worker notes its counts
     check_layout(client, Keys(prefix, gate_shards=4))
     with pytest.raises(SettingsError, match="CRAWLER_GATE_SHARDS=1, but the keys on this Redis are laid out for 4"):
         check_layout(client, Keys(prefix))
