@@ -105,22 +105,28 @@ def reading(ports: list[int]) -> list[tuple[int, float]]:
     return out
 
 
-def crawl(crawler: str, seeds: list[str], broker: str, state: str, work: Path, env: dict[str, str]) -> tuple[float, int]:
-    """One ``crawler-tasks crawl``: wall seconds from start to exit, and pages stored."""
+def crawl(crawler: str, seeds: list[str], broker: str, state: str, work: Path,
+          env: dict[str, str]) -> tuple[float, int, float]:
+    """One ``crawler-tasks crawl``: wall seconds from start to exit, pages stored, and CPU
+    seconds of it and the workers it reaped."""
     import os
+    import resource
 
     full = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     store = work / "pages.db"
     full.update(env, CRAWLER_BROKER_URL=broker, CRAWLER_REDIS_URL=state, CRAWLER_STORE=str(store))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     code = subprocess.call([crawler, "crawl", *seeds, "--workers", "2", "--quiet", "--store", str(store)],
                            env=full, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if code != 0:
         raise SystemExit(f"bench/shards: crawler-tasks exited with code {code}")
     with sqlite3.connect(store) as db:
         pages = db.execute("SELECT count(*) FROM pages").fetchone()[0]
-    return wall, pages
+    return wall, pages, cpu
 
 
 def spread(values: list[float]) -> str:
@@ -143,7 +149,7 @@ def one_row(args: argparse.Namespace, workload: str, seeds: list[str], env: dict
         before, broker_before = reading(ports), reading([broker.port])
         if shards:
             env = {**env, "CRAWLER_HOST_SHARDS": shards, "CRAWLER_GATE_SHARDS": shards}
-        wall, pages = crawl(args.crawler, seeds, broker.url, state_url, work, env)
+        wall, pages, crawler_cpu = crawl(args.crawler, seeds, broker.url, state_url, work, env)
         after, broker_after = reading(ports), reading([broker.port])
     commands = [a[0] - b[0] for a, b in zip(after, before)]
     cpu = [a[1] - b[1] for a, b in zip(after, before)]
@@ -154,7 +160,7 @@ def one_row(args: argparse.Namespace, workload: str, seeds: list[str], env: dict
     per_master = " ".join(f"{c / pages:.1f}" for c in commands)
     return (f"| {workload} | {where} | {pages} | {pages / wall:.0f} | {sum(commands) / pages:.1f} | {per_master} | "
             f"{spread([float(c) for c in commands])} | {sum(cpu) / pages * 1e6:.0f} | {spread(cpu)} | "
-            f"{broker_cmds / pages:.1f} |")
+            f"{broker_cmds / pages:.1f} | {crawler_cpu / pages * 1000:.2f} |")
 
 
 def main() -> int:
@@ -171,8 +177,8 @@ def main() -> int:
     args = parser.parse_args()
     rows = [r for r in args.rows.split(",") if r]
     print("| crawl | state | pages | pages/s | state cmds/page | per master | cmds max/mean / min/mean "
-          "| state CPU µs/page | CPU max/mean / min/mean | broker cmds/page |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| state CPU µs/page | CPU max/mean / min/mean | broker cmds/page | crawler CPU ms/page |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for _ in range(args.runs):
         for workload in args.only.split(","):
             if workload == "broad":
