@@ -14,7 +14,13 @@ the same keys.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
+from typing import TypeVar
+
+T = TypeVar("T")
+K = TypeVar("K")
+A = TypeVar("A")
 
 #: Slots of a Redis Cluster.
 SLOTS = 16384
@@ -93,3 +99,21 @@ def task_shard(task_id: str, shards: int) -> int:
 def shard_task_id(stem: str, shard: int, shards: int) -> str:
     """A task id that :func:`task_shard` places in ``shard`` (``stem`` itself with one shard)."""
     return stem if shards <= 1 else f"{stem}.{shard}"
+
+
+def group_indexes(items: Iterable[T], key: Callable[[T], K]) -> dict[K, list[int]]:
+    """The indexes of ``items`` grouped by ``key`` (a shard, a host), in order within each."""
+    groups: dict[K, list[int]] = {}
+    for n, item in enumerate(items):
+        groups.setdefault(key(item), []).append(n)
+    return groups
+
+
+def scatter(groups: Mapping[K, list[int]], answers: Iterable[Iterable[A]], size: int, empty: A) -> list[A]:
+    """Answers given group by group (``groups`` from :func:`group_indexes`, in its order) put
+    back in the order of the items (``empty`` where none came)."""
+    out = [empty] * size
+    for indexes, answer in zip(groups.values(), answers):
+        for n, value in zip(indexes, answer):
+            out[n] = value
+    return out

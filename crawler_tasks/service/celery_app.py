@@ -244,7 +244,7 @@ def _check_layout(sender: Any = None, **_: Any) -> None:
     if app is None:
         return
     settings = app.crawler_settings
-    keys = Keys(settings.key_prefix, host_shards=settings.host_shards, gate_shards=settings.gate_shards)
+    keys = Keys.of(settings)
     try:
         client = redis_from_url(settings.redis_url, check=False)
         try:

@@ -60,7 +60,7 @@ class Runtime:
         self.settings = settings
         self.app = app
         self.redis = redis_from_url(settings.redis_url, max_connections=settings.redis_max_connections)
-        self.keys = Keys(settings.key_prefix, host_shards=settings.host_shards, gate_shards=settings.gate_shards)
+        self.keys = Keys.of(settings)
         check_layout(self.redis, self.keys)  # SettingsError: other shard counts than this Redis's keys
         self.gate = Gate(self.redis, self.keys, replay_ttl=settings.replay_ttl,
                          seen=make_filter(settings, self.keys))

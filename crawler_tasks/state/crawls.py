@@ -133,8 +133,10 @@ class Crawls:
         counts = self.client.hmget(self.keys.crawl_hosts(crawl_id), list(hosts))
         return {h: int(n or 0) for h, n in zip(hosts, counts)}
 
-    def _outstanding_sets(self, crawl_id: str) -> list[str]:
-        return [self.keys.outstanding(crawl_id, k) for k in range(self.keys.gate_shards)]
+    def _count_outstanding(self, pipe: Any, crawl_id: str) -> None:
+        """Queue on ``pipe`` the size of each of the crawl's outstanding sets (one a gate shard)."""
+        for k in range(self.keys.gate_shards):
+            pipe.scard(self.keys.outstanding(crawl_id, k))
 
     def outstanding(self, crawl_id: str) -> int:
         """Tasks of the crawl queued, running or waiting on a retry."""
@@ -143,8 +145,7 @@ class Crawls:
     def progress(self, crawl_id: str) -> tuple[int, bool]:
         """Outstanding tasks and whether the crawl is registered, in one round trip."""
         with self.client.pipeline(transaction=False) as pipe:
-            for key in self._outstanding_sets(crawl_id):
-                pipe.scard(key)
+            self._count_outstanding(pipe, crawl_id)
             pipe.sismember(self.keys.crawls(), crawl_id)
             *counts, known = pipe.execute()
         return sum(int(n) for n in counts), bool(known)
@@ -230,8 +231,7 @@ class Crawls:
         """:meth:`outstanding` of each of ``crawl_ids``, in one round trip."""
         with self.client.pipeline(transaction=False) as pipe:
             for crawl_id in crawl_ids:
-                for key in self._outstanding_sets(crawl_id):
-                    pipe.scard(key)
+                self._count_outstanding(pipe, crawl_id)
             counts = iter(pipe.execute())
         return {cid: sum(int(next(counts)) for _ in range(self.keys.gate_shards)) for cid in crawl_ids}
 
@@ -250,8 +250,9 @@ class Crawls:
     def outstanding_sample(self, crawl_id: str, count: int = 5) -> list[str]:
         """A few outstanding task ids, for a message about a stuck crawl."""
         found: list[str] = []
-        for key in self._outstanding_sets(crawl_id):
-            found += [m.decode() for m in self.client.srandmember(key, count - len(found))]
+        for k in range(self.keys.gate_shards):
+            found += [m.decode() for m in self.client.srandmember(self.keys.outstanding(crawl_id, k),
+                                                                  count - len(found))]
             if len(found) >= count:
                 break
         return sorted(found)

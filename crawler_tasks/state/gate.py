@@ -37,7 +37,7 @@ from typing import Any, NamedTuple, Protocol
 import redis
 
 from ..core import counters
-from ..core.shards import shard_of, shard_task_id
+from ..core.shards import group_indexes, scatter, shard_of, shard_task_id
 from . import scripts
 from .gate_parts import GateParts
 from .keys import Keys
@@ -218,12 +218,12 @@ class Gate:
             kinds.append((c.fingerprint, c.task_id, kind, shard))
         limited = max_pages > 0
         answers = [""] * len(candidates)
-        got, shards, _ = parts.parts(crawl_id, task_id or "", kinds, limited)
+        got, shards = parts.parts(crawl_id, task_id or "", kinds, limited)
         for n, answer in zip(inside, got):
             answers[n] = answer
         for n in outside:  # tested in its URL's shard (answers kept for its id: left to expire), kept in its own
             c = candidates[n]
-            [answers[n]], _, _ = parts.parts(crawl_id, f"admit:{c.task_id}", [(c.fingerprint, c.task_id, "x",
+            [answers[n]], _ = parts.parts(crawl_id, f"admit:{c.task_id}", [(c.fingerprint, c.task_id, "x",
                                                                     shard_of(c.fingerprint, self.shards))], limited)
             if answers[n] != "-d":
                 self.client.sadd(self.keys.outstanding(crawl_id, self.keys.task_shard(c.task_id)), c.task_id)
@@ -332,9 +332,7 @@ class Gate:
         was still outstanding (False: settled before, e.g. by a redelivered batch)."""
         if not settlements:
             return []
-        by_shard: dict[int, list[int]] = {}
-        for n, s in enumerate(settlements):
-            by_shard.setdefault(self.keys.task_shard(s.token), []).append(n)
+        by_shard = group_indexes(settlements, lambda s: self.keys.task_shard(s.token))
         calls = []
         for shard, ns in by_shard.items():
             argv: list[Any] = []
@@ -345,12 +343,7 @@ class Gate:
                     argv += [name, amount]
             calls.append((self._settle, [self.keys.outstanding(crawl_id, shard), self.keys.stats(crawl_id, shard),
                                          self.keys.errors(crawl_id, shard)], argv))
-        raw = run_scripts(self.client, calls)
-        out = [False] * len(settlements)
-        for ns, flags in zip(by_shard.values(), raw):
-            for n, flag in zip(ns, flags):
-                out[n] = bool(flag)
-        return out
+        return [bool(flag) for flag in scatter(by_shard, run_scripts(self.client, calls), len(settlements), 0)]
 
     def add_counts(self, crawl_id: str, counts: Mapping[str, int]) -> None:
         """Add ``counts`` to a crawl's counters outside any task (e.g. ``seeds/invalid`` of a feed)."""
@@ -370,8 +363,8 @@ class Gate:
             return True
         pipe = self.client.pipeline(transaction=False)
         self.seen.forget(pipe, crawl_id, list(fingerprints))
-        for shard, ids in (self._parts.by_shard(task_ids, str) if self._parts else {0: list(task_ids)}).items():
-            pipe.srem(self.keys.outstanding(crawl_id, shard), *ids)
+        for shard, ns in group_indexes(task_ids, self.keys.task_shard).items():
+            pipe.srem(self.keys.outstanding(crawl_id, shard), *(task_ids[n] for n in ns))
         pipe.hincrby(self.keys.stats(crawl_id), counters.GATE_ADMITTED, -len(task_ids))
         pipe.execute()
         return self.seen.can_forget

@@ -29,26 +29,16 @@ budget stays in the filter (the budget is used up for good by then). The crawl's
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import redis
 
+from ..core.shards import group_indexes, scatter
 from . import scripts
 from .keys import Keys
 from .round_trip import run_scripts
 from .seen import SeenFilter
-
-
-@dataclass(frozen=True)
-class PartsAnswer:
-    """What the shards answered for a completion: per candidate its task id or ``-d``, the
-    verdict (``ok``, ``replay``, ``stale``) and the shards it touched."""
-
-    verdict: str
-    answers: list[str]
-    shards: tuple[int, ...]
 
 
 class GateParts:
@@ -73,14 +63,12 @@ class GateParts:
         return raw.decode() if isinstance(raw, bytes) else str(raw)
 
     def parts(self, crawl_id: str, record: str, kinds: Sequence[tuple[str, str, str, int]],
-              limited: bool) -> tuple[list[str], tuple[int, ...], bool]:
+              limited: bool) -> tuple[list[str], tuple[int, ...]]:
         """Step 2 for candidates ``kinds`` (fingerprint, task id, kind, shard): per candidate its
-        task id or ``-d``, the shards touched, and whether any shard answered from its record.
+        task id or ``-d`` (as first answered, on a replay), and the shards touched.
         ``record``: the name the answers are kept under ('' for seeds: not kept)."""
         k = self.keys
-        by_shard: dict[int, list[int]] = {}
-        for n, kind in enumerate(kinds):
-            by_shard.setdefault(kind[3], []).append(n)
+        by_shard = group_indexes(kinds, lambda kind: kind[3])
         calls = []
         for shard, ns in by_shard.items():
             args: list[Any] = ["1" if record else "", "1" if limited else "", self.replay_ttl, self._params]
@@ -89,15 +77,9 @@ class GateParts:
             keys = [k.outstanding(crawl_id, shard), self.seen.key(crawl_id, shard), k.stats(crawl_id, shard),
                     k.part(crawl_id, record or "-", shard)]
             calls.append((self._part, keys, args))
-        raw = run_scripts(self.client, calls)
-        answers = [""] * len(kinds)
-        replayed = False
-        for ns, reply in zip(by_shard.values(), raw):
-            values = [v.decode() if isinstance(v, bytes) else v for v in reply]
-            replayed = replayed or values[0] == "replay"
-            for n, value in zip(ns, values[1:]):
-                answers[n] = value
-        return answers, tuple(by_shard), replayed
+        replies = ([v.decode() if isinstance(v, bytes) else v for v in reply[1:]]
+                   for reply in run_scripts(self.client, calls))  # past each verdict
+        return scatter(by_shard, replies, len(kinds), ""), tuple(by_shard)
 
     def budget(self, crawl_id: str, task_id: str, new: int, bypass: int, max_pages: int) -> int:
         """Step 3: how many of ``new`` first-seen URLs the crawl's budget takes."""
@@ -107,14 +89,10 @@ class GateParts:
 
     def release(self, crawl_id: str, task_ids: Sequence[str], *, count: bool) -> int:
         """``task_ids`` leave their shards' outstanding sets (``count``: as gate/released)."""
-        if not task_ids:
-            return 0
-        by_shard: dict[int, list[str]] = {}
-        for task_id in task_ids:
-            by_shard.setdefault(self.keys.task_shard(task_id), []).append(task_id)
+        by_shard = group_indexes(task_ids, self.keys.task_shard)
         return sum(int(n) for n in run_scripts(self.client, [
             (self._release, [self.keys.outstanding(crawl_id, shard), self.keys.stats(crawl_id, shard)],
-             ["1" if count else "0", *ids]) for shard, ids in by_shard.items()]))
+             ["1" if count else "0", *(task_ids[n] for n in ns)]) for shard, ns in by_shard.items()]))
 
     def finish(self, pipe: Any, crawl_id: str, task_id: str, shards: Sequence[int], limited: bool) -> None:
         """Queue on ``pipe`` the end of ``task_id``: it leaves its outstanding set, and its begin
@@ -130,22 +108,9 @@ class GateParts:
 
     def pending(self, crawl_id: str, ids: Sequence[str]) -> list[bool]:
         """Whether each of ``ids`` is still outstanding, asked of its shard."""
-        by_shard: dict[int, list[int]] = {}
-        for n, task_id in enumerate(ids):
-            by_shard.setdefault(self.keys.task_shard(task_id), []).append(n)
+        by_shard = group_indexes(ids, self.keys.task_shard)
         with self.client.pipeline(transaction=False) as pipe:
             for shard, ns in by_shard.items():
                 pipe.smismember(self.keys.outstanding(crawl_id, shard), [ids[n] for n in ns])
             raw = pipe.execute()
-        out = [False] * len(ids)
-        for ns, flags in zip(by_shard.values(), raw):
-            for n, flag in zip(ns, flags):
-                out[n] = bool(flag)
-        return out
-
-    def by_shard(self, items: Sequence[Any], task_id_of: Any) -> Mapping[int, list[Any]]:
-        """``items`` grouped by the shard of ``task_id_of(item)``."""
-        groups: dict[int, list[Any]] = {}
-        for item in items:
-            groups.setdefault(self.keys.task_shard(task_id_of(item)), []).append(item)
-        return groups
+        return [bool(flag) for flag in scatter(by_shard, raw, len(ids), 0)]

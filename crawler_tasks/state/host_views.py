@@ -16,6 +16,7 @@ import redis
 
 from ..core import counters
 from ..core.settings import Settings
+from ..core.shards import group_indexes, scatter
 from . import scripts
 from .keys import Keys
 from .round_trip import run_scripts
@@ -111,20 +112,13 @@ class HostViews:
         (False: the mover took it first). A room left empty is cleared by the mover's next look."""
         if not entries:
             return []
-        by_host: dict[str, list[int]] = {}
-        for n, e in enumerate(entries):
-            by_host.setdefault(e.host, []).append(n)
+        by_host = group_indexes(entries, lambda e: e.host)
         calls = []
         for host, ns in by_host.items():
             args = [v for n in ns for v in (entries[n].member, entries[n].request.get("crawl_id", ""))]
             counts = self.keys.hosts_waiting_crawls(self.keys.host_shard(host))
             calls.append((self._leave, [self.keys.host_wait(host), counts], args))
-        answers = run_scripts(self.redis, calls)
-        gone = [False] * len(entries)
-        for ns, answer in zip(by_host.values(), answers):
-            for n, flag in zip(ns, answer):
-                gone[n] = bool(flag)
-        return gone
+        return [bool(flag) for flag in scatter(by_host, run_scripts(self.redis, calls), len(entries), 0)]
 
     def held_slots(self, hosts: Sequence[str]) -> dict[str, list[str]]:
         """The task ids holding (or reserved) a slot of each of ``hosts``, leases still running."""

@@ -129,7 +129,7 @@ class HostLimiter(HostViews):
                 self._owed.pop(task_id, None)
         k, s, shard = self.keys, self.settings, self.keys.host_shard(host)
         answer = self._acquire(
-            keys=[k.host(host), k.host_slots(host), k.hosts_recent(shard), k.proxies_benched(shard)],
+            keys=[k.host(host, shard), k.host_slots(host, shard), k.hosts_recent(shard), k.proxies_benched(shard)],
             args=[task_id, self._floor(crawl_delay, delay),
                   s.host_concurrency if concurrency is None else concurrency, self._auto,
                   self.slot_lease, host, HOST_TTL, len(s.proxies), s.autothrottle_start_delay,
@@ -148,8 +148,8 @@ class HostLimiter(HostViews):
         """Keep ``request`` (task ``task_id``) waiting for ``host`` in Redis, in its band."""
         k, shard = self.keys, self.keys.host_shard(host)
         rank = routing.MAX_BAND - routing.band(request.priority)
-        self._park(keys=[k.host(host), k.host_wait(host), k.hosts_due(shard), k.hosts_recent(shard),
-                         k.host_slots(host), k.hosts_arrivals(shard), k.hosts_waiting_crawls(shard)],
+        self._park(keys=[k.host(host, shard), k.host_wait(host, shard), k.hosts_due(shard), k.hosts_recent(shard),
+                         k.host_slots(host, shard), k.hosts_arrivals(shard), k.hosts_waiting_crawls(shard)],
                    args=[self._entries([(request, task_id)])[0], rank, until, host, HOST_TTL, task_id,
                          self.recent_hosts, request.crawl_id])
         self.hint(shard, max(0.0, until - time.time()))
@@ -192,7 +192,7 @@ class HostLimiter(HostViews):
         """Free the slot of task ``task_id`` and adapt ``host``'s limits to ``feedback``;
         True when the host now goes through the proxies (``pipe``: queued there, False)."""
         k, s, shard = self.keys, self.settings, self.keys.host_shard(host)
-        keys = [k.host(host), k.host_slots(host), k.hosts_due(shard), k.proxies_benched(shard), k.host_wait(host),
+        keys = [k.host(host, shard), k.host_slots(host, shard), k.hosts_due(shard), k.proxies_benched(shard), k.host_wait(host, shard),
                 k.hosts_waiting_crawls(shard)]
         args = [task_id, feedback.kind, feedback.status,
                 -1 if feedback.retry_after is None else feedback.retry_after,

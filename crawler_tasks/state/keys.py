@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..core.settings import Settings
 from ..core.shards import shard_of, spread_tags, task_shard
 
 
@@ -47,6 +48,11 @@ class Keys:
         #: Shards of the politeness keys: a host's keys all carry its shard's tag.
         self.host_shards = host_shards
         self._host_stems = tuple(f"{prefix}:{{{tag}}}:" for tag in spread_tags("hosts", host_shards))
+
+    @classmethod
+    def of(cls, settings: Settings) -> Keys:
+        """The keys ``settings`` name: their prefix and shard counts."""
+        return cls(settings.key_prefix, host_shards=settings.host_shards, gate_shards=settings.gate_shards)
 
     def _crawl(self, crawl_id: str, name: str) -> str:
         return f"{self.crawl_stem(crawl_id)}{name}"

@@ -47,3 +47,14 @@ def test_shard_counts_out_of_range_are_refused():
     for bad in (0, SLOTS + 1):
         with pytest.raises(ValueError, match="shards must be 1 to 16384"):
             spread_tags("hosts", bad)
+
+
+def test_answers_given_group_by_group_come_back_in_the_items_order():
+    from crawler_tasks.core.shards import group_indexes, scatter
+
+    items = ["a1", "b1", "a2", "c1", "b2"]
+    groups = group_indexes(items, lambda s: s[0])
+    assert groups == {"a": [0, 2], "b": [1, 4], "c": [3]}
+    answers = [[f"{items[n]}!" for n in ns] for ns in groups.values()]
+    assert scatter(groups, answers, len(items), "") == [f"{i}!" for i in items]
+    assert scatter(groups, [["x"]], len(items), "") == ["x", "", "", "", ""]  # a group left unanswered
