@@ -20,8 +20,8 @@ create`` makes one (no replicas); ``:K`` after a row sets ``CRAWLER_HOST_SHARDS`
 state and one per crawl, as before they were split; ``one:4``: one Redis with four of
 each, what the split costs there). The broker is one more private redis-server in every row (the cluster cannot
 be a broker), so the rows differ only in where the state lives. Per master: commands
-(``total_commands_processed``) and Redis CPU (``used_cpu_user + used_cpu_sys``) over the
-crawl; ``max/mean`` and ``min/mean`` say how evenly the crawl spread over them.
+(``total_commands_processed``), Redis CPU (``used_cpu_user + used_cpu_sys``) and bytes
+received (``total_net_input_bytes``) over the crawl; ``max/mean`` and ``min/mean`` say how evenly the crawl spread over them.
 """
 
 from __future__ import annotations
@@ -94,13 +94,14 @@ def _wait(check, timeout: float = 30.0) -> None:
     raise SystemExit("bench/shards: a Redis did not come up")
 
 
-def reading(ports: list[int]) -> list[tuple[int, float]]:
-    """(commands, CPU seconds) of each server so far."""
+def reading(ports: list[int]) -> list[tuple[int, float, int]]:
+    """(commands, CPU seconds, bytes received) of each server so far."""
     out = []
     for port in ports:
         client = redis.Redis(port=port)
         stats, cpu = client.info("stats"), client.info("cpu")
-        out.append((int(stats["total_commands_processed"]), float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])))
+        out.append((int(stats["total_commands_processed"]), float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
+                    int(stats["total_net_input_bytes"])))
         client.close()
     return out
 
@@ -153,13 +154,16 @@ def one_row(args: argparse.Namespace, workload: str, seeds: list[str], env: dict
         after, broker_after = reading(ports), reading([broker.port])
     commands = [a[0] - b[0] for a, b in zip(after, before)]
     cpu = [a[1] - b[1] for a, b in zip(after, before)]
+    received = [a[2] - b[2] for a, b in zip(after, before)]
     broker_cmds = broker_after[0][0] - broker_before[0][0]
     where = "one Redis" if masters == 1 else f"cluster, {masters} masters"
     if shards:
         where += f", {shards} shard{'s' if shards != '1' else ''}"
     per_master = " ".join(f"{c / pages:.1f}" for c in commands)
+    bytes_per_master = " ".join(f"{b / pages / 1000:.1f}" for b in received)
     return (f"| {workload} | {where} | {pages} | {pages / wall:.0f} | {sum(commands) / pages:.1f} | {per_master} | "
             f"{spread([float(c) for c in commands])} | {sum(cpu) / pages * 1e6:.0f} | {spread(cpu)} | "
+            f"{sum(received) / pages / 1000:.1f} | {bytes_per_master} | "
             f"{broker_cmds / pages:.1f} | {crawler_cpu / pages * 1000:.2f} |")
 
 
@@ -177,8 +181,9 @@ def main() -> int:
     args = parser.parse_args()
     rows = [r for r in args.rows.split(",") if r]
     print("| crawl | state | pages | pages/s | state cmds/page | per master | cmds max/mean / min/mean "
-          "| state CPU µs/page | CPU max/mean / min/mean | broker cmds/page | crawler CPU ms/page |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| state CPU µs/page | CPU max/mean / min/mean | state KB in/page | KB in/page per master "
+          "| broker cmds/page | crawler CPU ms/page |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for _ in range(args.runs):
         for workload in args.only.split(","):
             if workload == "broad":

@@ -1,11 +1,14 @@
 """How JSON objects are kept as bytes in Redis: claim checks, store entries, dead letters.
 
-Two forms, told apart by their first byte (an object's JSON starts with ``{``, a
-zlib stream with ``x``), so a reader needs no flag:
+Three forms, told apart by their first bytes (an object's JSON starts with ``{``, a
+Zstandard frame with its magic number, a zlib stream with ``x``), so a reader needs no flag:
 
 * **an object**: its JSON as UTF-8, kept as it is up to :data:`COMPRESS_OVER`
-  bytes (readable in redis-cli) and zlib-compressed above (level 3) when the
-  writer asks for compression (:func:`encode`, :func:`decode`);
+  bytes (readable in redis-cli) and compressed above, with Zstandard at level 1, when the
+  writer asks for compression (:func:`encode`, :func:`decode`). A page's record of 27 KB
+  of JSON becomes 8 KB in about 0.1 ms and is read back in 0.05 ms (zlib at level 3:
+  8 KB in 0.56 ms), so even a store entry, which waits a second, goes compressed;
+  zlib is still read (what an earlier release left in Redis);
 * **an object with a text tail**, for a value too large to be whole in memory
   as JSON (a large page body, where a NUL takes 6 bytes): zlib (level 1) of the
   head's JSON, a newline, and the text as UTF-8, compressed :data:`SLICE`
@@ -28,16 +31,26 @@ the standard library, with its result or its error.
 from __future__ import annotations
 
 import json
+import sys
 import zlib
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-#: Bytes of JSON above which an object is kept zlib-compressed (when its writer compresses).
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
+
+#: Bytes of JSON above which an object is kept compressed (when its writer compresses).
 COMPRESS_OVER = 4096
-#: zlib level of a compressed object: most of the gain for little CPU.
-LEVEL = 3
+#: Zstandard level of a compressed object: the fastest of the positive levels, most of the gain.
+LEVEL = 1
+#: The first bytes of a Zstandard frame.
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: What reading a damaged compressed object raises, beside ValueError.
+DAMAGED = (zlib.error, zstd.ZstdError)
 #: zlib level of an object with a text tail (megabytes: speed first).
 TAIL_LEVEL = 1
 #: Characters of a tail encoded at a time.
@@ -87,19 +100,24 @@ def lossy(value: Any) -> bool:
 
 
 def encode(value: dict[str, Any], *, compress: bool = True, ensure_ascii: bool = False) -> bytes:
-    """``value`` as kept: its JSON, zlib-compressed above :data:`COMPRESS_OVER` bytes when
+    """``value`` as kept: its JSON, compressed above :data:`COMPRESS_OVER` bytes when
     ``compress``. ``ensure_ascii`` escapes every non-ASCII character (as ``json.dumps``)."""
     return pack(json.dumps(value).encode() if ensure_ascii else dumps(value), compress=compress)
 
 
 def pack(data: bytes, *, compress: bool) -> bytes:
-    """``data`` as kept: zlib-compressed above :data:`COMPRESS_OVER` bytes when ``compress``."""
-    return zlib.compress(data, LEVEL) if compress and len(data) > COMPRESS_OVER else data
+    """``data`` as kept: a Zstandard frame above :data:`COMPRESS_OVER` bytes when ``compress``."""
+    return zstd.compress(data, LEVEL) if compress and len(data) > COMPRESS_OVER else data
 
 
 def unpack(raw: bytes) -> bytes:
-    """The uncompressed bytes of either form (JSON, or a head, a newline and its tail)."""
-    return raw if raw[:1] == b"{" else zlib.decompress(raw)
+    """The uncompressed bytes of any form (JSON, or a head, a newline and its tail; plain,
+    Zstandard or zlib)."""
+    if raw[:1] == b"{":
+        return raw
+    if raw[:4] == ZSTD_MAGIC:
+        return zstd.decompress(raw)
+    return zlib.decompress(raw)
 
 
 def decode(raw: bytes) -> Any:
@@ -120,7 +138,7 @@ def encode_with_tail(head: dict[str, Any], tail: str) -> bytes:
 
 def encode_with_json(head: dict[str, Any], tail: bytes, *, compress: bool = True) -> bytes:
     """``head``'s JSON, a newline, and ``tail``, JSON already encoded (a reader takes it as
-    it is, :func:`decode_head`); zlib-compressed as :func:`encode` does."""
+    it is, :func:`decode_head`); compressed as :func:`encode` does."""
     return pack(dumps(head) + b"\n" + tail, compress=compress)
 
 

@@ -244,8 +244,8 @@ SPECS: tuple[Spec, ...] = (
          "Records written to a store in one request (an Elasticsearch `_bulk`, an HBase "
          "`Table.batch()`, one SQLite transaction).", gt=0),
     Spec("CRAWLER_STORE_BATCH_BYTES", "store_batch_bytes", int, 16 * 1024 * 1024,
-         "Bytes of records a worker takes from the store queue and writes in one request, at "
-         "most (a larger record goes alone).", gt=0),
+         "Bytes of records a worker takes from the store queue (as kept there, compressed) and "
+         "writes in one request (as decoded), at most (a larger record goes alone).", gt=0),
     Spec("CRAWLER_STORE_FLUSH_S", "store_flush_s", _number, 1.0,
          "Longest a record waits in the store queue for its batch to fill (seconds); a batch "
          "also goes as soon as nothing more arrives.", gt=0),

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import re
-import zlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -133,7 +132,7 @@ def _decoded_parts(raw: Sequence[bytes], max_bytes: int,
 
 
 #: What decoding a store-queue entry or a dead letter raises when it is damaged.
-UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, zlib.error, BadInput)
+UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, *codec.DAMAGED, BadInput)
 #: The token and crawl of an entry whose head is readable as text though the rest is not.
 _TOKEN = re.compile(rb'"t":\s*"([^"\\]+)"')
 _CRAWL = re.compile(rb'"c":\s*"([^"\\]+)"')
@@ -232,7 +231,7 @@ class _Settled:
             self.failures[entry.token] = (entry, *failure)
 
     def later(self, seconds: float, entry: StoreEntry) -> None:
-        self.delayed.append((seconds, entry.encode(compress=True)))  # small while the batch goes on
+        self.delayed.append((seconds, entry.encode()))
 
     def apply(self, rt: StoreDeps) -> None:
         letters = list(self.letters.items())
@@ -267,7 +266,7 @@ REFUSED, FAILED = "refused", "failed"
 
 def _letter(e: StoreEntry, kind: str, error: str) -> bytes:
     """The dead letter of ``e``'s record as kept in Redis (:mod:`crawler_tasks.core.codec`):
-    JSON, zlib-compressed above 4 KiB (a page's body makes it tens of KB, and letters pile up
+    JSON, compressed above 4 KiB (a page's body makes it tens of KB, and letters pile up
     while a store stays down); read by :mod:`crawler_tasks.stages.dead_letters`."""
     return codec.encode({"record": e.record.to_dict(), "store": masked(e.store), "kind": kind,
                          "error": error, "at": now_iso()})

@@ -1,5 +1,6 @@
-"""The one codec of what waits in Redis: plain JSON up to 4 KiB, zlib above, sniffed by the
-first byte; a JSON head with a text tail for large bodies; and the bytes earlier code wrote."""
+"""The one codec of what waits in Redis: plain JSON up to 4 KiB, Zstandard above, sniffed by
+the first bytes; a JSON head with a text tail for large bodies; and the bytes earlier code
+wrote (zlib above 4 KiB), still read."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import zlib
 import pytest
 
 from crawler_tasks.core import codec
+from crawler_tasks.core.codec import zstd
 from tests.stored_bytes import (
     AT,
     CLAIM_PLAIN,
@@ -55,13 +57,14 @@ def test_an_entry_with_a_text_tail_written_by_earlier_code_still_decodes():
     assert size == len(zlib.decompress(ENTRY_TAIL))
 
 
-def test_earlier_code_reads_what_it_writes():
-    """A worker of an earlier release (standard json, zlib) reads every form back."""
+def test_what_it_writes_is_standard_json_in_a_standard_zstandard_frame_or_zlib_stream():
+    """Any tool reads every form back: standard json, a Zstandard frame, a zlib stream."""
     small, large = as_written(SMALL), as_written(LARGE)
     assert json.loads(codec.encode(small, ensure_ascii=True)) == small
     assert json.loads(codec.encode(entry("t1.write", small, 2))) == entry("t1.write", small, 2)
-    assert json.loads(zlib.decompress(codec.encode(letter(large, "refused", "mapping")))) == \
-        letter(large, "refused", "mapping")
+    kept = codec.encode(letter(large, "refused", "mapping"))
+    assert kept[:4] == codec.ZSTD_MAGIC
+    assert json.loads(zstd.decompress(kept)) == letter(large, "refused", "mapping")
     record = as_written(SMALL)
     body = record.pop("body")
     head, _, tail = zlib.decompress(codec.encode_with_tail(entry("t1.write", record, 2) | {"tail": "body"},
@@ -84,7 +87,7 @@ def test_json_up_to_the_threshold_stays_plain_and_above_it_is_compressed_when_as
 
     at, over = value(codec.COMPRESS_OVER + 1), value(codec.COMPRESS_OVER + 2)  # + 1: compact JSON
     assert codec.encode(at) == codec.dumps(at) and len(codec.dumps(at)) == codec.COMPRESS_OVER
-    assert codec.encode(over)[:1] == b"x" and len(codec.encode(over)) < 100
+    assert codec.encode(over)[:4] == codec.ZSTD_MAGIC and len(codec.encode(over)) < 100
     assert codec.encode(over, compress=False) == codec.dumps(over)
     for v in (at, over):
         assert codec.decode(codec.encode(v)) == v

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
+import string
 import time
-import zlib
 from collections.abc import Iterator
 
 import pytest
@@ -183,14 +184,14 @@ def test_a_store_that_is_down_gets_its_batch_back_with_backoff_then_dead_letters
         rt.close()
 
 
-def test_entries_waiting_on_a_retry_are_compressed_and_read_back():
+def test_entries_over_4_kib_are_compressed_and_read_back():
     record = PageRecord(url="http://a.test/", fingerprint="f", crawl_id="c", depth=0,
                         fetched_at="2026-11-22T08:00:00+00:00", body="é" * 10_000)
     small = StoreEntry("t.write", "c", "sqlite:///x.db", PageRecord(**{**record.to_dict(), "body": "x"}))
     big = StoreEntry("t.write", "c", "sqlite:///x.db", record, attempts=3)
-    assert small.encode(compress=True)[:1] == b"{" and big.encode()[:1] == b"{"
-    assert len(big.encode(compress=True)) < COMPRESS_OVER
-    assert StoreEntry.decode(big.encode(compress=True)) == big == StoreEntry.decode(big.encode())
+    assert small.encode()[:1] == b"{" and big.encode(compress=False)[:1] == b"{"
+    assert len(big.encode()) < COMPRESS_OVER
+    assert StoreEntry.decode(big.encode()) == big == StoreEntry.decode(big.encode(compress=False))
     assert StoreEntry.decode(small.encode()) == small
 
 
@@ -231,16 +232,22 @@ def test_an_entry_with_a_large_body_waits_compressed_and_reads_back_exactly():
 
 
 def test_a_batch_takes_at_most_store_batch_bytes_and_writes_large_records_a_part_at_a_time():
+    """The cap holds twice: on what a batch takes, as kept in Redis (compressed), and on
+    each request it writes, as decoded."""
+    noise = "".join(random.Random(7).choices(string.ascii_letters + string.digits + "+/", k=300_000))
     with ESServer() as es:
         rt = queue_rt(f"elasticsearch://{es.url.split('://', 1)[1]}/pages", store_batch=200,
                       store_batch_bytes=1_000_000)
         try:
-            finish_pages(rt, 7, body="x" * 300_000)  # 300 KB entries, as JSON
+            finish_pages(rt, 7, body=noise)  # 300 KB entries, about 230 KB compressed
             finish_pages(rt, 3, crawl_id="c2", body="y" * 1_200_000)  # compressed: 1.2 MB each read
+            kept = rt.store_queue.client.lrange(rt.keys.store_pending(), 0, -1)
+            assert 200_000 < len(kept[0]) < 250_000 and all(len(k) < 10_000 for k in kept[7:])
             es.clear_requests()
-            assert [flush_once(rt, "w1") for _ in range(4)] == [3, 3, 4, 0]
+            assert [flush_once(rt, "w1") for _ in range(4)] == [4, 6, 0, 0]  # 4 × 230 KB; 3 + 3 large
             bulks = [r for r in es.received if r.path.endswith("/_bulk")]
-            assert [len(r.body.splitlines()) // 2 for r in bulks] == [3, 3, 1, 1, 1, 1]
+            assert [len(r.body.splitlines()) // 2 for r in bulks] == [3, 1, 3, 1, 1, 1]
+            assert all(len(r.body) < 1_100_000 for r in bulks if len(r.body.splitlines()) > 2)
             assert len(es.documents("pages")) == 10
             assert rt.stats.read("c1")["stored"] == 7 and rt.stats.read("c2")["stored"] == 3
         finally:
@@ -312,8 +319,8 @@ def kept_in_redis(rt: Runtime) -> bytes:
 def _plain(value: bytes) -> bytes:
     """``value`` decompressed when it is a compressed entry or letter."""
     try:
-        return zlib.decompress(value)
-    except zlib.error:
+        return codec.unpack(value)
+    except codec.DAMAGED:
         return value
 
 

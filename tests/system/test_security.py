@@ -30,7 +30,7 @@ from kombu import Connection
 from crawler_tasks.backends import open_store
 from crawler_tasks.broker import lists
 from crawler_tasks.cli.local import EmbeddedRedis, Workers, free_port, wait_drained
-from crawler_tasks.core import routing
+from crawler_tasks.core import codec, routing
 from crawler_tasks.core.errors import SettingsError
 from crawler_tasks.core.settings import Settings
 from crawler_tasks.core.store_uris import split_uris
@@ -100,14 +100,26 @@ def queued(client: redis.Redis) -> list[bytes]:
 
 
 def dump_redis(client: redis.Redis) -> dict[bytes, object]:
-    """Every key and its value, whatever its type (the stats hash, crawl config, queues...)."""
+    """Every key and its value, whatever its type (the stats hash, crawl config, queues...),
+    what is kept compressed (store entries, dead letters) decompressed."""
     out: dict[bytes, object] = {}
     for key in client.scan_iter(count=1000):
         kind = client.type(key)
-        out[key] = {b"string": lambda: client.get(key), b"hash": lambda: client.hgetall(key),  # noqa: B023 (called at once)
-                    b"list": lambda: client.lrange(key, 0, -1), b"set": lambda: client.smembers(key),  # noqa: B023
-                    b"zset": lambda: client.zrange(key, 0, -1, withscores=True)}.get(kind, lambda: kind)()  # noqa: B023
+        value = {b"string": lambda: client.get(key), b"hash": lambda: client.hgetall(key),  # noqa: B023 (called at once)
+                 b"list": lambda: client.lrange(key, 0, -1), b"set": lambda: client.smembers(key),  # noqa: B023
+                 b"zset": lambda: client.zrange(key, 0, -1, withscores=True)}.get(kind, lambda: kind)()  # noqa: B023
+        out[key] = [_plain(v) for v in value] if isinstance(value, list) else _plain(value)
     return out
+
+
+def _plain(value: object) -> object:
+    """``value`` decompressed when it is a compressed entry or letter."""
+    if isinstance(value, bytes) and value[:1] != b"{":
+        try:
+            return codec.unpack(value)
+        except (*codec.DAMAGED, ValueError):
+            return value
+    return value
 
 
 @pytest.fixture(scope="module")
