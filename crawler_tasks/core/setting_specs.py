@@ -44,9 +44,8 @@ EVENT_MODES = ("auto", "on", "off")
 
 @dataclass(frozen=True)
 class Spec:
-    """One setting: its environment variable, parser, default, one-line meaning, and the
-    bounds its value keeps (``gt``: greater than; ``ge``: that or more; ``gt`` with ``lt``:
-    strictly between them; ``choices``: one of them)."""
+    """One setting: its environment variable, parser, default, meaning, and bounds (``gt``: greater
+    than; ``ge``: that or more; ``gt`` with ``lt``: strictly between; ``choices``: one of them)."""
 
     env: str
     attr: str
@@ -253,9 +252,11 @@ SPECS: tuple[Spec, ...] = (
          "Seconds a store task (a writer) keeps its batch without a sign of life (it renews "
          "it while alive); then the batch goes back to the queue, e.g. after a SIGKILL, and "
          "a writer whose task never ran is replaced.", gt=0),
-    Spec("CRAWLER_STORE_WRITERS", "store_writers", int, 2,
-         "Store tasks (`crawl.store_batch`, one batch each) at work or queued at once, in "
-         "the whole cluster; more go only while full batches wait for them.", gt=0),
+    Spec("CRAWLER_STORE_WRITERS", "store_writers", int, 2, "Store tasks (`crawl.store_batch`, one batch "
+         "each) at work or queued at once per store shard; more only while full batches wait for them.", gt=0),
+    Spec("CRAWLER_STORE_SHARDS", "store_shards", int, None, "Shards of the store queue, spread over a "
+         "Redis Cluster's masters; a worker process queues its records in one. Every client of one Redis "
+         "must use the same.", "1 on one Redis, 16 on a Redis Cluster", ge=1, lt=1025),
     Spec("CRAWLER_MAX_LINKS_PER_PAGE", "max_links_per_page", int, 1000,
          "Links followed from one page (after de-duplication, in document order); the rest "
          "are counted (`links/over_cap`), not queued, so one page cannot flood the frontier.", ge=0),
@@ -382,8 +383,7 @@ SPECS: tuple[Spec, ...] = (
          "URLs per crawl a worker process remembers the gate answered for, for at most "
          "`CRAWLER_CRAWL_REFRESH_S` (and the recrawl window): a page's links among them are "
          "counted as duplicates without asking the gate again (0: always ask).", ge=0),
-    Spec("CRAWLER_KEY_PREFIX", "key_prefix", str, "crawler",
-         "Prefix of every Redis key this package writes."),
+    Spec("CRAWLER_KEY_PREFIX", "key_prefix", str, "crawler", "Prefix of every Redis key this package writes."),
     Spec("CRAWLER_STATE_MAX_RETRIES", "state_max_retries", int, 10,
          "Times a task runs again in place after its state Redis failed and answered again; "
          "while the state is down the task waits holding its message, and then the message "

@@ -86,6 +86,7 @@ class Settings:
     store_flush_s: float = _DEFAULTS["store_flush_s"]
     store_lease_s: float = _DEFAULTS["store_lease_s"]
     store_writers: int = _DEFAULTS["store_writers"]
+    store_shards: int = _DEFAULTS["store_shards"]  # None: by the state Redis, see __post_init__
     max_links_per_page: int = _DEFAULTS["max_links_per_page"]
     plugins: tuple[str, ...] = _DEFAULTS["plugins"]
     item_pipelines: tuple[str, ...] = _DEFAULTS["item_pipelines"]
@@ -154,12 +155,10 @@ class Settings:
         if self.worker_concurrency is None:  # (an unknown pool is refused below)
             object.__setattr__(self, "worker_concurrency", POOL_CONCURRENCY.get(self.worker_pool, 1))
             object.__setattr__(self, "_derived", (*self._derived, "worker_concurrency"))
-        if self.host_shards is None:
-            object.__setattr__(self, "host_shards", CLUSTER_SHARDS if self.state_is_cluster else 1)
-            object.__setattr__(self, "_derived", (*self._derived, "host_shards"))
-        if self.gate_shards is None:
-            object.__setattr__(self, "gate_shards", CLUSTER_SHARDS if self.state_is_cluster else 1)
-            object.__setattr__(self, "_derived", (*self._derived, "gate_shards"))
+        for name in ("host_shards", "gate_shards", "store_shards"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, CLUSTER_SHARDS if self.state_is_cluster else 1)
+                object.__setattr__(self, "_derived", (*self._derived, name))
         if not self.start_urls_key:
             object.__setattr__(self, "start_urls_key", f"{self.key_prefix}:start_urls")
             object.__setattr__(self, "_derived", (*self._derived, "start_urls_key"))

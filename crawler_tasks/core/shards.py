@@ -117,3 +117,25 @@ def scatter(groups: Mapping[K, list[int]], answers: Iterable[Iterable[A]], size:
         for n, value in zip(indexes, answer):
             out[n] = value
     return out
+
+
+def spread_order(shards: int) -> list[int]:
+    """Every shard of ``shards`` once, in an order whose first few lie far apart (the van
+    der Corput sequence: 0, n/2, n/4, 3n/4 …): processes that take their shards in this
+    order land on different masters of a cluster whose masters hold runs of shards
+    (:func:`spread_tags`)."""
+    order: list[int] = []
+    seen: set[int] = set()
+    i = 0
+    while len(order) < shards:
+        fraction, base, n = 0.0, 0.5, i
+        while n:
+            fraction += base * (n & 1)
+            n >>= 1
+            base /= 2
+        k = int(fraction * shards)
+        if k not in seen:
+            seen.add(k)
+            order.append(k)
+        i += 1
+    return order

@@ -168,7 +168,7 @@ def store_batch(self: Task, writer: str) -> str:
 
     def turn() -> int:
         taken = dispatcher.write_turn(rt, writer, crawls=crawls)
-        dispatcher.dispatch(rt)
+        dispatcher.dispatch(rt, [rt.store_queue.keys.store_shard(writer)])
         return taken
 
     taken = delivery.run_step(rt, f"store batch {writer}", turn)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import redis
@@ -28,12 +28,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def housekeeping(rt: StoreDeps) -> None:
+def housekeeping(rt: StoreDeps, *, send: bool = True) -> None:
     """Once a second, in every worker process: give back the batches of dead writers, move
-    due retries, publish the seeds of seed calls that died half-way, note drained crawls,
-    send their ``on_done`` callbacks and close them here (pipelines' and middlewares'
-    ``close``), and log this process's pace when due."""
+    due retries, send writers to the other store shards' due batches, publish the seeds of
+    seed calls that died half-way, note drained crawls, send their ``on_done`` callbacks and
+    close them here (pipelines' and middlewares' ``close``), and log this process's pace
+    when due. ``send=False``: no writers (a process about to write what waits itself)."""
     rt.store_queue.tick()
+    if send and rt.store_queue.shards > 1:
+        dispatch(rt, [k for k in range(rt.store_queue.shards) if k != rt.store_queue.home()])
     enqueue.recover_seed_calls(rt)
     note_finished(rt)
     call_back_done(rt)
@@ -65,20 +68,22 @@ def flush_once(rt: StoreDeps, writer: str, *, now: bool = True) -> int:
     return write_turn(rt, writer, now=now)
 
 
-def dispatch(rt: StoreDeps) -> str | None:
-    """Send a store task if a batch is due and no writer is on it (or more full batches
-    wait than writers at work); the writer's id, or None. A broker that refuses the
-    task gives the lease back at once, so the next look sends it again."""
-    s = rt.settings
-    writer = uuid.uuid4().hex
-    if not rt.store_queue.dispatch(writer, s.store_batch, s.store_flush_s, s.store_lease_s, s.store_writers):
-        return None
-    try:
-        enqueue.publish_writer(rt, writer)
-    except Exception:
-        rt.store_queue.release(writer)
-        raise
-    return writer
+def dispatch(rt: StoreDeps, shards: Sequence[int] | None = None) -> list[str]:
+    """Send a store task for each of ``shards`` (this process's home shard by default)
+    where a batch is due and no writer is on it (or more full batches wait than writers at
+    work); the writers sent. A broker that refuses a task gives its lease back at once,
+    so the next look sends it again."""
+    s, queue = rt.settings, rt.store_queue
+    writers = [queue.writer(k) for k in ([queue.home()] if shards is None else shards)]
+    sent = queue.dispatch(writers, s.store_batch, s.store_flush_s, s.store_lease_s, s.store_writers)
+    for n, writer in enumerate(sent):
+        try:
+            enqueue.publish_writer(rt, writer)
+        except Exception:
+            for given in sent[n:]:
+                queue.release(given)
+            raise
+    return sent
 
 
 class Dispatcher:
@@ -99,8 +104,8 @@ class Dispatcher:
         self._thread: threading.Thread | None = None
         self._next_tick = 0.0
 
-    def look_once(self) -> str | None:
-        """Housekeeping when its second has come, then :func:`dispatch`."""
+    def look_once(self) -> list[str]:
+        """Housekeeping when its second has come, then :func:`dispatch`: the writers sent."""
         if time.monotonic() >= self._next_tick:
             housekeeping(self.rt)
             self._next_tick = time.monotonic() + self.TICK_S
@@ -128,7 +133,7 @@ class Dispatcher:
                 log.exception("store queue: no store task sent")
                 self._stop.wait(1.0)
                 continue
-            if sent is None:
+            if not sent:
                 self._stop.wait(poll)
 
     def stop(self, *, drain_s: float = 0.0) -> None:
@@ -144,22 +149,25 @@ class Dispatcher:
 
 
 def drain(rt: StoreDeps, seconds: float) -> int:
-    """Write what waits in the store queue here, batch after batch, for up to ``seconds``;
-    how many entries were taken."""
-    writer, taken = uuid.uuid4().hex, 0
+    """Write what waits in the store queue here, batch after batch, this process's shard
+    first, for up to ``seconds``; how many entries were taken."""
+    queue, taken = rt.store_queue, 0
     deadline = time.monotonic() + seconds
     try:
-        housekeeping(rt)  # dead writers' batches and due retries join what waits
+        housekeeping(rt, send=False)  # dead writers' batches and due retries join what waits
+        order = [queue.home(), *(k for k in range(queue.shards) if k != queue.home())]
     except Exception as exc:  # noqa: BLE001 - the others will write it
         log.warning("store queue not drained at shutdown (other workers will): %s", exc)
         return 0
-    while time.monotonic() < deadline:
-        try:
-            n = write_turn(rt, writer)
-        except Exception as exc:  # noqa: BLE001 - the others will write it
-            log.warning("store queue not drained at shutdown (other workers will): %s", exc)
-            break
-        if not n:
-            break
-        taken += n
+    for shard in order:
+        writer = queue.writer(shard)
+        while time.monotonic() < deadline:
+            try:
+                n = write_turn(rt, writer)
+            except Exception as exc:  # noqa: BLE001 - the others will write it
+                log.warning("store queue not drained at shutdown (other workers will): %s", exc)
+                return taken
+            if not n:
+                break
+            taken += n
     return taken

@@ -12,7 +12,6 @@ for its record to be written before it returns.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from ..core import routing
@@ -61,7 +60,7 @@ def wait_stored(rt: FetchDeps, req: CrawlRequest, task_id: str, timeout: float) 
         if time.monotonic() > deadline:
             raise StoreTooSlow(f"the record of {req.url} was not written within {timeout:.0f}s")
         if time.monotonic() > help_at:
-            write_turn(rt, uuid.uuid4().hex)
+            write_turn(rt, rt.store_queue.writer())
             help_at = time.monotonic() + rt.settings.store_flush_s
             continue
         time.sleep(0.05)

@@ -71,7 +71,7 @@ def write_batch(rt: StoreDeps, consumer: str, raw: Sequence[bytes]) -> dict[str,
         del part  # not held while the next part decodes
     for item in unreadable:
         _set_aside(rt, item, settled)
-    settled.apply(rt)
+    settled.apply(rt, consumer)
     rt.store_queue.release(consumer)
     return crawls
 
@@ -233,14 +233,15 @@ class _Settled:
     def later(self, seconds: float, entry: StoreEntry) -> None:
         self.delayed.append((seconds, entry.encode()))
 
-    def apply(self, rt: StoreDeps) -> None:
+    def apply(self, rt: StoreDeps, consumer: str) -> None:
+        """Apply the settlements of ``consumer``'s batch (see the class docstring)."""
         letters = list(self.letters.items())
         over = rt.dead_letters.add(*(raw for _, (_, raw) in letters))
         for token, (crawl_id, _) in letters[len(letters) - over:] if over else ():
             log.error("dead letter of %s not kept: %s dead letters wait already (CRAWLER_DEAD_LETTERS_MAX)",
                       token, rt.dead_letters.max_letters)
             rt.gate.add_counts(crawl_id, {counters.STORE_DEAD_LETTERS_DROPPED: 1})
-        rt.store_queue.delay(self.delayed)
+        rt.store_queue.delay(consumer, self.delayed)
         # Staged before the tokens settle: a worker dying after the settlement leaves them
         # for the next delivery of this batch, which sends them.
         left = {crawl_id: rt.callbacks.stage(crawl_id, due) for crawl_id, due in self.callbacks.items()}

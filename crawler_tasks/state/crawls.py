@@ -301,7 +301,7 @@ class Crawls:
 
 
 def _layout(keys: Keys) -> dict[str, int]:
-    return {"host_shards": keys.host_shards, "gate_shards": keys.gate_shards}
+    return {"host_shards": keys.host_shards, "gate_shards": keys.gate_shards, "store_shards": keys.store_shards}
 
 
 def note_layout(pipe: Any, keys: Keys) -> None:
@@ -321,7 +321,8 @@ def check_layout(client: redis.Redis, keys: Keys, *, note: bool = False) -> None
         pipe.hgetall(keys.layout())
         *_, raw = pipe.execute()
     stored = {k.decode(): int(v) for k, v in raw.items()}
-    for name, env in (("host_shards", "CRAWLER_HOST_SHARDS"), ("gate_shards", "CRAWLER_GATE_SHARDS")):
+    for name in mine:
+        env = f"CRAWLER_{name.upper()}"
         if stored.get(name, mine[name]) != mine[name]:
             raise SettingsError(f"{env}={mine[name]}, but the keys on this Redis are laid out for "
                                 f"{stored[name]}: every worker and client of one Redis must use the same")

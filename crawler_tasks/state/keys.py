@@ -38,21 +38,27 @@ def template(key: Callable[..., str], arity: int = 1) -> list[str]:
 
 class Keys:
     """Builds key names under ``prefix`` (``CRAWLER_KEY_PREFIX``), with the politeness keys
-    split over ``host_shards`` hash tags (``CRAWLER_HOST_SHARDS``) and each crawl's gate
-    over ``gate_shards`` (``CRAWLER_GATE_SHARDS``)."""
+    split over ``host_shards`` hash tags (``CRAWLER_HOST_SHARDS``), each crawl's gate
+    over ``gate_shards`` (``CRAWLER_GATE_SHARDS``) and the store queue over
+    ``store_shards`` (``CRAWLER_STORE_SHARDS``)."""
 
-    def __init__(self, prefix: str = "crawler", host_shards: int = 1, gate_shards: int = 1) -> None:
+    def __init__(self, prefix: str = "crawler", host_shards: int = 1, gate_shards: int = 1,
+                 store_shards: int = 1) -> None:
         self.prefix = prefix
         #: Shards of each crawl's gate: with one, its keys are the crawl's own (:meth:`crawl_stem`).
         self.gate_shards = gate_shards
         #: Shards of the politeness keys: a host's keys all carry its shard's tag.
         self.host_shards = host_shards
         self._host_stems = tuple(f"{prefix}:{{{tag}}}:" for tag in spread_tags("hosts", host_shards))
+        #: Shards of the store queue: each its own queue, leases and writers.
+        self.store_shards = store_shards
+        self._store_stems = tuple(f"{prefix}:{{{tag}}}:" for tag in spread_tags("store", store_shards))
 
     @classmethod
     def of(cls, settings: Settings) -> Keys:
         """The keys ``settings`` name: their prefix and shard counts."""
-        return cls(settings.key_prefix, host_shards=settings.host_shards, gate_shards=settings.gate_shards)
+        return cls(settings.key_prefix, host_shards=settings.host_shards, gate_shards=settings.gate_shards,
+                   store_shards=settings.store_shards)
 
     def _crawl(self, crawl_id: str, name: str) -> str:
         return f"{self.crawl_stem(crawl_id)}{name}"
@@ -212,33 +218,47 @@ class Keys:
         they were (newest first, at most CRAWLER_DEAD_LETTERS_MAX) for a person to look at."""
         return f"{self.prefix}:dead_letters:unreadable"
 
-    # The store queue's keys share the hash tag {store}: one slot on a Redis Cluster,
-    # so its scripts run there atomically.
+    # The store queue's keys: each shard's carry its own hash tag ({store} with one shard,
+    # {store:k…} with several), so its scripts run on one slot of a Redis Cluster.
 
-    def store_pending(self) -> str:
+    def store_pending(self, shard: int = 0) -> str:
         """LIST of store entries (a record, its crawl, store URI and attempts) waiting for a
         batch, oldest first (:mod:`crawler_tasks.state.store_queue`)."""
-        return f"{self.prefix}:{{store}}:pending"
+        return f"{self._store_stems[shard]}pending"
 
-    def store_since(self) -> str:
+    def store_since(self, shard: int = 0) -> str:
         """STRING: Redis time (s) when the oldest entry of the pending list arrived."""
-        return f"{self.prefix}:{{store}}:since"
+        return f"{self._store_stems[shard]}since"
 
-    def store_looked(self) -> str:
+    def store_looked(self, shard: int = 0) -> str:
         """STRING: the pending list's length when a worker last looked (unchanged = idle)."""
-        return f"{self.prefix}:{{store}}:looked"
+        return f"{self._store_stems[shard]}looked"
 
-    def store_delayed(self) -> str:
+    def store_delayed(self, shard: int = 0) -> str:
         """ZSET of store entries whose batch failed, scored by when to try them again."""
-        return f"{self.prefix}:{{store}}:delayed"
+        return f"{self._store_stems[shard]}delayed"
 
-    def store_leases(self) -> str:
+    def store_leases(self, shard: int = 0) -> str:
         """ZSET worker (consumer id) -> Redis time until which its taken batch stays its own."""
-        return f"{self.prefix}:{{store}}:leases"
+        return f"{self._store_stems[shard]}leases"
 
     def store_taken(self, consumer: str) -> str:
-        """LIST of the store entries one worker took and is writing."""
-        return f"{self.prefix}:{{store}}:taken:{consumer}"
+        """LIST of the store entries one worker took and is writing, in the shard its id
+        names (:meth:`store_shard`)."""
+        return self.store_taken_in(self.store_shard(consumer), consumer)
+
+    def store_taken_in(self, shard: int, consumer: str) -> str:
+        """:meth:`store_taken` of a consumer of ``shard``."""
+        return f"{self._store_stems[shard]}taken:{consumer}"
+
+    def store_shard(self, consumer: str) -> int:
+        """The store shard a writer's id names (``<id>.<k>``,
+        :func:`~crawler_tasks.core.shards.shard_task_id`)."""
+        return task_shard(consumer, self.store_shards)
+
+    def store_homes(self) -> str:
+        """STRING counter: each worker process takes the next number for its home shard."""
+        return f"{self._store_stems[0]}homes"
 
     # Politeness keys: a host's keys, and the keys its scripts share with the other hosts of
     # its shard, carry the shard's hash tag ({hosts} with one shard, {hosts:k…} with several:
@@ -316,7 +336,8 @@ class Keys:
 
     def layout(self) -> str:
         """HASH of the shard counts the first worker on this Redis used (``host_shards``,
-        ``gate_shards``): a worker with other counts would name other keys, and stops."""
+        ``gate_shards``, ``store_shards``): a worker with other counts would name other keys,
+        and stops."""
         return f"{self.prefix}:layout"
 
     def stats_flushed(self) -> str:

@@ -30,9 +30,16 @@ them with the reliable-queue pattern:
 
 So an entry leaves Redis only after its batch was written to every backend of
 its store; a worker killed mid-batch leaves its entries to the next tick, and
-the rewrite is idempotent (document id = fingerprint). Every key has the hash
-tag ``{store}``, so each script (``lua/store_*.lua``) runs on one slot of a
-Redis Cluster.
+the rewrite is idempotent (document id = fingerprint).
+
+The queue is split over ``CRAWLER_STORE_SHARDS`` shards (one on one Redis), each with
+these keys under a hash tag of its own (``{store}``, or ``{store:k…}``), so each script
+(``lua/store_*.lua``) runs on one slot of a Redis Cluster and the shards spread over its
+masters. A worker process queues its records in one shard, its *home*, taken once from
+a counter in Redis; a writer's id names its shard (``<id>.<k>``). So a process's
+dispatcher looks at one shard each poll, as with one queue, and at every shard once a
+second (a process that stopped leaves its shard to the others); had the records gone to
+a shard by their fingerprint, every dispatcher would look at every shard at each poll.
 
 An entry is its fields' JSON, a newline, and its record's JSON (:mod:`crawler_tasks.core.codec`,
 the form with a JSON tail), compressed above 4 KiB: the store stage reads the record and
@@ -48,17 +55,21 @@ in 10 KB.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import redis
 
 from ..core import codec
 from ..core.models import PageRecord
+from ..core.shards import shard_task_id, spread_order
 from ..core.store_uris import masked
 from . import scripts
 from .keys import Keys, template
+from .round_trip import run_scripts
 
 #: Entries a tick moves back from ``delayed`` at most.
 TICK_MOVES = 1000
@@ -156,73 +167,100 @@ class StoreQueue:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.client = client
         self.keys = keys
+        self.shards = keys.store_shards
         self._take = scripts.register(client, "store_take.lua")
         self._tick = scripts.register(client, "store_tick.lua")
         self._delay = scripts.register(client, "store_delay.lua")
         self._renew = scripts.register(client, "store_renew.lua")
         self._dispatch = scripts.register(client, "store_dispatch.lua")
-        #: Where the tick's script finds the taken list of a worker whose lease ran out.
-        self._taken = json.dumps(template(keys.store_taken))
+        #: Where the tick's script finds, in each shard, the taken list of a worker whose lease ran out.
+        self._taken = [json.dumps(template(partial(keys.store_taken_in, k))) for k in range(self.shards)]
+        self._home: int | None = None
+
+    def home(self) -> int:
+        """The shard this process queues its records in: with several, the next of
+        :func:`~crawler_tasks.core.shards.spread_order` by a counter in Redis, taken once."""
+        if self._home is None:
+            self._home = 0 if self.shards == 1 else \
+                spread_order(self.shards)[(int(self.client.incr(self.keys.store_homes())) - 1) % self.shards]
+        return self._home
+
+    def writer(self, shard: int | None = None) -> str:
+        """A new writer's id, in ``shard`` (this process's :meth:`home` by default)."""
+        return shard_task_id(uuid.uuid4().hex, self.home() if shard is None else shard, self.shards)
 
     def push(self, entries: Sequence[StoreEntry], pipe: Any = None) -> None:
-        """Queue ``entries`` (on ``pipe`` when given, to go out with other commands)."""
+        """Queue ``entries`` in this process's shard (on ``pipe`` when given, to go out with
+        other commands)."""
         if entries:
-            (pipe or self.client).rpush(self.keys.store_pending(), *[e.encode() for e in entries])
+            (pipe or self.client).rpush(self.keys.store_pending(self.home()), *[e.encode() for e in entries])
 
     def take(self, consumer: str, batch: int, flush_s: float, lease_s: float, *,
              now: bool = False, max_bytes: int = 0) -> list[bytes]:
-        """Up to ``batch`` entries for ``consumer`` once a batch is full, its oldest waited
-        ``flush_s``, or nothing arrived since the last look (``now``: whatever waits);
-        [] if none is due. ``max_bytes`` caps the entries' total size (0 = no cap; the
-        first entry is taken whatever its size)."""
-        keys = [self.keys.store_pending(), self.keys.store_since(), self.keys.store_leases(),
-                self.keys.store_taken(consumer), self.keys.store_looked()]
+        """Up to ``batch`` entries of ``consumer``'s shard for it once a batch is full, its
+        oldest waited ``flush_s``, or nothing arrived since the last look (``now``: whatever
+        waits); [] if none is due. ``max_bytes`` caps the entries' total size as kept (0 = no
+        cap; the first entry is taken whatever its size)."""
+        k = self.keys.store_shard(consumer)
+        keys = [self.keys.store_pending(k), self.keys.store_since(k), self.keys.store_leases(k),
+                self.keys.store_taken(consumer), self.keys.store_looked(k)]
         return self._take(keys=keys, args=[batch, flush_s, lease_s, "1" if now else "0", consumer,
                                            max_bytes])
 
-    def dispatch(self, writer: str, batch: int, flush_s: float, lease_s: float, most: int) -> bool:
-        """Whether to send a store task for ``writer``: a batch is due and no writer is on
-        it yet, or more full batches wait than writers hold a lease (at most ``most``).
-        True gives ``writer`` a lease of ``lease_s``, so that its task counts while it
-        waits in the broker and, lost, is replaced once the lease runs out."""
-        keys = [self.keys.store_pending(), self.keys.store_since(), self.keys.store_leases(),
-                self.keys.store_looked()]
-        return bool(self._dispatch(keys=keys, args=[batch, flush_s, lease_s, most, writer]))
+    def dispatch(self, writers: Sequence[str], batch: int, flush_s: float, lease_s: float,
+                 most: int) -> list[str]:
+        """Of ``writers`` (one per shard at most), those to send a store task for: in its
+        shard a batch is due and no writer is on it yet, or more full batches wait than
+        writers hold a lease (at most ``most``). Each one given gets a lease of ``lease_s``,
+        so that its task counts while it waits in the broker and, lost, is replaced once the
+        lease runs out. One script per shard, in one round trip (one per master)."""
+        calls = []
+        for writer in writers:
+            k = self.keys.store_shard(writer)
+            calls.append((self._dispatch, [self.keys.store_pending(k), self.keys.store_since(k),
+                                           self.keys.store_leases(k), self.keys.store_looked(k)],
+                          [batch, flush_s, lease_s, most, writer]))
+        return [w for w, sent in zip(writers, run_scripts(self.client, calls)) if sent]
 
     def renew(self, consumer: str, lease_s: float) -> None:
         """Extend ``consumer``'s lease on what it took (a sign of life)."""
-        self._renew(keys=[self.keys.store_leases()], args=[lease_s, consumer])
+        self._renew(keys=[self.keys.store_leases(self.keys.store_shard(consumer))], args=[lease_s, consumer])
 
-    def delay(self, entries: Sequence[tuple[float, StoreEntry | bytes]]) -> None:
-        """Put ``(seconds, entry)`` back to be taken again that many seconds from now
-        (an entry, or one already encoded)."""
+    def delay(self, consumer: str, entries: Sequence[tuple[float, StoreEntry | bytes]]) -> None:
+        """Put ``(seconds, entry)`` back in ``consumer``'s shard, to be taken again that many
+        seconds from now (an entry, or one already encoded)."""
         if entries:
             args: list[Any] = []
             for seconds, entry in entries:
                 args += [seconds, entry if isinstance(entry, bytes) else entry.encode()]
-            self._delay(keys=[self.keys.store_delayed()], args=args)
+            self._delay(keys=[self.keys.store_delayed(self.keys.store_shard(consumer))], args=args)
 
     def release(self, consumer: str) -> None:
         """Everything ``consumer`` took is settled: drop its taken list and lease."""
         pipe = self.client.pipeline(transaction=False)
         pipe.delete(self.keys.store_taken(consumer))
-        pipe.zrem(self.keys.store_leases(), consumer)
+        pipe.zrem(self.keys.store_leases(self.keys.store_shard(consumer)), consumer)
         pipe.execute()
 
     def tick(self) -> int:
         """Give back the batches of workers whose lease ran out and move due retries to
-        ``pending``; returns how many entries moved."""
-        keys = [self.keys.store_pending(), self.keys.store_since(), self.keys.store_leases(),
-                self.keys.store_delayed()]
-        return int(self._tick(keys=keys, args=[self._taken, TICK_MOVES]))
+        ``pending``, in every shard; returns how many entries moved."""
+        calls = [(self._tick, [self.keys.store_pending(k), self.keys.store_since(k), self.keys.store_leases(k),
+                               self.keys.store_delayed(k)], [self._taken[k], TICK_MOVES])
+                 for k in range(self.shards)]
+        return sum(int(n) for n in run_scripts(self.client, calls))
 
     def depth(self) -> QueueDepth:
-        """The queue's sizes, for ``crawler-tasks stats``."""
-        writers = self.client.zrange(self.keys.store_leases(), 0, -1)
-        pipe = self.client.pipeline(transaction=False)
-        pipe.llen(self.keys.store_pending())
-        pipe.zcard(self.keys.store_delayed())
-        for consumer in writers:
-            pipe.llen(self.keys.store_taken(consumer.decode()))
-        pending, delayed, *taken = pipe.execute()
-        return QueueDepth(pending, delayed, sum(taken), len(writers))
+        """The queue's sizes, summed over the shards, for ``crawler-tasks stats``."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for k in range(self.shards):
+                pipe.zrange(self.keys.store_leases(k), 0, -1)
+                pipe.llen(self.keys.store_pending(k))
+                pipe.zcard(self.keys.store_delayed(k))
+            found = pipe.execute()
+        writers = [c.decode() for k in range(self.shards) for c in found[3 * k]]
+        with self.client.pipeline(transaction=False) as pipe:
+            for consumer in writers:
+                pipe.llen(self.keys.store_taken(consumer))
+            taken = pipe.execute() if writers else []
+        return QueueDepth(sum(found[1::3]), sum(found[2::3]), sum(taken), len(writers))

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from crawler_tasks.core.shards import SLOTS, crc16, shard_of, spread_tags, tag_slot
+from crawler_tasks.core.shards import SLOTS, crc16, shard_of, spread_order, spread_tags, tag_slot
 
 
 def test_crc16_is_the_checksum_redis_cluster_hashes_keys_with():
@@ -58,3 +58,18 @@ def test_answers_given_group_by_group_come_back_in_the_items_order():
     answers = [[f"{items[n]}!" for n in ns] for ns in groups.values()]
     assert scatter(groups, answers, len(items), "") == [f"{i}!" for i in items]
     assert scatter(groups, [["x"]], len(items), "") == ["x", "", "", "", ""]  # a group left unanswered
+
+
+@pytest.mark.parametrize("shards", [1, 2, 3, 6, 16, 17, 100])
+def test_the_spread_order_names_every_shard_once(shards):
+    assert sorted(spread_order(shards)) == list(range(shards))
+
+
+@pytest.mark.parametrize("masters", [2, 3, 6])
+def test_the_first_processes_to_take_shards_in_spread_order_share_out_over_the_masters(masters):
+    """16 shards over masters holding equal runs of them (as spread_tags places them): the
+    first two processes land on two masters, and as many processes as masters put at most
+    two on one."""
+    master_of = [k * masters // 16 for k in range(16)]
+    assert len({master_of[k] for k in spread_order(16)[:2]}) == 2
+    assert max(Counter(master_of[k] for k in spread_order(16)[:masters]).values()) <= 2

@@ -136,9 +136,11 @@ def test_the_store_queue_gives_back_a_dead_workers_batch_on_a_redis_cluster(clus
     rt = Runtime(settings, create_app(settings))
     try:
         finish_pages(rt, 5)
-        assert len(rt.store_queue.take("dead", 5, 1.0, 0.5, now=True)) == 5  # then SIGKILLed
+        assert rt.keys.store_shards == 16  # the default on a cluster
+        dead = rt.store_queue.writer()
+        assert len(rt.store_queue.take(dead, 5, 1.0, 0.5, now=True)) == 5  # then SIGKILLed
         time.sleep(0.6)
-        assert flush_once(rt, "alive") == 5
+        assert flush_once(rt, rt.store_queue.writer()) == 5
         assert rt.stats.read("c1")["stored"] == 5 and rt.crawls.outstanding("c1") == 0
         assert len(list(open_store(settings.store).records("c1"))) == 5
     finally:

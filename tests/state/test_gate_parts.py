@@ -190,4 +190,6 @@ def test_a_process_with_other_shard_counts_than_its_redis_s_keys_is_refused():
         check_layout(client, Keys(prefix))
     with pytest.raises(SettingsError, match="CRAWLER_HOST_SHARDS=16"):
         check_layout(client, Keys(prefix, host_shards=16, gate_shards=4))
+    with pytest.raises(SettingsError, match="CRAWLER_STORE_SHARDS=2, but the keys on this Redis are laid out for 1"):
+        check_layout(client, Keys(prefix, gate_shards=4, store_shards=2))
     client.delete(f"{prefix}:layout")

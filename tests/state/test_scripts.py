@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,7 @@ KEYS = Keys("kt")
     (KEYS.host_wait, ["xn--bcher-kva.example:80"]),
     (KEYS.host_wait, ["odd{tag}:80"]),
     (KEYS.store_taken, ["node-1:4242:9f8e7d6c"]),
+    (partial(Keys("kt", store_shards=4).store_taken_in, 2), ["9f8e7d6c.2"]),
     (KEYS.bloom_generation, [KEYS.bloom("news"), 1_767_225_599]),
     (KEYS.bloom_generation, [KEYS.bloom("news"), -1]),
     (KEYS.bloom_segment, [KEYS.bloom_generation(KEYS.bloom("news"), 88), 3, 0]),

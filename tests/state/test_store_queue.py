@@ -36,8 +36,9 @@ from tests.stored_bytes import ENTRY_PLAIN, ENTRY_TAIL, ENTRY_ZLIB, LARGE, SMALL
 
 
 def queue_rt(store: str, **overrides) -> Runtime:
-    settings = Settings.from_env(key_prefix=f"sq{token()}", broker_url=f"{REDIS}/{TEST_DB}",
-                                 redis_url=f"{REDIS}/{TEST_DB}", store=store, **overrides)
+    overrides.setdefault("key_prefix", f"sq{token()}")
+    settings = Settings.from_env(broker_url=f"{REDIS}/{TEST_DB}", redis_url=f"{REDIS}/{TEST_DB}", store=store,
+                                 **overrides)
     return Runtime(settings, create_app(settings))
 
 
@@ -96,7 +97,7 @@ def test_a_store_task_is_sent_once_a_batch_is_due_and_more_only_for_more_full_ba
     rt, s = sqlite_rt, sqlite_rt.settings  # batches of 5, flush 0.3 s, lease 0.5 s
 
     def dispatch(writer: str, most: int = 2) -> bool:
-        return rt.store_queue.dispatch(writer, s.store_batch, s.store_flush_s, s.store_lease_s, most)
+        return bool(rt.store_queue.dispatch([writer], s.store_batch, s.store_flush_s, s.store_lease_s, most))
 
     assert not dispatch("w0")  # nothing waits
     finish_pages(rt, 3)

@@ -36,10 +36,12 @@ def _assert_polite_and_whole(crawler: Crawler, web: RealWeb, crawl_id: str) -> N
 @pytest.mark.slow
 @pytest.mark.parametrize("shards", [1, 4], ids=["one-shard", "four-shards"])
 def test_a_worker_sigkilled_mid_crawl_loses_no_page_and_leaves_no_slot_held(tmp_path, shards):
-    """With four shards the politeness state and the gate are split (on one Redis, as a
-    cluster splits them over its masters): a completion cut between its steps is replayed."""
+    """With four shards the politeness state, the gate and the store queue are split (on one
+    Redis, as a cluster splits them over its masters): a completion cut between its steps is
+    replayed, and the killed worker's home shard of the store queue is written by the next."""
     web = RealWeb(hosts=2, pages=6, first_ip=100 + 10 * shards).start()
-    crawler = Crawler(defaults(tmp_path, visibility_timeout=5, host_shards=shards, gate_shards=shards), tmp_path)
+    crawler = Crawler(defaults(tmp_path, visibility_timeout=5, host_shards=shards, gate_shards=shards,
+                                store_shards=shards), tmp_path)
     try:
         crawl_id = crawler.submit(web.seeds)
         wait_drained(lambda: crawler.rt.stats.read(crawl_id).get("stored", 0) >= 8, timeout=30,
