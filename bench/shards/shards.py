@@ -15,8 +15,8 @@ Two crawls, each ``crawler-tasks crawl SEEDS --workers 2`` timed from start to e
 
 The state (``CRAWLER_REDIS_URL``) is, per row of ``--rows``, one private redis-server
 (``one``) or a cluster of N masters (``cN``) started here as ``redis-cli --cluster
-create`` makes one (no replicas); ``:K`` after a row sets ``CRAWLER_HOST_SHARDS`` and
-``CRAWLER_GATE_SHARDS`` to K (``c3:1``: the cluster with one tag for the politeness
+create`` makes one (no replicas); ``:K`` after a row sets ``CRAWLER_HOST_SHARDS``,
+``CRAWLER_GATE_SHARDS`` and ``CRAWLER_STORE_SHARDS`` to K (``c3:1``: the cluster with one tag for the politeness
 state and one per crawl, as before they were split; ``one:4``: one Redis with four of
 each, what the split costs there). The broker is one more private redis-server in every row (the cluster cannot
 be a broker), so the rows differ only in where the state lives. Per master: commands
@@ -149,7 +149,7 @@ def one_row(args: argparse.Namespace, workload: str, seeds: list[str], env: dict
             state_url = f"redis+cluster://127.0.0.1:{ports[0]}"
         before, broker_before = reading(ports), reading([broker.port])
         if shards:
-            env = {**env, "CRAWLER_HOST_SHARDS": shards, "CRAWLER_GATE_SHARDS": shards}
+            env = {**env, "CRAWLER_HOST_SHARDS": shards, "CRAWLER_GATE_SHARDS": shards, "CRAWLER_STORE_SHARDS": shards}
         wall, pages, crawler_cpu = crawl(args.crawler, seeds, broker.url, state_url, work, env)
         after, broker_after = reading(ports), reading([broker.port])
     commands = [a[0] - b[0] for a, b in zip(after, before)]
