@@ -75,8 +75,10 @@ def redis_from_url(url: str, *, check: bool = True, max_connections: int | None 
             from redis.cluster import RedisCluster
 
             # Not a redis.Redis subclass, but it serves every command the state components send.
+            # Each master's pool is a LeanPool too: the cluster client takes a connection
+            # from it for every command.
             client: redis.Redis = RedisCluster.from_url(
-                url.replace("+cluster", "", 1), **options)
+                url.replace("+cluster", "", 1), connection_pool_class=LeanPool, **options)
         else:
             client = redis.Redis.from_pool(LeanPool.from_url(url, **options))
     except (ValueError, TypeError):

@@ -1,7 +1,8 @@
 """redis-py's connection pool less what it costs on every command and serves nothing here.
 
-A worker's threads make four round trips a page, and each takes a connection from
-the pool and gives it back. redis-py's ``ConnectionPool`` spends most of that on
+A worker's threads make four round trips a page (more on a Redis Cluster, whose client
+takes a connection from a master's pool for every command), and each takes a connection
+from the pool and gives it back. redis-py's ``ConnectionPool`` spends most of that on
 three things it need not do every time:
 
 * a wrapper that warns about deprecated arguments, which looks at every call's

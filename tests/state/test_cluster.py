@@ -126,6 +126,17 @@ def test_a_crawl_with_its_state_on_a_redis_cluster_stores_every_page_once(cluste
     rt.close()
 
 
+def test_every_master_s_pool_is_the_lean_pool(cluster_url):
+    from crawler_tasks.state.connection import redis_from_url
+    from crawler_tasks.state.pool import LeanPool
+
+    client = redis_from_url(cluster_url)
+    nodes = client.get_nodes()
+    assert len(nodes) == 3
+    assert all(isinstance(n.redis_connection.connection_pool, LeanPool) for n in nodes)
+    client.close()
+
+
 def test_the_store_queue_gives_back_a_dead_workers_batch_on_a_redis_cluster(cluster_url, tmp_path):
     from crawler_tasks.stages.dispatcher import flush_once
     from tests.state.test_store_queue import finish_pages
