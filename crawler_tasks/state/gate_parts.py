@@ -35,7 +35,7 @@ from typing import Any
 import redis
 
 from ..core.shards import group_indexes, scatter
-from . import scripts
+from . import round_trip, scripts
 from .keys import Keys
 from .round_trip import run_scripts
 from .seen import SeenFilter
@@ -109,7 +109,7 @@ class GateParts:
     def pending(self, crawl_id: str, ids: Sequence[str]) -> list[bool]:
         """Whether each of ``ids`` is still outstanding, asked of its shard."""
         by_shard = group_indexes(ids, self.keys.task_shard)
-        with self.client.pipeline(transaction=False) as pipe:
+        with round_trip.pipeline(self.client) as pipe:
             for shard, ns in by_shard.items():
                 pipe.smismember(self.keys.outstanding(crawl_id, shard), [ids[n] for n in ns])
             raw = pipe.execute()

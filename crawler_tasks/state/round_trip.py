@@ -61,11 +61,72 @@ def queue_script(pipe: Any, script: Any, keys: list[Any], args: list[Any]) -> No
     pipe.evalsha(script.sha, len(keys), *keys, *args)
 
 
+#: What a master answers for a key it no longer serves (a cluster resharding): the cluster
+#: client sends the command again where the key now lives.
+ELSEWHERE = (redis.exceptions.AskError, redis.exceptions.TryAgainError)
+
+
+class NodePipeline:
+    """A pipeline (not atomic) on a Redis Cluster that sends each master's commands through
+    that master's own plain pipeline, one round trip per master, the answers in order.
+
+    redis-py's cluster pipeline works out each command's keys, slot and node anew and
+    costs about as much CPU as the round trip itself; here a command's node is that of its
+    first argument, its key (only commands whose first argument is their one key are
+    queued this way: ``srem``, ``delete``, ``hdel``, ``smismember``...). A command a master
+    answers MOVED or ASK (a resharding) is sent again through the cluster client."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Callable[..., NodePipeline]:
+        def queue(*args: Any, **kwargs: Any) -> NodePipeline:
+            self.calls.append((name, args, kwargs))
+            return self
+        return queue
+
+    def __enter__(self) -> NodePipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.calls = []
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        for n, (_, args, _) in enumerate(self.calls):
+            node = self.client.get_node_from_key(args[0])
+            groups.setdefault(node.name, (self.client.get_redis_connection(node), []))[1].append(n)
+        results: list[Any] = [None] * len(self.calls)
+        for conn, ns in groups.values():
+            with conn.pipeline(transaction=False) as pipe:
+                for n in ns:
+                    name, args, kwargs = self.calls[n]
+                    getattr(pipe, name)(*args, **kwargs)
+                raw = pipe.execute(raise_on_error=False)
+            for n, result in zip(ns, raw):
+                if isinstance(result, ELSEWHERE):
+                    name, args, kwargs = self.calls[n]
+                    result = getattr(self.client, name)(*args, **kwargs)
+                elif isinstance(result, Exception) and raise_on_error:
+                    raise result
+                results[n] = result
+        self.calls = []
+        return results
+
+
+def pipeline(client: Any) -> Any:
+    """A pipeline (not atomic) on ``client``: a :class:`NodePipeline` on a Redis Cluster,
+    for commands whose first argument is their one key."""
+    return NodePipeline(client) if is_cluster(client) else client.pipeline(transaction=False)
+
+
 def run_scripts(client: Any, calls: list[tuple[Any, list[Any], list[Any]]]) -> list[Any]:
     """Run script ``calls`` (a redis-py script, its keys, its args) by digest in one pipeline,
     or on a Redis Cluster in one pipeline per master (its client refuses EVALSHA in a
     pipeline): the answers in order. A call Redis answers NOSCRIPT (restarted, flushed) is
-    run again on its own, which loads the script."""
+    run again on its own, which loads the script; one a master answers MOVED or ASK, through
+    the cluster client, which follows it."""
     groups: dict[str, tuple[Any, list[int]]] = {}
     for n, (_, keys, _) in enumerate(calls):
         if is_cluster(client):
@@ -81,7 +142,7 @@ def run_scripts(client: Any, calls: list[tuple[Any, list[Any], list[Any]]]) -> l
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
             raw = pipe.execute(raise_on_error=False)
         for n, result in zip(ns, raw):
-            if isinstance(result, redis.exceptions.NoScriptError):
+            if isinstance(result, (redis.exceptions.NoScriptError, *ELSEWHERE)):  # run alone: loads it, follows it
                 script, keys, args = calls[n]
                 result = script(keys=keys, args=args)
             elif isinstance(result, Exception):

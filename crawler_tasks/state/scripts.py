@@ -29,6 +29,8 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+import redis
+
 from ..core import politeness
 
 _INCLUDE = re.compile(r"^--\s*include:\s*(\S+)\s*$")
@@ -99,5 +101,30 @@ def header(name: str) -> str:
 
 def register(client: Any, name: str, **slots: str) -> Any:
     """Script ``name`` registered on ``client`` (a Redis or RedisCluster client, or a
-    pipeline's): call it with ``keys=`` and ``args=``; its text is ``.script``."""
-    return client.register_script(source(name, **slots))
+    pipeline's): call it with ``keys=`` and ``args=``; its text is ``.script``. On a Redis
+    Cluster it is a :class:`NodeScript`."""
+    script = client.register_script(source(name, **slots))
+    return NodeScript(client, script) if type(client).__name__ == "RedisCluster" else script
+
+
+class NodeScript:
+    """A script on a Redis Cluster, run by its digest straight on the master of its first
+    key, through that master's own client: the cluster client would work out the keys,
+    slot and node of each call anew. A master that answers NOSCRIPT (restarted, flushed),
+    MOVED or ASK (a resharding) gets the call again through the cluster client, which
+    loads the script or follows the key. ``client=`` (a pipeline) goes the usual way."""
+
+    def __init__(self, cluster: Any, script: Any) -> None:
+        self.cluster = cluster
+        self.inner = script
+        self.script = script.script
+        self.sha = script.sha
+
+    def __call__(self, keys: Any = (), args: Any = (), client: Any = None) -> Any:
+        if client is not None or not keys:
+            return self.inner(keys=keys, args=args, client=client)
+        node = self.cluster.get_node_from_key(keys[0])
+        try:
+            return self.cluster.get_redis_connection(node).evalsha(self.sha, len(keys), *keys, *args)
+        except (redis.exceptions.NoScriptError, redis.exceptions.AskError, redis.exceptions.TryAgainError):
+            return self.inner(keys=keys, args=args)

@@ -137,6 +137,42 @@ def test_every_master_s_pool_is_the_lean_pool(cluster_url):
     client.close()
 
 
+def test_node_pipelines_and_scripts_answer_in_order_and_follow_a_moved_slot(cluster_url):
+    from crawler_tasks.state.connection import redis_from_url
+    from crawler_tasks.state.round_trip import NodePipeline, pipeline
+    from crawler_tasks.state.scripts import NodeScript
+
+    client = redis_from_url(cluster_url)
+    keys = [f"np{token()}:{{t{n}}}" for n in range(12)]  # tags on every master
+    assert len({client.get_node_from_key(k).name for k in keys}) == 3
+    pipe = pipeline(client)
+    assert isinstance(pipe, NodePipeline)
+    for n, key in enumerate(keys):
+        pipe.sadd(key, n, n + 100)
+    for key in keys:
+        pipe.srem(key, 111)  # only the last key holds it
+    assert pipe.execute() == [2] * 12 + [0] * 11 + [1]
+    with pipeline(client) as pipe:
+        for n, key in enumerate(keys):
+            pipe.smismember(key, [n, n + 100])
+        assert pipe.execute() == [[1, 1] for _ in range(11)] + [[1, 0]]
+    scard = NodeScript(client, client.register_script("return redis.call('SCARD', KEYS[1])"))
+    assert [scard(keys=[k]) for k in keys] == [2] * 11 + [1]
+    # A stale view of the slots sends a key to a master that does not serve it; its MOVED
+    # answer sends the command again through the cluster client.
+    other = next(n for n in client.get_nodes() if n.name != client.get_node_from_key(keys[0]).name)
+    real = client.get_node_from_key
+    client.get_node_from_key = lambda key, *a, **kw: other
+    try:
+        assert NodePipeline(client).scard(keys[0]).execute() == [2]
+        assert scard(keys=[keys[0]]) == 2
+    finally:
+        client.get_node_from_key = real
+    for key in keys:
+        client.delete(key)
+    client.close()
+
+
 def test_the_store_queue_gives_back_a_dead_workers_batch_on_a_redis_cluster(cluster_url, tmp_path):
     from crawler_tasks.stages.dispatcher import flush_once
     from tests.state.test_store_queue import finish_pages
