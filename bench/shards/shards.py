@@ -3,7 +3,7 @@
 masters: pages/s, and each master's share of the commands and the CPU.
 
     bench/shards/shards.py [--rows one,c3,c6] [--hosts 120] [--pages-per-host 15] [--delay 0.5]
-                           [--pages 3000] [--runs 1] [--only broad,fast]
+                           [--pages 3000] [--runs 1] [--only broad,fast] [--broker amqp://…]
 
 Two crawls, each ``crawler-tasks crawl SEEDS --workers 2`` timed from start to exit:
 
@@ -19,7 +19,8 @@ create`` makes one (no replicas); ``:K`` after a row sets ``CRAWLER_HOST_SHARDS`
 ``CRAWLER_GATE_SHARDS`` and ``CRAWLER_STORE_SHARDS`` to K (``c3:1``: the cluster with one tag for the politeness
 state and one per crawl, as before they were split; ``one:4``: one Redis with four of
 each, what the split costs there). The broker is one more private redis-server in every row (the cluster cannot
-be a broker), so the rows differ only in where the state lives. Per master: commands
+be a broker), so the rows differ only in where the state lives; ``--broker amqp://…`` makes
+it a vhost of its own on that RabbitMQ instead, its CPU read off ``beam.smp``. Per master: commands
 (``total_commands_processed``), Redis CPU (``used_cpu_user + used_cpu_sys``) and bytes
 received (``total_net_input_bytes``) over the crawl; ``max/mean`` and ``min/mean`` say how evenly the crawl spread over them.
 """
@@ -27,6 +28,7 @@ received (``total_net_input_bytes``) over the crawl; ``max/mean`` and ``min/mean
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import socket
 import sqlite3
@@ -130,6 +132,32 @@ def crawl(crawler: str, seeds: list[str], broker: str, state: str, work: Path,
     return wall, pages, cpu
 
 
+class Rabbit:
+    """A vhost of its own on the machine's RabbitMQ (``--broker amqp``), its CPU read off
+    the broker's process (``beam.smp``; it serves nothing else while the bench runs)."""
+
+    def __init__(self, url: str) -> None:
+        import os
+
+        self.vhost = f"bench-shards-{os.getpid()}"
+        base = url.rstrip("/")
+        self.url = f"{base}/{self.vhost}"
+
+    def __enter__(self) -> Rabbit:
+        for cmd in (["add_vhost", self.vhost], ["set_permissions", "-p", self.vhost, "guest", ".*", ".*", ".*"]):
+            subprocess.run(["rabbitmqctl", "-q", *cmd], check=True, capture_output=True, timeout=120)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run(["rabbitmqctl", "-q", "delete_vhost", self.vhost], capture_output=True, timeout=120)
+
+    @staticmethod
+    def cpu() -> float:
+        import psutil
+
+        return sum(sum(p.cpu_times()[:2]) for p in psutil.process_iter(["name"]) if p.info["name"] == "beam.smp")
+
+
 def spread(values: list[float]) -> str:
     mean = sum(values) / len(values)
     return f"{max(values) / mean:.2f} / {min(values) / mean:.2f}" if mean else "–"
@@ -140,23 +168,29 @@ def one_row(args: argparse.Namespace, workload: str, seeds: list[str], env: dict
     masters = 1 if where == "one" else int(where.removeprefix("c"))
     with tempfile.TemporaryDirectory(prefix="bench-shards-") as tmp, Children() as group:
         work = Path(tmp)
-        broker = RedisServer(group, work, "broker").start()
+        rabbit = Rabbit(args.broker) if args.broker.startswith("amqp") else None
+        broker = RedisServer(group, work, "broker").start()  # idle when the broker is RabbitMQ
+        broker_url = broker.url if rabbit is None else rabbit.url
         if masters == 1:
             state = RedisServer(group, work, "state").start()
             ports, state_url = [state.port], state.url
         else:
             ports = start_cluster(group, work, masters)
             state_url = f"redis+cluster://127.0.0.1:{ports[0]}"
-        before, broker_before = reading(ports), reading([broker.port])
         if shards:
             env = {**env, "CRAWLER_HOST_SHARDS": shards, "CRAWLER_GATE_SHARDS": shards, "CRAWLER_STORE_SHARDS": shards}
-        wall, pages, crawler_cpu = crawl(args.crawler, seeds, broker.url, state_url, work, env)
-        after, broker_after = reading(ports), reading([broker.port])
+        with rabbit or contextlib.nullcontext():
+            before, broker_before, rabbit_before = reading(ports), reading([broker.port]), Rabbit.cpu()
+            wall, pages, crawler_cpu = crawl(args.crawler, seeds, broker_url, state_url, work, env)
+            after, broker_after, rabbit_after = reading(ports), reading([broker.port]), Rabbit.cpu()
     commands = [a[0] - b[0] for a, b in zip(after, before)]
     cpu = [a[1] - b[1] for a, b in zip(after, before)]
     received = [a[2] - b[2] for a, b in zip(after, before)]
-    broker_cmds = broker_after[0][0] - broker_before[0][0]
+    broker_cmds = broker_after[0][0] - broker_before[0][0] if rabbit is None else 0
+    broker_cpu = broker_after[0][1] - broker_before[0][1] if rabbit is None else rabbit_after - rabbit_before
     where = "one Redis" if masters == 1 else f"cluster, {masters} masters"
+    if rabbit is not None:
+        where += ", RabbitMQ broker"
     if shards:
         where += f", {shards} shard{'s' if shards != '1' else ''}"
     per_master = " ".join(f"{c / pages:.1f}" for c in commands)
@@ -164,7 +198,7 @@ def one_row(args: argparse.Namespace, workload: str, seeds: list[str], env: dict
     return (f"| {workload} | {where} | {pages} | {pages / wall:.0f} | {sum(commands) / pages:.1f} | {per_master} | "
             f"{spread([float(c) for c in commands])} | {sum(cpu) / pages * 1e6:.0f} | {spread(cpu)} | "
             f"{sum(received) / pages / 1000:.1f} | {bytes_per_master} | "
-            f"{broker_cmds / pages:.1f} | {crawler_cpu / pages * 1000:.2f} |")
+            f"{broker_cmds / pages:.1f} | {broker_cpu / pages * 1e6:.0f} | {crawler_cpu / pages * 1000:.2f} |")
 
 
 def main() -> int:
@@ -178,12 +212,15 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1, help="rounds (default 1)")
     parser.add_argument("--only", default="broad,fast", help="workloads, comma list (default broad,fast)")
     parser.add_argument("--crawler", default=shutil.which("crawler-tasks") or "crawler-tasks")
+    parser.add_argument("--broker", default="redis",
+                        help="redis (a private redis-server, the default) or an AMQP URL such as "
+                             "amqp://guest:guest@127.0.0.1:5672 (a vhost of its own on that RabbitMQ)")
     args = parser.parse_args()
     rows = [r for r in args.rows.split(",") if r]
     print("| crawl | state | pages | pages/s | state cmds/page | per master | cmds max/mean / min/mean "
           "| state CPU µs/page | CPU max/mean / min/mean | state KB in/page | KB in/page per master "
-          "| broker cmds/page | crawler CPU ms/page |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| broker cmds/page | broker CPU µs/page | crawler CPU ms/page |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for _ in range(args.runs):
         for workload in args.only.split(","):
             if workload == "broad":
