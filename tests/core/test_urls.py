@@ -101,14 +101,25 @@ def test_subdomains_match_only_at_a_label_boundary():
 
 
 def test_the_domain_check_does_not_slow_down_with_100000_seed_hosts():
-    """The check is a few set look-ups per link: a scan of 100,000 domains took 14 ms a link."""
-    domains = frozenset(f"host-{i}.example{i % 97}.test" for i in range(100_000))
+    """The check is a few set look-ups per link, as fast with 100,000 seed domains as with
+    ten (a scan of the 100,000 took 14 ms a link, thousands of times the ten's). Measured
+    against itself, so a slow or busy machine moves both sides."""
     links = [f"http://www.page{i}.host-{i * 7 % 100_000}.example{i % 97}.test/a" for i in range(2000)]
-    started = time.perf_counter()
-    allowed = sum(domain_allowed(link, domains) for link in links)
-    per_link = (time.perf_counter() - started) / len(links)
-    assert allowed == sum((i * 7 % 100_000) % 97 == i % 97 for i in range(2000))
-    assert per_link < 100e-6, f"{per_link * 1e6:.0f} µs per link"
+
+    def per_link(domains: frozenset[str]) -> float:
+        best = float("inf")
+        for _ in range(3):  # the best of three: a pause of the machine's does not count
+            started = time.perf_counter()
+            for link in links:
+                domain_allowed(link, domains)
+            best = min(best, time.perf_counter() - started)
+        return best / len(links)
+
+    many = frozenset(f"host-{i}.example{i % 97}.test" for i in range(100_000))
+    few = frozenset(f"host-{i}.example{i % 97}.test" for i in range(10))
+    assert sum(domain_allowed(link, many) for link in links) == \
+        sum((i * 7 % 100_000) % 97 == i % 97 for i in range(2000))
+    assert per_link(many) < 10 * per_link(few), f"{per_link(many) * 1e6:.0f} µs per link"
 
 
 def test_a_url_over_the_length_cap_is_refused_with_its_size():
