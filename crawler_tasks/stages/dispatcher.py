@@ -36,7 +36,7 @@ def housekeeping(rt: StoreDeps, *, send: bool = True) -> None:
     when due. ``send=False``: no writers (a process about to write what waits itself)."""
     rt.store_queue.tick()
     if send and rt.store_queue.shards > 1:
-        dispatch(rt, [k for k in range(rt.store_queue.shards) if k != rt.store_queue.home()])
+        dispatch(rt, rt.store_queue.order()[1:])
     enqueue.recover_seed_calls(rt)
     note_finished(rt)
     call_back_done(rt)
@@ -155,7 +155,7 @@ def drain(rt: StoreDeps, seconds: float) -> int:
     deadline = time.monotonic() + seconds
     try:
         housekeeping(rt, send=False)  # dead writers' batches and due retries join what waits
-        order = [queue.home(), *(k for k in range(queue.shards) if k != queue.home())]
+        order = queue.order()
     except Exception as exc:  # noqa: BLE001 - the others will write it
         log.warning("store queue not drained at shutdown (other workers will): %s", exc)
         return 0

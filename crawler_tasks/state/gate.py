@@ -38,10 +38,10 @@ import redis
 
 from ..core import counters
 from ..core.shards import group_indexes, scatter, shard_of, shard_task_id
-from . import round_trip, scripts
+from . import scripts
 from .gate_parts import GateParts
 from .keys import Keys
-from .round_trip import run_scripts
+from .round_trip import pipeline, run_scripts
 from .seen import SeenFilter, SeenInfo, SeenSet
 
 
@@ -267,7 +267,7 @@ class Gate:
         ``pipe`` when given, sent now otherwise); ``shards``: those its completion touched
         (:attr:`Completion.shards`), ``limited``: whether its crawl has a page budget."""
         own = pipe is None
-        pipe = round_trip.pipeline(self.client) if own else pipe
+        pipe = pipeline(self.client) if own else pipe
         if self._parts is not None:
             self._parts.finish(pipe, crawl_id, task_id, shards, limited)
         else:

@@ -35,9 +35,9 @@ from typing import Any
 import redis
 
 from ..core.shards import group_indexes, scatter
-from . import round_trip, scripts
+from . import scripts
 from .keys import Keys
-from .round_trip import run_scripts
+from .round_trip import pipeline, run_scripts
 from .seen import SeenFilter
 
 
@@ -109,7 +109,7 @@ class GateParts:
     def pending(self, crawl_id: str, ids: Sequence[str]) -> list[bool]:
         """Whether each of ``ids`` is still outstanding, asked of its shard."""
         by_shard = group_indexes(ids, self.keys.task_shard)
-        with round_trip.pipeline(self.client) as pipe:
+        with pipeline(self.client) as pipe:
             for shard, ns in by_shard.items():
                 pipe.smismember(self.keys.outstanding(crawl_id, shard), [ids[n] for n in ns])
             raw = pipe.execute()

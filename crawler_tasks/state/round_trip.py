@@ -128,8 +128,9 @@ def run_scripts(client: Any, calls: list[tuple[Any, list[Any], list[Any]]]) -> l
     run again on its own, which loads the script; one a master answers MOVED or ASK, through
     the cluster client, which follows it."""
     groups: dict[str, tuple[Any, list[int]]] = {}
+    cluster = is_cluster(client)
     for n, (_, keys, _) in enumerate(calls):
-        if is_cluster(client):
+        if cluster:
             node = client.get_node_from_key(keys[0])
             groups.setdefault(node.name, (client.get_redis_connection(node), []))[1].append(n)
         else:

@@ -32,6 +32,7 @@ from typing import Any
 import redis
 
 from ..core import politeness
+from .round_trip import ELSEWHERE, is_cluster
 
 _INCLUDE = re.compile(r"^--\s*include:\s*(\S+)\s*$")
 _COMMENT = re.compile(r"^\s*--")
@@ -104,7 +105,7 @@ def register(client: Any, name: str, **slots: str) -> Any:
     pipeline's): call it with ``keys=`` and ``args=``; its text is ``.script``. On a Redis
     Cluster it is a :class:`NodeScript`."""
     script = client.register_script(source(name, **slots))
-    return NodeScript(client, script) if type(client).__name__ == "RedisCluster" else script
+    return NodeScript(client, script) if is_cluster(client) else script
 
 
 class NodeScript:
@@ -126,5 +127,5 @@ class NodeScript:
         node = self.cluster.get_node_from_key(keys[0])
         try:
             return self.cluster.get_redis_connection(node).evalsha(self.sha, len(keys), *keys, *args)
-        except (redis.exceptions.NoScriptError, redis.exceptions.AskError, redis.exceptions.TryAgainError):
+        except (redis.exceptions.NoScriptError, *ELSEWHERE):
             return self.inner(keys=keys, args=args)

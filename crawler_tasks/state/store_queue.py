@@ -69,7 +69,7 @@ from ..core.shards import shard_task_id, spread_order
 from ..core.store_uris import masked
 from . import scripts
 from .keys import Keys, template
-from .round_trip import run_scripts
+from .round_trip import pipeline, run_scripts
 
 #: Entries a tick moves back from ``delayed`` at most.
 TICK_MOVES = 1000
@@ -185,6 +185,11 @@ class StoreQueue:
                 spread_order(self.shards)[(int(self.client.incr(self.keys.store_homes())) - 1) % self.shards]
         return self._home
 
+    def order(self) -> list[int]:
+        """Every shard, this process's :meth:`home` first."""
+        home = self.home()
+        return [home, *(k for k in range(self.shards) if k != home)]
+
     def writer(self, shard: int | None = None) -> str:
         """A new writer's id, in ``shard`` (this process's :meth:`home` by default)."""
         return shard_task_id(uuid.uuid4().hex, self.home() if shard is None else shard, self.shards)
@@ -237,10 +242,10 @@ class StoreQueue:
 
     def release(self, consumer: str) -> None:
         """Everything ``consumer`` took is settled: drop its taken list and lease."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.delete(self.keys.store_taken(consumer))
-        pipe.zrem(self.keys.store_leases(self.keys.store_shard(consumer)), consumer)
-        pipe.execute()
+        with pipeline(self.client) as pipe:
+            pipe.delete(self.keys.store_taken(consumer))
+            pipe.zrem(self.keys.store_leases(self.keys.store_shard(consumer)), consumer)
+            pipe.execute()
 
     def tick(self) -> int:
         """Give back the batches of workers whose lease ran out and move due retries to
@@ -252,14 +257,14 @@ class StoreQueue:
 
     def depth(self) -> QueueDepth:
         """The queue's sizes, summed over the shards, for ``crawler-tasks stats``."""
-        with self.client.pipeline(transaction=False) as pipe:
+        with pipeline(self.client) as pipe:
             for k in range(self.shards):
                 pipe.zrange(self.keys.store_leases(k), 0, -1)
                 pipe.llen(self.keys.store_pending(k))
                 pipe.zcard(self.keys.store_delayed(k))
             found = pipe.execute()
         writers = [c.decode() for k in range(self.shards) for c in found[3 * k]]
-        with self.client.pipeline(transaction=False) as pipe:
+        with pipeline(self.client) as pipe:
             for consumer in writers:
                 pipe.llen(self.keys.store_taken(consumer))
             taken = pipe.execute() if writers else []
